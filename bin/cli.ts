@@ -1,0 +1,26 @@
+// Command-line entry: one subcommand per job, each with --help.
+import { Command, CommanderError } from 'commander';
+import { createRequire } from 'node:module';
+import { serveCommand } from './serve.js';
+
+const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
+
+/** Exit codes: 0 success, 1 error, 2 usage error (or, with --detailed-exitcode, changes present). */
+export async function main(argv: string[]): Promise<number> {
+  const program = new Command('edgeform')
+    .description('Self-hostable Tunnel, Edge and Traffic-Control Management API, and the tools to manage it as code.')
+    .version(version)
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride();
+  let code = 0;
+  const setCode = (c: number) => { code = c; };
+  program.addCommand(serveCommand(setCode));
+  try {
+    await program.parseAsync(argv);
+    return code;
+  } catch (e) {
+    if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : 2;
+    process.stderr.write(`Error: ${(e as Error).message}\n`);
+    return 1;
+  }
+}

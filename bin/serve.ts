@@ -1,0 +1,48 @@
+// `edgeform serve`: the API server on its embedded SQLite database (or PostgreSQL).
+import { Command, Option } from 'commander';
+import { resolveConfig } from '../server/config.js';
+import { startServer } from '../server/main.js';
+
+export function serveCommand(setCode: (code: number) => void) {
+  return new Command('serve')
+    .description('Run the API server. Applies pending migrations and, on an empty database, creates the admin user and its first API key.')
+    .addOption(new Option('--host <host>', 'address to listen on').env('EDGEFORM_HOST').default('127.0.0.1'))
+    .addOption(new Option('--port <port>', 'port to listen on (0 picks a free one)').env('EDGEFORM_PORT').default('8080'))
+    .addOption(new Option('--database <url>', 'file:<path> for SQLite or postgresql://... (default file:./data/edgeform.db)').env('EDGEFORM_DATABASE_URL'))
+    .addOption(new Option('--public-url <url>', 'base of every uri and next_page_uri (default http://<host>:<port>)').env('EDGEFORM_PUBLIC_URL'))
+    .addOption(new Option('--api-rate-limit <n>', 'requests per minute per API key; 0 turns the limit off').env('EDGEFORM_API_RATE_LIMIT').default('600'))
+    .addOption(new Option('--data-dir <dir>', 'where the default database, key file and bootstrap token live').env('EDGEFORM_DATA_DIR').default('data'))
+    .addHelpText('after', `
+Environment only:
+  EDGEFORM_BOOTSTRAP_TOKEN       token for the first API key (instead of a generated one)
+  EDGEFORM_BOOTSTRAP_TOKEN_FILE  where a generated first token is written (default <data-dir>/bootstrap-token)
+  EDGEFORM_SECRET_KEY            32-byte key (hex or base64) encrypting secrets at rest
+  EDGEFORM_SECRET_KEY_FILE       key file used when EDGEFORM_SECRET_KEY is unset (default <data-dir>/secret.key, created 0600)`)
+    .action(async (opts) => {
+      const config = resolveConfig(opts);
+      const server = await startServer(config);
+      const info = (msg: string, extra: object = {}) =>
+        process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'info', msg, ...extra })}\n`);
+      if (server.db.migrated.length) info(`applied migrations: ${server.db.migrated.join(', ')}`);
+      info(`edgeform listening on ${server.listening}`, { url: server.url, database: server.db.where });
+      if (server.bootstrap.created) {
+        if (server.bootstrap.tokenFile) {
+          info(`created the admin user and its first API key; the token is in ${server.bootstrap.tokenFile} (readable only by you)`);
+          process.stderr.write(`\nFirst API key token (shown once): ${(await import('node:fs')).readFileSync(server.bootstrap.tokenFile, 'utf8').trim()}\n\n`);
+        } else {
+          info('created the admin user and its first API key with the token from EDGEFORM_BOOTSTRAP_TOKEN');
+        }
+      }
+      await new Promise<void>((resolve) => {
+        const stop = async (signal: string) => {
+          info(`received ${signal}; finishing in-flight requests`);
+          await server.close();
+          info('stopped');
+          resolve();
+        };
+        process.once('SIGTERM', () => void stop('SIGTERM'));
+        process.once('SIGINT', () => void stop('SIGINT'));
+      });
+      setCode(0);
+    });
+}

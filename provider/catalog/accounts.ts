@@ -1,0 +1,75 @@
+// Users, bot users, API keys and tunnel credentials.
+import { z } from 'zod';
+import { defineKind } from './define.js';
+import { description, metadata, refId } from './fields.js';
+import { withTraits } from './traits.js';
+
+const OWNER_KINDS = ['User', 'BotUser'] as const;
+
+const token = () =>
+  withTraits(z.string().nullable().describe('Bearer token; returned once, in the creation response, and null afterwards.'), { once: true, computed: true });
+
+export const user = defineKind({
+  kind: 'User',
+  type: 'user',
+  prefix: 'usr',
+  path: '/users',
+  operations: ['read'],
+  summary: 'A person with access to the account (read-only; the first one is created on first start).',
+  computed: {
+    name: z.string(),
+    admin: z.boolean(),
+  },
+});
+
+export const botUser = defineKind({
+  kind: 'BotUser',
+  type: 'bot_user',
+  prefix: 'bot',
+  path: '/bot_users',
+  envelope: 'bot_users',
+  operations: ['create', 'read', 'list', 'update', 'delete'],
+  summary: 'A non-human owner of API keys and credentials. Never an admin; an inactive bot cannot authenticate.',
+  events: true,
+  body: {
+    name: z.string().min(1).max(255).describe('Name of the bot, at most 255 characters.'),
+    active: z.boolean().default(true).describe('Whether the bot may authenticate.'),
+  },
+});
+
+export const apiKey = defineKind({
+  kind: 'APIKey',
+  type: 'api_key',
+  prefix: 'ak',
+  path: '/api_keys',
+  envelope: 'keys',
+  operations: ['create', 'read', 'list', 'update', 'delete'],
+  summary: 'A bearer token for the API, owned by a user or a bot.',
+  events: true,
+  body: {
+    description: description(),
+    metadata: metadata(),
+    owner_id: withTraits(refId(OWNER_KINDS, { onDelete: 'cascade', replace: true }).optional(), { serverDefault: true })
+      .describe('User or bot that owns the key; defaults to the caller; only admins may name another owner.'),
+  },
+  computed: { token: token() },
+});
+
+export const credential = defineKind({
+  kind: 'Credential',
+  type: 'credential',
+  prefix: 'cr',
+  path: '/credentials',
+  envelope: 'credentials',
+  operations: ['create', 'read', 'list', 'update', 'delete'],
+  summary: 'A tunnel credential: the token an agent presents to connect.',
+  events: true,
+  body: {
+    description: description(),
+    metadata: metadata(),
+    acl: z.array(z.string().min(1).max(255)).max(1024).default([]).describe('Bind rules, e.g. bind:*.example.com.'),
+    owner_id: withTraits(refId(OWNER_KINDS, { onDelete: 'cascade', replace: true }).optional(), { serverDefault: true })
+      .describe('User or bot that owns the credential; defaults to the caller.'),
+  },
+  computed: { token: token() },
+});

@@ -1,0 +1,159 @@
+// X.509 certificate authorities, TLS certificates, SSH certificate authorities and SSH user certificates.
+import { z } from 'zod';
+import { defineKind } from './define.js';
+import { cidr, description, metadata, refId, replaceable, rfc3339, secret, timestamp } from './fields.js';
+import { withTraits } from './traits.js';
+
+const keyUsages = () => z.array(z.string()).describe('snake_case X.509 key usages, e.g. digital_signature, key_cert_sign.');
+const extKeyUsages = () => z.array(z.string()).describe('snake_case extended key usages, e.g. server_auth, client_auth.');
+const pem = (what: string) =>
+  z.string().min(1).max(65536).regex(/-----BEGIN [A-Z0-9 ]+-----/, `must be PEM text (${what})`);
+
+export const certificateAuthority = defineKind({
+  kind: 'CertificateAuthority',
+  type: 'certificate_authority',
+  prefix: 'ca',
+  path: '/certificate_authorities',
+  envelope: 'certificate_authorities',
+  operations: ['create', 'read', 'list', 'update', 'delete'],
+  summary: 'An X.509 certificate authority that mutual TLS modules trust for client certificates.',
+  events: true,
+  body: {
+    description: description(),
+    metadata: metadata(),
+    ca_pem: replaceable(pem('one CA certificate').describe('The CA certificate, PEM.')),
+  },
+  computed: {
+    subject_common_name: z.string(),
+    not_before: timestamp(),
+    not_after: timestamp(),
+    key_usages: keyUsages(),
+    extended_key_usages: extKeyUsages(),
+  },
+});
+
+export const tlsCertificate = defineKind({
+  kind: 'TLSCertificate',
+  type: 'tls_certificate',
+  prefix: 'cert',
+  path: '/tls_certificates',
+  envelope: 'tls_certificates',
+  operations: ['create', 'read', 'list', 'update', 'delete'],
+  summary: 'An uploaded TLS certificate chain (leaf first) and its private key; the key is encrypted at rest and never returned.',
+  events: true,
+  body: {
+    description: description(),
+    metadata: metadata(),
+    certificate_pem: replaceable(pem('a certificate chain, leaf first').describe('Certificate chain, PEM, leaf first.')),
+    private_key_pem: replaceable(secret(pem('the private key of the leaf'), 'omit').describe('Private key of the leaf, PEM (PKCS#1, PKCS#8 or SEC1). Never returned.')),
+  },
+  computed: {
+    subject_common_name: z.string(),
+    subject_alternative_names: z.object({ dns_names: z.array(z.string()), ips: z.array(z.string()) }),
+    issued_at: timestamp().nullable(),
+    not_before: timestamp(),
+    not_after: timestamp(),
+    key_usages: keyUsages(),
+    extended_key_usages: extKeyUsages(),
+    private_key_type: z.enum(['rsa', 'ecdsa', 'ed25519']),
+    issuer_common_name: z.string(),
+    serial_number: z.string(),
+    subject_organization: z.string(),
+    subject_organizational_unit: z.string(),
+    subject_locality: z.string(),
+    subject_province: z.string(),
+    subject_country: z.string(),
+  },
+});
+
+export const SSH_KEY_TYPES = ['rsa', 'ecdsa', 'ed25519'] as const;
+export const SSH_CURVES = ['p256', 'p384', 'p521'] as const;
+
+export const sshCertificateAuthority = defineKind({
+  kind: 'SSHCertificateAuthority',
+  type: 'ssh_certificate_authority',
+  prefix: 'sshca',
+  path: '/ssh_certificate_authorities',
+  envelope: 'ssh_certificate_authorities',
+  operations: ['create', 'read', 'list', 'update', 'delete'],
+  summary: 'An SSH certificate authority whose key the server generates and keeps encrypted; it signs SSH user certificates.',
+  events: true,
+  body: {
+    description: description(),
+    metadata: metadata(),
+    private_key_type: replaceable(z.enum(SSH_KEY_TYPES).describe('rsa, ecdsa or ed25519.')),
+    elliptic_curve: replaceable(z.enum(SSH_CURVES).optional().describe('ecdsa only: p256 (default), p384 or p521.')),
+    key_size: replaceable(z.number().int().optional().describe('rsa only: 2048 or 4096 (default).')),
+  },
+  refine: (doc, ctx) => {
+    if (doc.elliptic_curve !== undefined && doc.private_key_type !== 'ecdsa') {
+      ctx.addIssue({ code: 'custom', path: ['elliptic_curve'], message: `elliptic_curve applies only to ecdsa keys, not ${doc.private_key_type}` });
+    }
+    if (doc.key_size !== undefined && doc.private_key_type !== 'rsa') {
+      ctx.addIssue({ code: 'custom', path: ['key_size'], message: `key_size applies only to rsa keys, not ${doc.private_key_type}` });
+    } else if (doc.key_size !== undefined && doc.key_size !== 2048 && doc.key_size !== 4096) {
+      ctx.addIssue({ code: 'custom', path: ['key_size'], message: 'key_size must be 2048 or 4096' });
+    }
+  },
+  normalize: (doc) => ({
+    ...doc,
+    ...(doc.private_key_type === 'ecdsa' ? { elliptic_curve: doc.elliptic_curve ?? 'p256' } : {}),
+    ...(doc.private_key_type === 'rsa' ? { key_size: doc.key_size ?? 4096 } : {}),
+  }),
+  computed: {
+    public_key: z.string().describe('The public key, OpenSSH authorized-keys form.'),
+    key_type: z.enum(SSH_KEY_TYPES),
+  },
+});
+
+const CRITICAL_OPTIONS = ['force-command', 'source-address'];
+
+export const sshUserCertificate = defineKind({
+  kind: 'SSHUserCertificate',
+  type: 'ssh_user_certificate',
+  prefix: 'sucrt',
+  path: '/ssh_user_certificates',
+  envelope: 'ssh_user_certificates',
+  operations: ['create', 'read', 'list', 'update', 'delete'],
+  summary: 'An OpenSSH user certificate signed by an SSH certificate authority.',
+  events: true,
+  body: {
+    description: description(),
+    metadata: metadata(),
+    ssh_certificate_authority_id: refId(['SSHCertificateAuthority'], { onDelete: 'keep', replace: true }).describe('The authority that signs it.'),
+    public_key: replaceable(z.string().min(1).max(16384).describe('Public key to sign, authorized-keys form.')),
+    principals: replaceable(z.array(z.string().min(1).max(255)).max(256).default([]).describe('User names the holder may log in as; empty means any.')),
+    critical_options: replaceable(
+      z
+        .record(z.string(), z.string())
+        .default({})
+        .superRefine((m, ctx) => {
+          for (const [k, v] of Object.entries(m)) {
+            if (!CRITICAL_OPTIONS.includes(k)) {
+              ctx.addIssue({ code: 'custom', path: [k], message: `unknown critical option "${k}"; supported: ${CRITICAL_OPTIONS.join(', ')}` });
+            } else if (k === 'source-address') {
+              for (const part of v.split(',')) {
+                const r = cidr().safeParse(part.trim());
+                if (!r.success) ctx.addIssue({ code: 'custom', path: [k], message: `source-address: ${r.error.issues[0].message}` });
+              }
+            }
+          }
+        })
+        .describe('force-command and/or source-address (comma-separated CIDRs).'),
+    ),
+    extensions: replaceable(
+      z.record(z.string().min(1), z.string()).default({ 'permit-pty': '', 'permit-user-rc': '' }).describe('Certificate extensions; default permit-pty and permit-user-rc.'),
+    ),
+    valid_after: withTraits(rfc3339().optional(), { replace: true, serverDefault: true }).describe('Start of validity; default the creation time.'),
+    valid_until: withTraits(rfc3339().optional(), { replace: true, serverDefault: true }).describe('End of validity; default 24 hours after valid_after.'),
+  },
+  refine: (doc, ctx) => {
+    if (doc.valid_after && doc.valid_until && Date.parse(doc.valid_until) <= Date.parse(doc.valid_after)) {
+      ctx.addIssue({ code: 'custom', path: ['valid_until'], message: 'valid_until must be after valid_after' });
+    }
+  },
+  computed: {
+    key_type: z.enum(SSH_KEY_TYPES),
+    certificate: z.string().describe('The signed certificate, authorized-keys form.'),
+  },
+});

@@ -1,0 +1,136 @@
+// Field builders shared by the kind files. Each call makes a fresh schema, so traits
+// attached to one field never leak onto another.
+import { z } from 'zod';
+import { withTraits, type OnDelete, type Traits } from './traits.js';
+import { parseCidr } from './validate/cidr.js';
+import { headerNameProblem, headerValueProblem } from './validate/http.js';
+import { canonicalHostport, hostportProblem } from './validate/hostport.js';
+import { parseTrafficPolicy } from './validate/traffic-policy.js';
+
+const utf8 = new TextEncoder();
+const bytes = (s: string) => utf8.encode(s).length;
+
+/** A string bounded in bytes (UTF-8) or characters, as SPEC words each limit. */
+export function bounded(max: number, unit: 'bytes' | 'chars' = 'bytes') {
+  const s = z.string().max(max, `must be at most ${max} ${unit === 'bytes' ? 'bytes' : 'characters'}`);
+  return unit === 'bytes' ? s.refine((v) => bytes(v) <= max, `must be at most ${max} bytes (UTF-8)`) : s;
+}
+
+export const description = (unit: 'bytes' | 'chars' = 'bytes') =>
+  bounded(255, unit).default('').describe(`Human-readable description, at most 255 ${unit === 'bytes' ? 'bytes' : 'characters'}.`);
+
+export const metadata = (unit: 'bytes' | 'chars' = 'bytes') =>
+  bounded(4096, unit).default('').describe(`Arbitrary user-defined data, at most 4096 ${unit === 'bytes' ? 'bytes' : 'characters'}.`);
+
+/** Prefixes of every kind, filled in by `defineKind`; reference checks read it at parse time. */
+export const prefixOfKind = new Map<string, string>();
+
+const idOf = (to: readonly string[]) =>
+  z.string().superRefine((v, ctx) => {
+    const prefixes = to.map((k) => prefixOfKind.get(k)).filter(Boolean);
+    if (!prefixes.some((p) => v.startsWith(`${p}_`) && v.length > p!.length + 1)) {
+      ctx.addIssue({ code: 'custom', message: `"${v}" is not an id of ${to.join(' or ')} (ids start with ${prefixes.map((p) => `${p}_`).join(' or ')})` });
+    }
+  });
+
+export interface RefOptions { readAs?: string; onDelete: OnDelete; replace?: boolean }
+
+/** A field holding the id of another resource. */
+export function refId(to: readonly string[], opts: RefOptions) {
+  return withTraits(idOf(to), { ref: { to, readAs: opts.readAs, onDelete: opts.onDelete }, ...(opts.replace ? { replace: true } : {}) });
+}
+
+/** A field holding a list of ids of other resources; empty by default unless `min` > 0. */
+export function refIds(to: readonly string[], opts: RefOptions & { min?: number; max?: number; what?: string }) {
+  let list = z.array(idOf(to)).max(opts.max ?? 1000);
+  if (opts.min) list = list.min(opts.min, `name at least ${opts.min} ${opts.what ?? 'id'}`);
+  const withRef = withTraits(list, { ref: { to, readAs: opts.readAs, onDelete: opts.onDelete }, ...(opts.replace ? { replace: true } : {}) });
+  return opts.min ? withRef : withRef.default([]);
+}
+
+/** A map whose keys are ids of other resources. */
+export function refKeyedMap<V extends z.ZodType>(to: readonly string[], value: V, opts: RefOptions) {
+  return withTraits(z.record(idOf(to), value), { ref: { to, onDelete: opts.onDelete, inKeys: true } });
+}
+
+/** The read form of a reference. */
+export const ref = () => z.object({ id: z.string(), uri: z.string() });
+
+export const traitsOn = <T extends z.ZodType>(schema: T, t: Traits) => withTraits(schema, t);
+export const replaceable = <T extends z.ZodType>(schema: T) => withTraits(schema, { replace: true });
+export const secret = <T extends z.ZodType>(schema: T, read: 'null' | 'omit' = 'null') => withTraits(schema, { writeOnly: read });
+export const computed = <T extends z.ZodType>(schema: T) => withTraits(schema, { computed: true });
+
+export const uint32 = () => z.number().int().min(0).max(4_294_967_295);
+export const timestamp = () => z.string().describe('RFC 3339 timestamp in UTC.');
+export const stringList = () => z.array(z.string()).default([]);
+export const stringMap = () => z.record(z.string(), z.string()).default({});
+
+/** RFC 3339 input, stored in UTC with second precision and a `Z`. */
+export const rfc3339 = () =>
+  z.iso.datetime({ offset: true, message: 'must be an RFC 3339 timestamp, e.g. 2026-01-02T15:04:05Z' }).transform((v) => new Date(v).toISOString().replace(/\.\d{3}Z$/, 'Z'));
+
+export const cidr = () =>
+  z
+    .string()
+    .transform((v, ctx) => {
+      const r = parseCidr(v);
+      if (!r.ok) {
+        ctx.addIssue({ code: 'custom', message: r.message });
+        return z.NEVER;
+      }
+      return r.value;
+    })
+    .describe('IPv4 or IPv6 network in CIDR notation (a bare address means a single host).');
+
+export const hostport = () =>
+  z
+    .string()
+    .superRefine((v, ctx) => {
+      const p = hostportProblem(v);
+      if (p) ctx.addIssue({ code: 'custom', message: p });
+    })
+    .transform(canonicalHostport);
+
+const lowerKeys = (m: Record<string, string>) => Object.fromEntries(Object.entries(m).map(([k, v]) => [k.toLowerCase(), v]));
+
+/** Header name to value; names are case-insensitive and stored lower case. */
+export const headerMap = () =>
+  z
+    .record(z.string(), z.string())
+    .superRefine((m, ctx) => {
+      for (const [k, v] of Object.entries(m)) {
+        const p = headerNameProblem(k) ?? headerValueProblem(v);
+        if (p) ctx.addIssue({ code: 'custom', message: p, path: [k] });
+      }
+    })
+    .transform(lowerKeys);
+
+export const headerNames = () =>
+  z
+    .array(z.string().superRefine((v, ctx) => {
+      const p = headerNameProblem(v);
+      if (p) ctx.addIssue({ code: 'custom', message: p });
+    }).transform((v) => v.toLowerCase()));
+
+/** A regular expression that must compile. */
+export const regex = () =>
+  z.string().superRefine((v, ctx) => {
+    try {
+      new RegExp(v);
+    } catch (e) {
+      ctx.addIssue({ code: 'custom', message: `"${v}" is not a valid regular expression: ${(e as Error).message}` });
+    }
+  });
+
+/** A traffic-policy document (YAML or JSON text), validated rule by rule. */
+export const trafficPolicyText = () =>
+  z.string().superRefine((v, ctx) => {
+    const r = parseTrafficPolicy(v);
+    if (!r.ok) for (const issue of r.issues) ctx.addIssue({ code: 'custom', message: issue.message, params: { policyPath: issue.path } });
+  });
+
+export const cookiePrefix = () =>
+  z.string().max(64).regex(/^[A-Za-z0-9.]*$/, 'may contain only letters, digits and periods').default('service.');
+
+export const url = () => z.string().url().max(2048);

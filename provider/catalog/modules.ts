@@ -1,0 +1,59 @@
+// Module builders and the module bodies shared by routes and edges.
+import { z } from 'zod';
+import { computed, refId, refIds, trafficPolicyText } from './fields.js';
+import { withTraits } from './traits.js';
+import type { Refinement } from './define.js';
+
+export const BACKEND_KINDS = ['TunnelGroupBackend', 'HTTPResponseBackend', 'WeightedBackend'] as const;
+
+/** A module field: an optional object with `enabled` (default true); null when unset. */
+export function module<S extends z.ZodRawShape>(
+  shape: S,
+  refine?: Refinement,
+  normalize?: (m: Record<string, any>) => Record<string, any>,
+) {
+  const obj = z.strictObject({ enabled: z.boolean().default(true).describe('Whether the module applies to traffic.'), ...shape });
+  const checked = refine ? obj.superRefine(refine as never) : obj;
+  const normalized = normalize ? checked.transform((m) => normalize(m as Record<string, any>)) : checked;
+  return withTraits(normalized.nullable().optional(), { module: true });
+}
+
+export const backendModule = () =>
+  module({ backend_id: refId(BACKEND_KINDS, { readAs: 'backend', onDelete: 'restrict' }).describe('Backend that serves the traffic.') });
+
+export const ipRestrictionModule = () =>
+  module({
+    ip_policy_ids: refIds(['IPPolicy'], { readAs: 'ip_policies', onDelete: 'keep' }).describe('IP policies whose rules restrict access.'),
+  });
+
+export const trafficPolicyModule = () =>
+  module({ value: trafficPolicyText().describe('The traffic policy, as YAML or JSON text.') });
+
+export const mutualTlsModule = () =>
+  module({
+    certificate_authority_ids: refIds(['CertificateAuthority'], { readAs: 'certificate_authorities', onDelete: 'restrict' })
+      .describe('Certificate authorities that validate client certificates.'),
+  });
+
+export const TLS_VERSIONS = ['1.0', '1.1', '1.2', '1.3'] as const;
+
+/** HTTPS edges always terminate at the edge; `terminate_at` is read-only there. */
+export const httpsTlsTerminationModule = () =>
+  module({
+    terminate_at: computed(z.literal('edge').optional()),
+    min_version: z.enum(TLS_VERSIONS).default('1.2').describe('Minimum TLS version accepted.'),
+  });
+
+export const tlsTerminationModule = () =>
+  module(
+    {
+      terminate_at: z.enum(['edge', 'agent', 'upstream']).default('edge').describe('Where TLS terminates.'),
+      min_version: z.enum(TLS_VERSIONS).nullable().optional().describe('Minimum TLS version; must be null when terminate_at is upstream (default 1.2 otherwise).'),
+    },
+    (m, ctx) => {
+      if (m.terminate_at === 'upstream' && m.min_version != null) {
+        ctx.addIssue({ code: 'custom', path: ['min_version'], message: 'min_version must be null when terminate_at is upstream' });
+      }
+    },
+    (m) => ({ ...m, min_version: m.min_version ?? (m.terminate_at === 'upstream' ? null : '1.2') }),
+  );

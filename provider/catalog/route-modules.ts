@@ -1,0 +1,160 @@
+// The thirteen HTTPS route modules. Each is one entry; the server, client, reconciler and
+// provider find them through the `module` trait.
+import { z } from 'zod';
+import { computed, cookiePrefix, headerMap, headerNames, regex, secret, uint32, url } from './fields.js';
+import { backendModule, ipRestrictionModule, module, trafficPolicyModule } from './modules.js';
+import { xmlRootProblem } from './validate/xml.js';
+
+export const OAUTH_PROVIDERS = ['github', 'facebook', 'microsoft', 'google', 'linkedin', 'gitlab', 'twitch', 'amazon'] as const;
+
+/** Webhook senders whose signatures the service can verify; matched case-insensitively. */
+export const WEBHOOK_PROVIDERS = [
+  'bitbucket', 'buildkite', 'calendly', 'castle', 'chargify', 'circleci', 'clearbit', 'clerk', 'coinbase', 'dropbox',
+  'facebook_graph_api', 'frameio', 'github', 'gitlab', 'go1', 'hostedhooks', 'hubspot', 'instagram_graph_api',
+  'intercom', 'launchdarkly', 'linear', 'mailchimp', 'mailgun', 'modern_treasury', 'mongodb', 'mux', 'okta',
+  'orbit', 'pagerduty', 'pinwheel', 'plaid', 'pusher', 'sanity', 'sendgrid', 'sentry', 'shopify', 'signalwire',
+  'slack', 'sns', 'square', 'stripe', 'svix', 'terraform', 'tiktok', 'treezor', 'twilio', 'twitter', 'typeform',
+  'vmware', 'whatsapp', 'worldline', 'xero', 'zendesk', 'zoom',
+] as const;
+
+const NAMEID_FORMATS = [
+  'urn:oasis:names:tc:SAML:2.0:nameid-format:persistent',
+  'urn:oasis:names:tc:SAML:2.0:nameid-format:transient',
+  'urn:oasis:names:tc:SAML:1.1:nameid-format:emailAddress',
+  'urn:oasis:names:tc:SAML:1.1:nameid-format:unspecified',
+] as const;
+
+const shortList = () => z.array(z.string().min(1).max(255)).max(256).default([]);
+const sessionFields = () => ({
+  options_passthrough: z.boolean().default(false).describe('When true, OPTIONS requests are not authenticated (for CORS).'),
+  cookie_prefix: cookiePrefix().describe('Prefix of the session cookie; letters, digits and periods.'),
+  inactivity_timeout: uint32().default(0).describe('Seconds of inactivity before the session ends; 0 for the default.'),
+  maximum_duration: uint32().default(0).describe('Maximum seconds of an authenticated session; 0 for the default.'),
+});
+
+function oauthMember(name: string) {
+  const orgs = name === 'github'
+    ? {
+        teams: z.array(z.string().regex(/^[^/\s]+\/[^/\s]+$/, 'teams are <org>/<team>')).max(256).default([]).describe('Team slugs, <org>/<team>.'),
+        organizations: shortList().describe('Organization slugs.'),
+      }
+    : {};
+  return z
+    .strictObject({
+      client_id: z.string().min(1).max(255).optional().describe('Your OAuth app client id; omit to use the managed app.'),
+      client_secret: secret(z.string().min(1).max(255).optional()).describe('Your OAuth app client secret; required with client_id.'),
+      scopes: shortList().describe('Scopes to request; only with your own client_id and client_secret.'),
+      email_addresses: shortList().describe('Email addresses allowed access.'),
+      email_domains: shortList().describe('Email domains allowed access.'),
+      ...orgs,
+    })
+    .superRefine((m, ctx) => {
+      if (m.client_id !== undefined && m.client_secret === undefined) {
+        ctx.addIssue({ code: 'custom', path: ['client_secret'], message: 'client_secret is required when client_id is set' });
+      }
+      if (m.client_id === undefined && m.client_secret !== undefined) {
+        ctx.addIssue({ code: 'custom', path: ['client_id'], message: 'client_id is required when client_secret is set' });
+      }
+      if (m.scopes.length > 0 && (m.client_id === undefined || m.client_secret === undefined)) {
+        ctx.addIssue({ code: 'custom', path: ['scopes'], message: 'scopes may be set only with both client_id and client_secret' });
+      }
+    })
+    .nullable()
+    .optional();
+}
+
+export const routeModules = {
+  backend: backendModule(),
+  ip_restriction: ipRestrictionModule(),
+  circuit_breaker: module({
+    tripped_duration: uint32().default(10).describe('Seconds a tripped circuit waits before re-checking upstream health.'),
+    rolling_window: uint32().default(10).describe('Seconds of the statistical rolling window.'),
+    num_buckets: uint32().min(1).max(128, 'num_buckets is at most 128').default(10).describe('Buckets metrics are kept in (1..128).'),
+    volume_threshold: uint32().default(20).describe('Requests in a rolling window that can trip the circuit.'),
+    error_threshold_percentage: z
+      .number()
+      .min(0, 'a fraction from 0 to 1.0')
+      .max(1, 'a fraction from 0 to 1.0, not a percentage')
+      .default(0.5)
+      .describe('Error fraction (0..1.0) that trips the circuit.'),
+  }),
+  compression: module({}),
+  request_headers: module({
+    add: headerMap().default({}).describe('Headers to add to the request before it goes upstream.'),
+    remove: headerNames().default([]).describe('Header names to remove from the request.'),
+  }),
+  response_headers: module({
+    add: headerMap().default({}).describe('Headers to add to the response.'),
+    remove: headerNames().default([]).describe('Header names to remove from the response.'),
+  }),
+  webhook_verification: module(
+    {
+      provider: z
+        .string()
+        .superRefine((v, ctx) => {
+          if (!(WEBHOOK_PROVIDERS as readonly string[]).includes(v.toLowerCase())) {
+            ctx.addIssue({ code: 'custom', message: `unknown webhook provider "${v}"; known providers include ${WEBHOOK_PROVIDERS.slice(0, 8).join(', ')}, ... (see docs/api.md)` });
+          }
+        })
+        .describe('The webhook sender, e.g. github, stripe, slack, sns.'),
+      secret: secret(z.string().min(1).max(4096).optional()).describe('Signing secret; required for every provider except sns.'),
+    },
+    (m, ctx) => {
+      if (m.secret === undefined && String(m.provider).toLowerCase() !== 'sns') {
+        ctx.addIssue({ code: 'custom', path: ['secret'], message: `secret is required for provider ${m.provider}` });
+      }
+    },
+  ),
+  oauth: module(
+    {
+      provider: z
+        .strictObject(Object.fromEntries(OAUTH_PROVIDERS.map((p) => [p, oauthMember(p)])) as Record<(typeof OAUTH_PROVIDERS)[number], ReturnType<typeof oauthMember>>)
+        .superRefine((p, ctx) => {
+          const set = Object.entries(p).filter(([, v]) => v != null).map(([k]) => k);
+          if (set.length !== 1) {
+            ctx.addIssue({ code: 'custom', message: `set exactly one identity provider (${OAUTH_PROVIDERS.join(', ')}); got ${set.length ? set.join(', ') : 'none'}` });
+          }
+        })
+        .describe('Exactly one identity provider.'),
+      ...sessionFields(),
+      auth_check_interval: uint32().default(0).describe('Seconds after which user state is refreshed from the provider.'),
+    },
+  ),
+  saml: module({
+    ...sessionFields(),
+    idp_metadata: z
+      .string()
+      .min(1)
+      .max(262144)
+      .superRefine((v, ctx) => {
+        const p = xmlRootProblem(v, 'EntityDescriptor');
+        if (p) ctx.addIssue({ code: 'custom', message: `idp_metadata must be an XML EntityDescriptor: ${p}` });
+      })
+      .describe('The IdP entity descriptor, XML.'),
+    force_authn: z.boolean().default(false).describe('When true the IdP must re-prompt for credentials.'),
+    allow_idp_initiated: z.boolean().default(false).describe('When true the IdP may start a login.'),
+    authorized_groups: shortList().describe('Only members of these groups may access the endpoint.'),
+    nameid_format: z.enum(NAMEID_FORMATS).default(NAMEID_FORMATS[0]).describe('Name-identifier format expected in assertions.'),
+    entity_id: computed(z.string().optional()),
+    metadata_url: computed(z.string().optional()),
+    assertion_consumer_service_url: computed(z.string().optional()),
+    single_logout_url: computed(z.string().optional()),
+    request_signing_certificate_pem: computed(z.string().optional()),
+  }),
+  oidc: module({
+    ...sessionFields(),
+    issuer: url().describe('URL of the OpenID provider (discovery base).'),
+    client_id: z.string().min(1).max(255).describe('App client id and audience.'),
+    client_secret: secret(z.string().min(1).max(255)).describe('App client secret.'),
+    scopes: shortList().describe('Scopes to request.'),
+  }),
+  websocket_tcp_converter: module({}),
+  user_agent_filter: module({
+    allow: z.array(regex()).max(256).default([]).describe('Regular expressions; matching user agents are allowed.'),
+    deny: z.array(regex()).max(256).default([]).describe('Regular expressions; matching user agents are denied.'),
+  }),
+  traffic_policy: trafficPolicyModule(),
+};
+
+/** At most one of these authentication modules per route. */
+export const AUTH_MODULES = ['oauth', 'oidc', 'saml'] as const;

@@ -1,0 +1,58 @@
+// Agent-side resources: read-only views of what connected agents created.
+import { z } from 'zod';
+import { defineKind } from './define.js';
+import { ref, timestamp } from './fields.js';
+
+export const tunnelSession = defineKind({
+  kind: 'TunnelSession',
+  type: 'tunnel_session',
+  prefix: 'ts',
+  path: '/tunnel_sessions',
+  envelope: 'tunnel_sessions',
+  operations: ['read', 'list'],
+  actions: ['restart', 'stop', 'update'],
+  summary: 'An online agent session (read-only; agents create them).',
+  computed: {
+    agent_version: z.string(),
+    credential: ref(),
+    ip: z.string(),
+    metadata: z.string(),
+    os: z.string(),
+    region: z.string(),
+    started_at: timestamp(),
+    transport: z.string(),
+  },
+});
+
+export const tunnel = defineKind({
+  kind: 'Tunnel',
+  type: 'tunnel',
+  prefix: 'tn',
+  path: '/tunnels',
+  envelope: 'tunnels',
+  operations: ['read', 'list'],
+  summary: 'An online tunnel (read-only; agents create them).',
+  computed: {
+    public_url: z.string().optional(),
+    started_at: timestamp(),
+    metadata: z.string(),
+    proto: z.string().optional(),
+    region: z.string(),
+    tunnel_session: ref(),
+    endpoint: ref().optional(),
+    labels: z.record(z.string(), z.string()).optional(),
+    backends: z.array(ref()).optional(),
+    forwards_to: z.string(),
+  },
+});
+
+export const endpoint = defineKind({
+  kind: 'Endpoint',
+  type: 'endpoint',
+  prefix: 'ep',
+  path: '/endpoints',
+  envelope: 'endpoints',
+  operations: ['read', 'list'],
+  summary: 'An ephemeral endpoint of an agent-initiated tunnel (read-only).',
+  computed: { public_url: z.string(), proto: z.string() },
+});

@@ -1,0 +1,172 @@
+// The API client: CRUD for every catalog kind, paging, retries that honour 429
+// Retry-After, and one shared limiter. The reconciler and the Terraform provider use it.
+import { Agent, request } from 'undici';
+import type { KindEntry } from '../catalog/index.js';
+import { ApiClientError } from './errors.js';
+import { Limiter } from './limiter.js';
+
+export { ApiClientError } from './errors.js';
+
+export interface ClientOptions {
+  baseUrl: string;
+  apiKey: string;
+  /** Requests in flight at once (default 10). */
+  concurrency?: number;
+  /** Attempts per call for retryable failures (default 6). */
+  attempts?: number;
+  /** First backoff in ms (doubles each time; default 250). */
+  backoffMs?: number;
+  /** Longest single wait in ms (default 30 s). */
+  maxWaitMs?: number;
+  userAgent?: string;
+}
+
+type Doc = Record<string, any>;
+
+/** Network errors after which the request certainly never reached the server. */
+const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN']);
+const TRANSIENT = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT']);
+
+export class ApiClient {
+  /** HTTP requests made (each retry counts). */
+  calls = 0;
+  readonly baseUrl: string;
+  private readonly limiter: Limiter;
+  private readonly agent: Agent;
+
+  constructor(private readonly opts: ClientOptions) {
+    this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
+    this.limiter = new Limiter(opts.concurrency ?? 10);
+    this.agent = new Agent({ connections: opts.concurrency ?? 10, keepAliveTimeout: 10_000 });
+  }
+
+  async close() {
+    await this.agent.close();
+  }
+
+  /** One API call with retries; returns the parsed body (undefined for 204). */
+  async call<T = Doc>(method: string, path: string, body?: unknown): Promise<T> {
+    const attempts = this.opts.attempts ?? 6;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.limiter.run(() => this.once<T>(method, path, body));
+      } catch (e) {
+        const wait = this.retryDelay(e, method, attempt);
+        if (wait === undefined || attempt >= attempts) throw e;
+        if (e instanceof ApiClientError && e.status === 429) this.limiter.pause(wait);
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    }
+  }
+
+  private retryDelay(e: unknown, method: string, attempt: number): number | undefined {
+    const backoff = Math.min((this.opts.backoffMs ?? 250) * 2 ** (attempt - 1), this.opts.maxWaitMs ?? 30_000);
+    const jitter = (ms: number) => ms * (0.8 + Math.random() * 0.4);
+    if (e instanceof ApiClientError) {
+      if (!e.retryable()) return undefined;
+      const after = Number(e.details.retry_after_header);
+      return Number.isFinite(after) && after > 0 ? Math.min(after * 1000, this.opts.maxWaitMs ?? 30_000) : jitter(backoff);
+    }
+    const code = (e as { code?: string; cause?: { code?: string } }).code ?? (e as { cause?: { code?: string } }).cause?.code;
+    if (code && NOT_SENT.has(code)) return jitter(backoff);
+    if (code && TRANSIENT.has(code) && method !== 'POST') return jitter(backoff);
+    return undefined;
+  }
+
+  private async once<T>(method: string, path: string, body?: unknown): Promise<T> {
+    this.calls++;
+    const url = path.startsWith('http') ? path : `${this.baseUrl}${path}`;
+    const res = await request(url, {
+      method: method as 'GET',
+      dispatcher: this.agent,
+      headers: {
+        authorization: `Bearer ${this.opts.apiKey}`,
+        'service-version': '2',
+        'user-agent': this.opts.userAgent ?? 'edgeform-client',
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
+      body: body !== undefined ? JSON.stringify(body) : undefined,
+    });
+    const text = await res.body.text();
+    if (res.statusCode >= 400) {
+      let parsed: Doc = {};
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = { msg: text.slice(0, 200) };
+      }
+      const details = { ...(parsed.details ?? {}), retry_after_header: res.headers['retry-after'] };
+      throw new ApiClientError(method, path, res.statusCode, parsed.error_code, parsed.msg ?? `HTTP ${res.statusCode}`, parsed.details?.operation_id ?? (res.headers['service-operation-id'] as string | undefined), details);
+    }
+    return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  /** The collection path of a kind (with its parent id filled in for nested kinds). */
+  collection(kind: KindEntry, parentId?: string): string {
+    if (kind.parent?.in === 'path') {
+      if (!parentId) throw new Error(`${kind.kind} needs its ${kind.parent.field}`);
+      return kind.path.replace(`{${kind.parent.field}}`, parentId);
+    }
+    return kind.path;
+  }
+
+  item(kind: KindEntry, id: string, parentId?: string) {
+    return `${this.collection(kind, parentId)}/${id}`;
+  }
+
+  create(kind: KindEntry, body: Doc, parentId?: string) {
+    return this.call<Doc>('POST', this.collection(kind, parentId), body);
+  }
+
+  /** The resource, or undefined when it does not exist. */
+  async get(kind: KindEntry, id: string, parentId?: string): Promise<Doc | undefined> {
+    try {
+      return await this.call<Doc>('GET', this.item(kind, id, parentId));
+    } catch (e) {
+      if (e instanceof ApiClientError && e.status === 404) return undefined;
+      throw e;
+    }
+  }
+
+  update(kind: KindEntry, id: string, patch: Doc, parentId?: string) {
+    return this.call<Doc>('PATCH', this.item(kind, id, parentId), patch);
+  }
+
+  /** Deletes; a resource that is already gone counts as deleted (returns false). */
+  async delete(kind: KindEntry, id: string, parentId?: string): Promise<boolean> {
+    try {
+      await this.call('DELETE', this.item(kind, id, parentId));
+      return true;
+    } catch (e) {
+      if (e instanceof ApiClientError && e.status === 404) return false;
+      throw e;
+    }
+  }
+
+  putModule(kind: KindEntry, module: string, id: string, body: Doc, parentId?: string) {
+    return this.call<Doc>('PUT', `${this.item(kind, id, parentId)}/${module}`, body);
+  }
+
+  async deleteModule(kind: KindEntry, module: string, id: string, parentId?: string): Promise<boolean> {
+    try {
+      await this.call('DELETE', `${this.item(kind, id, parentId)}/${module}`);
+      return true;
+    } catch (e) {
+      if (e instanceof ApiClientError && e.status === 404) return false;
+      throw e;
+    }
+  }
+
+  /** Every item of a kind's list, following next_page_uri (100 per page). */
+  async list(kind: KindEntry): Promise<Doc[]> {
+    if (!kind.envelope) throw new Error(`${kind.kind} has no list endpoint`);
+    const items: Doc[] = [];
+    let next: string | null = `${kind.path}?limit=100`;
+    while (next) {
+      const page: Doc = await this.call<Doc>('GET', next);
+      items.push(...page[kind.envelope]);
+      next = page.next_page_uri;
+    }
+    return items;
+  }
+}

@@ -1,0 +1,50 @@
+// Server settings: flags win over environment variables, which win over defaults.
+import path from 'node:path';
+
+export interface ServerConfig {
+  host: string;
+  port: number;
+  databaseUrl: string;
+  /** Base of every uri; default http://<host>:<port> (the actual port when 0 was asked). */
+  publicUrl?: string;
+  /** Requests per minute per API key; 0 turns the limit off. */
+  apiRateLimit: number;
+  bootstrapToken?: string;
+  bootstrapTokenFile: string;
+  /** 32-byte key (hex or base64) that encrypts secrets at rest; else the key file. */
+  secretKey?: string;
+  secretKeyFile: string;
+  /** Request log lines; default stdout. */
+  log?: (line: string) => void;
+}
+
+export interface ServeFlags {
+  host?: string;
+  port?: string | number;
+  database?: string;
+  publicUrl?: string;
+  apiRateLimit?: string | number;
+  dataDir?: string;
+}
+
+function int(name: string, value: string | number | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined || value === '') return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${name} must be an integer from ${min} to ${max}, not ${JSON.stringify(value)}`);
+  return n;
+}
+
+export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = process.env): ServerConfig {
+  const dataDir = path.resolve(flags.dataDir ?? env.EDGEFORM_DATA_DIR ?? 'data');
+  return {
+    host: flags.host ?? env.EDGEFORM_HOST ?? '127.0.0.1',
+    port: int('--port / EDGEFORM_PORT', flags.port ?? env.EDGEFORM_PORT, 8080, 0, 65535),
+    databaseUrl: flags.database ?? env.EDGEFORM_DATABASE_URL ?? `file:${path.join(dataDir, 'edgeform.db')}`,
+    publicUrl: (flags.publicUrl ?? env.EDGEFORM_PUBLIC_URL)?.replace(/\/+$/, ''),
+    apiRateLimit: int('--api-rate-limit / EDGEFORM_API_RATE_LIMIT', flags.apiRateLimit ?? env.EDGEFORM_API_RATE_LIMIT, 600, 0, 1_000_000_000),
+    bootstrapToken: env.EDGEFORM_BOOTSTRAP_TOKEN || undefined,
+    bootstrapTokenFile: path.resolve(env.EDGEFORM_BOOTSTRAP_TOKEN_FILE ?? path.join(dataDir, 'bootstrap-token')),
+    secretKey: env.EDGEFORM_SECRET_KEY || undefined,
+    secretKeyFile: path.resolve(env.EDGEFORM_SECRET_KEY_FILE ?? path.join(dataDir, 'secret.key')),
+  };
+}

@@ -1,0 +1,148 @@
+// The Fastify application: wire conventions (operation ids, version header, auth, rate
+// limit, content type, errors, request log) around the route table.
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import { authenticate } from '../resources/accounts.js';
+import type { Caller, Ctx, ServerContext, Tx } from '../resources/context.js';
+import type { ApiRoute, Method } from '../resources/routes.js';
+import { newIdBody } from '../store/ids.js';
+import { ApiError } from './errors.js';
+import { RateLimiter } from './rate-limit.js';
+import { fromFrameworkError, internalError, sendError } from './reply.js';
+
+export const VERSION_HEADER = 'service-version';
+export const OPERATION_HEADER = 'Service-Operation-Id';
+const PUBLIC = new Set(['/healthz', '/openapi.json']);
+const METHODS: Method[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    caller?: Caller;
+    startedAt: bigint;
+  }
+}
+
+export interface AppOptions {
+  server: ServerContext;
+  routes: ApiRoute[];
+  apiRateLimit: number;
+  /** Where request log lines go (one JSON object per line). */
+  log?: (line: string) => void;
+  openapi: () => unknown;
+}
+
+const fastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
+
+export function buildApp(opts: AppOptions): FastifyInstance {
+  const app = Fastify({
+    logger: false,
+    bodyLimit: 1024 * 1024,
+    genReqId: () => `op_${newIdBody()}`,
+    requestIdHeader: false,
+    return503OnClosing: true,
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+  const limiter = new RateLimiter(opts.apiRateLimit);
+  const log = opts.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+
+  app.decorateRequest('caller', undefined);
+  app.decorateRequest('startedAt', 0n);
+
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, text, done) => {
+    const s = String(text);
+    if (s.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(s));
+    } catch {
+      done(new ApiError('ERR_SERVICE_100', 'the request body is not valid JSON'), undefined);
+    }
+  });
+
+  app.addHook('onRequest', async (request, reply) => {
+    request.startedAt = process.hrtime.bigint();
+    reply.header(OPERATION_HEADER, request.id);
+    const path = request.url.split('?')[0].replace(/\/+$/, '') || '/';
+    if (PUBLIC.has(path)) return;
+    const version = request.headers[VERSION_HEADER];
+    if (version === undefined) throw new ApiError('ERR_SERVICE_218', 'the Service-Version header is missing; send Service-Version: 2');
+    if (version !== '2') throw new ApiError('ERR_SERVICE_217', `Service-Version ${JSON.stringify(version)} is not supported; send Service-Version: 2`);
+    const auth = request.headers.authorization;
+    const bearer = auth && /^Bearer\s+(\S+)\s*$/i.exec(auth);
+    const challenge = { 'WWW-Authenticate': 'Bearer' };
+    if (!bearer) throw new ApiError('ERR_SERVICE_201', 'send Authorization: Bearer <API key token>', {}, challenge);
+    const found = await authenticate(opts.server.db.prisma as unknown as Tx, bearer[1]);
+    if (!found) throw new ApiError('ERR_SERVICE_202', 'the API key is not valid; it may have been deleted', {}, challenge);
+    if (!found.active) throw new ApiError('ERR_SERVICE_203', 'the API key belongs to an inactive bot user; activate the bot or use another key', {}, challenge);
+    const wait = limiter.take(found.keyId);
+    if (wait > 0) throw new ApiError('ERR_SERVICE_226', `too many requests for this API key; retry in ${wait} s`, { retry_after: wait }, { 'Retry-After': String(wait) });
+    request.caller = { keyId: found.keyId, ownerId: found.ownerId, admin: found.admin };
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    const ms = Number(process.hrtime.bigint() - request.startedAt) / 1e6;
+    log(JSON.stringify({
+      time: new Date().toISOString(),
+      level: reply.statusCode >= 500 ? 'error' : 'info',
+      method: request.method,
+      path: request.url.split('?')[0],
+      status: reply.statusCode,
+      duration_ms: Math.round(ms * 10) / 10,
+      operation_id: request.id,
+    }));
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    if (error instanceof ApiError) return sendError(request, reply, error);
+    const mapped = fromFrameworkError(error as { code?: string; statusCode?: number; message: string });
+    if (mapped) return sendError(request, reply, mapped);
+    process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'error', operation_id: request.id, error: String((error as Error).stack ?? error) })}\n`);
+    return sendError(request, reply, internalError());
+  });
+
+  app.setNotFoundHandler((request, reply) =>
+    sendError(request, reply, new ApiError('ERR_SERVICE_301', `no such path: ${request.method} ${request.url.split('?')[0]}`)),
+  );
+
+  app.get('/healthz', async (_request, reply) => {
+    try {
+      await opts.server.db.prisma.$queryRawUnsafe('SELECT 1');
+      return { status: 'ok', database: 'ok' };
+    } catch {
+      return reply.code(503).send({ status: 'unavailable', database: 'unreachable' });
+    }
+  });
+  app.get('/openapi.json', async () => opts.openapi());
+
+  const byPath = new Map<string, Set<Method>>();
+  for (const route of opts.routes) {
+    const url = fastifyPath(route.path);
+    byPath.set(url, (byPath.get(url) ?? new Set()).add(route.method));
+    app.route({
+      method: route.method,
+      url,
+      handler: async (request: FastifyRequest, reply) => {
+        const query = request.query as Record<string, string | string[] | undefined>;
+        const unknown = Object.keys(query).filter((q) => !route.query.includes(q));
+        if (unknown.length) {
+          throw new ApiError('ERR_SERVICE_104', `unknown query parameter ${unknown.map((q) => `"${q}"`).join(', ')}; supported: ${route.query.join(', ') || 'none'}`, { field: unknown[0] });
+        }
+        const ctx: Ctx = { ...opts.server, caller: request.caller! };
+        const out = await route.handle(ctx, { params: request.params as Record<string, string>, query, body: route.method === 'GET' || route.method === 'DELETE' ? undefined : request.body });
+        reply.code(route.status);
+        return route.status === 204 ? reply.send() : out;
+      },
+    });
+  }
+  for (const [url, methods] of byPath) {
+    const allow = [...methods].join(', ');
+    const others = METHODS.filter((m) => !methods.has(m));
+    if (!others.length) continue;
+    app.route({
+      method: others,
+      url,
+      handler: async (request, reply) =>
+        sendError(request, reply, new ApiError('ERR_SERVICE_310', `${request.method} is not allowed on ${request.url.split('?')[0]}; allowed: ${allow}`, {}, { Allow: allow })),
+    });
+  }
+  return app;
+}

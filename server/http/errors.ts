@@ -1,0 +1,52 @@
+// Every API error code, in one registry: code -> status and what it means. docs/api.md is
+// generated from this table and a test checks that every code the server emits is here.
+
+export const ERRORS = {
+  ERR_SERVICE_100: { status: 400, summary: 'The request body is not valid JSON, or not a JSON object.' },
+  ERR_SERVICE_101: { status: 400, summary: 'The request body is not application/json.' },
+  ERR_SERVICE_102: { status: 400, summary: 'The request body has a field the operation does not support.' },
+  ERR_SERVICE_103: { status: 400, summary: 'A field has an invalid value.' },
+  ERR_SERVICE_104: { status: 400, summary: 'The query has an unsupported parameter or an invalid value.' },
+  ERR_SERVICE_105: { status: 400, summary: 'An id in the path does not belong to this collection (wrong prefix).' },
+  ERR_SERVICE_106: { status: 400, summary: 'The field cannot be changed after creation.' },
+  ERR_SERVICE_107: { status: 400, summary: 'A referenced resource does not exist.' },
+  ERR_SERVICE_108: { status: 400, summary: 'An id in the body differs from the id in the path.' },
+  ERR_SERVICE_201: { status: 401, summary: 'The Authorization header is missing or is not a Bearer token.' },
+  ERR_SERVICE_202: { status: 401, summary: 'The bearer token is not valid.' },
+  ERR_SERVICE_203: { status: 401, summary: 'The key belongs to an inactive bot user.' },
+  ERR_SERVICE_211: { status: 403, summary: 'The caller is not allowed to do this.' },
+  ERR_SERVICE_217: { status: 400, summary: 'The Service-Version header has an unsupported value.' },
+  ERR_SERVICE_218: { status: 400, summary: 'The Service-Version header is missing.' },
+  ERR_SERVICE_226: { status: 429, summary: 'Too many requests for this API key; retry after Retry-After seconds.' },
+  ERR_SERVICE_300: { status: 404, summary: 'No resource has this id.' },
+  ERR_SERVICE_301: { status: 404, summary: 'No such path.' },
+  ERR_SERVICE_302: { status: 404, summary: 'The module is not set on this resource.' },
+  ERR_SERVICE_310: { status: 405, summary: 'The method is not allowed on this path.' },
+  ERR_SERVICE_320: { status: 409, summary: 'A unique value is already taken.' },
+  ERR_SERVICE_321: { status: 409, summary: 'The resource is still referenced and cannot be deleted.' },
+  ERR_SERVICE_322: { status: 409, summary: 'The agent cannot update now.' },
+  ERR_SERVICE_330: { status: 413, summary: 'The request body is larger than 1 MiB.' },
+  ERR_SERVICE_500: { status: 500, summary: 'An internal error occurred.' },
+  ERR_SERVICE_503: { status: 503, summary: 'The server is shutting down or its database is unreachable.' },
+} as const satisfies Record<string, { status: number; summary: string }>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+/** An API error: a code from the registry, a sentence a user can act on, and details. */
+export class ApiError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.status = ERRORS[code].status;
+  }
+}
+
+export const notFound = (what: string, id: string) => new ApiError('ERR_SERVICE_300', `${what} ${id} not found`, { id });
+
+export const invalid = (field: string, reason: string) =>
+  new ApiError('ERR_SERVICE_103', `${field}: ${reason}`, { field, reason });

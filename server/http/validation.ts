@@ -1,0 +1,42 @@
+// The one place zod issues become API errors (details.field is a JSON path).
+import type { z } from 'zod';
+import { pathText, schemaAt } from '../../provider/catalog/walk.js';
+import { shapeOf } from '../../provider/catalog/traits.js';
+import { ApiError } from './errors.js';
+
+type Issue = z.core.$ZodIssue;
+
+function toError(schema: z.ZodType, issue: Issue, base: (string | number)[]): ApiError {
+  const path = [...base, ...(issue.path as (string | number)[])];
+  if (issue.code === 'unrecognized_keys') {
+    const at = schemaAt(schema, issue.path);
+    const supported = Object.keys((at && shapeOf(at)) ?? {});
+    const field = pathText([...path, issue.keys[0]]);
+    const reason = `unknown field ${issue.keys.map((k) => `"${k}"`).join(', ')}; supported fields: ${supported.join(', ') || 'none'}`;
+    return new ApiError('ERR_SERVICE_102', path.length ? `${pathText(path)}: ${reason}` : reason, { field, reason, supported_fields: supported });
+  }
+  const field = pathText(path);
+  const policyPath = (issue as { params?: { policyPath?: string } }).params?.policyPath;
+  let reason = issue.message;
+  if (issue.code === 'invalid_type' && /received undefined/.test(issue.message)) reason = `is required (${issue.expected})`;
+  if (policyPath !== undefined) reason = `${policyPath ? `${policyPath}: ` : ''}${reason}`;
+  const details: Record<string, unknown> = { field, reason };
+  if (policyPath !== undefined) details.policy_path = policyPath;
+  return new ApiError('ERR_SERVICE_103', field ? `${field}: ${reason}` : reason, details);
+}
+
+/** Parses input with a catalog schema or throws the first problem as a 400 (unknown fields first). */
+export function parseInput<T>(schema: z.ZodType<T>, input: unknown, base: (string | number)[] = []): T {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const issues = result.error.issues;
+  const first = issues.find((i) => i.code === 'unrecognized_keys') ?? issues[0];
+  const error = toError(schema, first, base);
+  if (issues.length > 1) {
+    error.details.problems = issues.map((i) => {
+      const e = toError(schema, i, base);
+      return { field: e.details.field, reason: e.details.reason };
+    });
+  }
+  throw error;
+}

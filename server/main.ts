@@ -1,0 +1,62 @@
+// Starts the API server: database (migrated), bootstrap, routes, listener.
+import type { FastifyInstance } from 'fastify';
+import { createRequire } from 'node:module';
+import { bootstrap, type Bootstrap } from './bootstrap.js';
+import type { ServerConfig } from './config.js';
+import { buildApp } from './http/app.js';
+import { openapiDocument } from './openapi.js';
+import './resources/register.js';
+import { apiRoutes } from './resources/routes.js';
+import { openDatabase, type Database } from './store/db.js';
+import { SecretBox } from './store/secret-box.js';
+
+const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
+
+export interface RunningServer {
+  app: FastifyInstance;
+  db: Database;
+  /** The public base URL. */
+  url: string;
+  /** The address actually listened on. */
+  listening: string;
+  bootstrap: Bootstrap;
+  close(): Promise<void>;
+}
+
+export async function startServer(config: ServerConfig): Promise<RunningServer> {
+  const box = config.secretKey ? SecretBox.fromKey(config.secretKey) : SecretBox.fromFile(config.secretKeyFile);
+  const db = await openDatabase(config.databaseUrl);
+  try {
+    const boot = await bootstrap(db, { token: config.bootstrapToken, tokenFile: config.bootstrapTokenFile });
+    const routes = apiRoutes();
+    const server = { db, box, publicUrl: config.publicUrl ?? '' };
+    let openapi: unknown;
+    const app = buildApp({
+      server,
+      routes,
+      apiRateLimit: config.apiRateLimit,
+      log: config.log,
+      openapi: () => (openapi ??= openapiDocument(routes, server.publicUrl, version)),
+    });
+    await app.listen({ host: config.host, port: config.port });
+    const address = app.server.address();
+    const port = typeof address === 'object' && address ? address.port : config.port;
+    const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+    const listening = `http://${host}:${port}`;
+    server.publicUrl = config.publicUrl ?? listening;
+    return {
+      app,
+      db,
+      url: server.publicUrl,
+      listening,
+      bootstrap: boot,
+      async close() {
+        await app.close();
+        await db.close();
+      },
+    };
+  } catch (e) {
+    await db.close();
+    throw e;
+  }
+}

@@ -1,0 +1,46 @@
+// Kind-specific behaviour behind a small interface; the generic engine makes every other
+// decision. A kind without an entry here is handled entirely by the catalog.
+import type { KindEntry } from '../../provider/catalog/index.js';
+import type { Ctx, Tx } from './context.js';
+
+export type Doc = Record<string, any>;
+
+export interface StoredResource {
+  id: string;
+  kind: string;
+  parentId: string | null;
+  createdAt: Date;
+  body: Doc;
+  computed: Doc;
+  /** Write-only values of the body, keyed by path. */
+  secretFields: Record<string, unknown>;
+  /** Values the server keeps for itself (generated private keys). */
+  internal: Doc;
+}
+
+export interface Prepared {
+  /** The document to store, if the behaviour changed it (server defaults filled in). */
+  body?: Doc;
+  computed?: Doc;
+  internal?: Doc;
+}
+
+export interface Behaviour {
+  /**
+   * Checks and computed values for a validated document before it is stored, in the
+   * write transaction. `prior` is the stored resource on update, absent on create.
+   */
+  prepare?(args: { kind: KindEntry; id: string; body: Doc; prior?: StoredResource; ctx: Ctx; tx: Tx }): Promise<Prepared | void> | Prepared | void;
+  /** After the row is written, in the same transaction. Returns fields shown only in the creation response. */
+  created?(args: { kind: KindEntry; id: string; body: Doc; ctx: Ctx; tx: Tx }): Promise<Doc | void>;
+  /** Read-time fields (computed from other rows or the server's settings). */
+  read?(args: { kind: KindEntry; row: StoredResource; out: Doc; ctx: Ctx; tx: Tx }): Promise<void> | void;
+}
+
+const registry = new Map<string, Behaviour>();
+
+export function behaviour(kind: string, b: Behaviour) {
+  registry.set(kind, { ...registry.get(kind), ...b });
+}
+
+export const behaviourOf = (kind: string): Behaviour => registry.get(kind) ?? {};

@@ -1,0 +1,23 @@
+// What a request knows about its caller and the server, passed to every resource operation.
+import type { Database, Tx } from '../store/db.js';
+import type { SecretBox } from '../store/secret-box.js';
+
+export interface Caller {
+  keyId: string;
+  /** The user or bot the key belongs to. */
+  ownerId: string;
+  admin: boolean;
+}
+
+export interface ServerContext {
+  db: Database;
+  box: SecretBox;
+  /** Base of every uri, without a trailing slash. */
+  publicUrl: string;
+}
+
+export interface Ctx extends ServerContext {
+  caller: Caller;
+}
+
+export type { Tx };

@@ -1,0 +1,337 @@
+// The generic resource engine: create, read, list, update, module put/delete and delete
+// for every catalog kind. Kind names never appear here; traits and behaviours decide.
+import { catalog, kindOf, kindOfId, type KindEntry } from '../../provider/catalog/index.js';
+import { traitsOf } from '../../provider/catalog/traits.js';
+import { collectRefs, mergeSecrets, splitSecrets, toReadFields } from '../../provider/catalog/walk.js';
+import { ApiError, notFound } from '../http/errors.js';
+import { parseInput } from '../http/validation.js';
+import { newId } from '../store/ids.js';
+import { behaviourOf, type Doc, type StoredResource } from './behaviours.js';
+import type { Ctx, Tx } from './context.js';
+
+type Db = Tx;
+type Row = { id: string; kind: string; parentId: string | null; createdAt: Date; updatedAt: Date; data: unknown; sealed: string | null };
+
+const TX = { maxWait: 15_000, timeout: 30_000 };
+
+export const rfc3339 = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+
+/** A human name for a kind in messages: "IP policy", "HTTPS edge route". */
+export const label = (kind: KindEntry) => kind.type.replace(/_/g, ' ').replace(/\b(ip|https|tcp|tls|ssh|api|http)\b/g, (w) => w.toUpperCase());
+
+function toStored(ctx: Ctx, row: Row): StoredResource {
+  const data = row.data as { body: Doc; computed: Doc };
+  const sealed = row.sealed ? JSON.parse(ctx.box.open(row.sealed)) : { fields: {}, internal: {} };
+  return { id: row.id, kind: row.kind, parentId: row.parentId, createdAt: row.createdAt, body: data.body, computed: data.computed, secretFields: sealed.fields, internal: sealed.internal };
+}
+
+/** The absolute uri of a resource. */
+export function uriOf(ctx: Ctx, kind: KindEntry, id: string, parentId?: string | null): string {
+  const path = kind.parent?.in === 'path' ? kind.path.replace(`{${kind.parent.field}}`, parentId ?? '') : kind.path;
+  return `${ctx.publicUrl}${path}/${id}`;
+}
+
+const refUri = (ctx: Ctx) => (id: string) => {
+  const kind = kindOfId(id);
+  return kind ? uriOf(ctx, kind, id) : '';
+};
+
+/** Shapes stored resources into their read forms (embedding children where the catalog says). */
+export async function present(ctx: Ctx, db: Db, kind: KindEntry, rows: StoredResource[], extra: Doc = {}): Promise<Doc[]> {
+  const embedded: Record<string, Map<string, Doc[]>> = {};
+  for (const child of catalog.filter((k) => k.parent?.kind === kind.kind && k.parent.embedded)) {
+    const childRows = rows.length
+      ? await db.resource.findMany({ where: { kind: child.kind, parentId: { in: rows.map((r) => r.id) } }, orderBy: { id: 'asc' } })
+      : [];
+    const stored = childRows.map((r) => toStored(ctx, r as Row));
+    const shaped = await present(ctx, db, child, stored);
+    const byParent = new Map<string, Doc[]>();
+    stored.forEach((r, i) => byParent.set(r.parentId!, [...(byParent.get(r.parentId!) ?? []), shaped[i]]));
+    embedded[child.parent!.nestAs] = byParent;
+  }
+  const b = behaviourOf(kind.kind);
+  const out: Doc[] = [];
+  for (const row of rows) {
+    const values: Doc = {
+      id: row.id,
+      uri: uriOf(ctx, kind, row.id, row.parentId),
+      created_at: rfc3339(row.createdAt),
+      ...(kind.parent?.in === 'path' ? { [kind.parent.field]: row.parentId } : {}),
+      ...toReadFields(kind.fields, row.body, { uriOf: refUri(ctx) }),
+      ...row.computed,
+      ...Object.fromEntries(Object.entries(embedded).map(([k, m]) => [k, m.get(row.id) ?? []])),
+      ...extra,
+    };
+    await b.read?.({ kind, row, out: values, ctx, tx: db });
+    out.push(Object.fromEntries(Object.keys(kind.read.shape).map((k) => [k, values[k] === undefined ? null : values[k]])));
+  }
+  return out;
+}
+
+async function load(ctx: Ctx, db: Db, kind: KindEntry, id: string, parentId?: string): Promise<StoredResource> {
+  const row = await db.resource.findUnique({ where: { id } });
+  if (!row || row.kind !== kind.kind || (parentId !== undefined && row.parentId !== parentId)) throw notFound(label(kind), id);
+  return toStored(ctx, row as Row);
+}
+
+/** The parent id of a new child, checked to exist. */
+async function resolveParent(db: Db, kind: KindEntry, body: Doc, pathParams: Record<string, string>): Promise<string | null> {
+  const parent = kind.parent;
+  if (!parent) return null;
+  const parentKind = kindOf(parent.kind);
+  const parentId = parent.in === 'path' ? pathParams[parent.field] : body[parent.field];
+  const row = await db.resource.findUnique({ where: { id: parentId }, select: { kind: true } });
+  if (!row || row.kind !== parent.kind) {
+    if (parent.in === 'path') throw notFound(label(parentKind), parentId);
+    throw new ApiError('ERR_SERVICE_107', `${parent.field}: ${label(parentKind)} ${parentId} does not exist`, { field: parent.field, id: parentId });
+  }
+  return parentId;
+}
+
+/** Checks that every reference names an existing resource of an allowed kind. */
+async function checkRefs(db: Db, kind: KindEntry, body: Doc, prior?: StoredResource) {
+  const known = new Set(prior ? collectRefs(kind.fields, prior.body).flatMap((r) => r.ids) : []);
+  for (const found of collectRefs(kind.fields, body)) {
+    if (found.path === kind.parent?.field) continue;
+    const ids = [...new Set(found.ids)].filter((id) => !known.has(id));
+    if (!ids.length) continue;
+    const rows = await db.resource.findMany({ where: { id: { in: ids } }, select: { id: true, kind: true } });
+    for (const id of ids) {
+      const row = rows.find((r) => r.id === id);
+      if (!row || !found.ref.to.includes(row.kind)) {
+        throw new ApiError('ERR_SERVICE_107', `${found.path}: ${found.ref.to.map((k) => label(kindOf(k))).join(' or ')} ${id} does not exist`, { field: found.path, id });
+      }
+    }
+  }
+}
+
+async function writeRefs(db: Db, kind: KindEntry, id: string, body: Doc) {
+  await db.reference.deleteMany({ where: { fromId: id } });
+  const rows = new Map<string, { fromId: string; path: string; toId: string; onDelete: string }>();
+  for (const found of collectRefs(kind.fields, body)) {
+    if (found.path === kind.parent?.field) continue;
+    for (const toId of found.ids) rows.set(`${found.path} ${toId}`, { fromId: id, path: found.path, toId, onDelete: found.ref.onDelete });
+  }
+  if (rows.size) await db.reference.createMany({ data: [...rows.values()] });
+}
+
+function uniqueKeys(kind: KindEntry, body: Doc, parentId: string | null) {
+  const keys: { scope: string; value: string; what: string; field: string }[] = [];
+  for (const [field, schema] of Object.entries(kind.fields)) {
+    const u = traitsOf(schema).unique;
+    const value = body[field];
+    if (!u || value == null) continue;
+    const scope = u.perParent ? `${u.scope}:${parentId}` : u.scope;
+    for (const v of Array.isArray(value) ? value : [value]) keys.push({ scope, value: String(v), what: u.what, field });
+  }
+  return keys;
+}
+
+async function writeKeys(db: Db, kind: KindEntry, id: string, body: Doc, parentId: string | null) {
+  const keys = uniqueKeys(kind, body, parentId);
+  if (keys.length) {
+    const taken = await db.uniqueKey.findMany({
+      where: { OR: keys.map((k) => ({ scope: k.scope, value: k.value })), NOT: { resourceId: id } },
+    });
+    if (taken.length) {
+      const t = taken[0];
+      const k = keys.find((x) => x.scope === t.scope && x.value === t.value)!;
+      const holder = kindOfId(t.resourceId);
+      const where = k.scope.includes(':') ? ` in this ${label(kindOf(kind.parent!.kind))}` : '';
+      throw new ApiError('ERR_SERVICE_320', `${k.field}: ${k.what} ${t.value} is already used${where} by ${holder ? `${label(holder)} ` : ''}${t.resourceId}`, {
+        field: k.field,
+        value: t.value,
+        conflicting_id: t.resourceId,
+      });
+    }
+  }
+  await db.uniqueKey.deleteMany({ where: { resourceId: id } });
+  if (keys.length) await db.uniqueKey.createMany({ data: keys.map((k) => ({ scope: k.scope, value: k.value, resourceId: id })) });
+}
+
+async function emit(db: Db, kind: KindEntry, action: 'created' | 'updated' | 'deleted', object: Doc) {
+  if (!kind.spec.events) return;
+  const type = `${kind.type}_${action}.v0`;
+  const now = new Date();
+  const event = await db.event.create({ data: { id: newId('ev'), type, resourceId: object.id, payload: { type, created_at: rfc3339(now), object }, createdAt: now } });
+  const subscriptions = await db.resource.findMany({ where: { kind: 'EventSubscription' } });
+  const targets = new Set<string>();
+  for (const s of subscriptions) {
+    const body = (s.data as { body: Doc }).body;
+    if ((body.sources as { type: string }[]).some((src) => src.type === type)) for (const d of body.destination_ids as string[]) targets.add(d);
+  }
+  if (!targets.size) return;
+  const destinations = await db.resource.findMany({ where: { id: { in: [...targets] } } });
+  await db.delivery.createMany({
+    data: destinations.map((d) => {
+      const isLog = ((d.data as { body: Doc }).body.target as Doc).log != null;
+      return { destinationId: d.id, eventSeq: event.seq, nextAttemptAt: now, deliveredAt: isLog ? now : null };
+    }),
+  });
+}
+
+function sealFor(ctx: Ctx, secretFields: Record<string, unknown>, internal: Doc) {
+  return Object.keys(secretFields).length || Object.keys(internal).length ? ctx.box.seal(JSON.stringify({ fields: secretFields, internal })) : null;
+}
+
+/** Maps a unique-constraint race (two writers, same key) to the 409 the check would have given. */
+async function transact<T>(ctx: Ctx, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  try {
+    return await ctx.db.prisma.$transaction(fn, TX);
+  } catch (e) {
+    if ((e as { code?: string }).code === 'P2002') throw new ApiError('ERR_SERVICE_320', 'a unique value in this request was taken by a concurrent request; retry to see which');
+    throw e;
+  }
+}
+
+/** Path ids may be repeated in a body (generated clients do); equal values are dropped, others refused. */
+function dropPathIds(kind: KindEntry, input: unknown, pathParams: Record<string, string>): unknown {
+  if (!input || typeof input !== 'object' || Array.isArray(input)) return input;
+  const copy: Doc = { ...(input as Doc) };
+  const names = ['id', ...(kind.parent?.in === 'path' ? [kind.parent.field] : [])];
+  for (const name of names) {
+    if (!(name in copy) || pathParams[name] === undefined) continue;
+    if (copy[name] !== pathParams[name]) throw new ApiError('ERR_SERVICE_108', `${name}: ${JSON.stringify(copy[name])} differs from the ${name} in the path (${pathParams[name]})`, { field: name });
+    delete copy[name];
+  }
+  return copy;
+}
+
+const requireObject = (input: unknown): Doc => {
+  if (input === undefined) return {};
+  if (!input || typeof input !== 'object' || Array.isArray(input)) throw new ApiError('ERR_SERVICE_100', 'the request body must be a JSON object');
+  return input as Doc;
+};
+
+export async function createResource(ctx: Ctx, kind: KindEntry, input: unknown, pathParams: Record<string, string> = {}) {
+  const parsed = parseInput(kind.create, requireObject(dropPathIds(kind, input, pathParams)));
+  const id = newId(kind.prefix);
+  const b = behaviourOf(kind.kind);
+  // Expensive preparation (key generation) runs before the write transaction opens.
+  const prepared = (await b.prepare?.({ kind, id, body: parsed, ctx, tx: ctx.db.prisma as unknown as Tx })) ?? {};
+  const body = prepared.body ?? parsed;
+  return transact(ctx, async (tx) => {
+    const parentId = await resolveParent(tx, kind, body, pathParams);
+    await checkRefs(tx, kind, body);
+    const [pub, secretFields] = splitSecrets(kind.fields, body);
+    const now = new Date();
+    await tx.resource.create({
+      data: { id, kind: kind.kind, parentId, createdAt: now, updatedAt: now, data: { body: pub, computed: prepared.computed ?? {} }, sealed: sealFor(ctx, secretFields, prepared.internal ?? {}) },
+    });
+    await writeRefs(tx, kind, id, body);
+    await writeKeys(tx, kind, id, body, parentId);
+    const once = (await b.created?.({ kind, id, body, ctx, tx })) ?? {};
+    const row: StoredResource = { id, kind: kind.kind, parentId, createdAt: now, body: pub, computed: prepared.computed ?? {}, secretFields, internal: prepared.internal ?? {} };
+    const [out] = await present(ctx, tx, kind, [row]);
+    await emit(tx, kind, 'created', out);
+    return { ...out, ...once };
+  });
+}
+
+export async function getResource(ctx: Ctx, kind: KindEntry, id: string, parentId?: string) {
+  const db = ctx.db.prisma as unknown as Tx;
+  const [out] = await present(ctx, db, kind, [await load(ctx, db, kind, id, parentId)]);
+  return out;
+}
+
+export async function listResources(ctx: Ctx, kind: KindEntry, limit: number, beforeId?: string) {
+  const db = ctx.db.prisma as unknown as Tx;
+  const rows = await db.resource.findMany({
+    where: { kind: kind.kind, ...(beforeId ? { id: { lt: beforeId } } : {}) },
+    orderBy: { id: 'desc' },
+    take: limit + 1,
+  });
+  const page = rows.slice(0, limit).map((r) => toStored(ctx, r as Row));
+  return { items: await present(ctx, db, kind, page), more: rows.length > limit, lastId: page.at(-1)?.id };
+}
+
+/** Re-validates a changed document as a whole and writes it (PATCH and module PUT/DELETE). */
+async function rewrite(ctx: Ctx, kind: KindEntry, id: string, parentId: string | undefined, change: (full: Doc) => Doc, basePath: (string | number)[] = []) {
+  return transact(ctx, async (tx) => {
+    const prior = await load(ctx, tx, kind, id, parentId);
+    const full = mergeSecrets(prior.body, prior.secretFields);
+    const parsed = parseInput(kind.create, change(full), basePath);
+    const prepared = (await behaviourOf(kind.kind).prepare?.({ kind, id, body: parsed, prior, ctx, tx })) ?? {};
+    const body = prepared.body ?? parsed;
+    await checkRefs(tx, kind, body, prior);
+    const [pub, secretFields] = splitSecrets(kind.fields, body);
+    const computed = prepared.computed ?? prior.computed;
+    const internal = prepared.internal ?? prior.internal;
+    await tx.resource.update({ where: { id }, data: { updatedAt: new Date(), data: { body: pub, computed }, sealed: sealFor(ctx, secretFields, internal) } });
+    await writeRefs(tx, kind, id, body);
+    await writeKeys(tx, kind, id, body, prior.parentId);
+    const [out] = await present(ctx, tx, kind, [{ ...prior, body: pub, computed, secretFields, internal }]);
+    await emit(tx, kind, 'updated', out);
+    return out;
+  });
+}
+
+export async function updateResource(ctx: Ctx, kind: KindEntry, id: string, input: unknown, pathParams: Record<string, string> = {}) {
+  const body = requireObject(dropPathIds(kind, input, pathParams));
+  const fixed = kind.immutable.filter((f) => f in body);
+  if (fixed.length) {
+    throw new ApiError('ERR_SERVICE_106', `${fixed[0]}: cannot be changed after creation; create a new ${label(kind)} instead`, { field: fixed[0], reason: 'cannot be changed after creation' });
+  }
+  const patch = parseInput(kind.update, body);
+  const defined = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined && v !== null));
+  return rewrite(ctx, kind, id, pathParams[kind.parent?.field ?? ''], (full) => ({ ...full, ...defined }));
+}
+
+export async function getModule(ctx: Ctx, kind: KindEntry, name: string, id: string, parentId?: string) {
+  const out = await getResource(ctx, kind, id, parentId);
+  if (out[name] == null) throw new ApiError('ERR_SERVICE_302', `${name} is not set on ${label(kind)} ${id}`, { id, module: name });
+  return out[name];
+}
+
+/** A PUT body may be the bare module or `{ "module": {...} }` (with matching ids). */
+function unwrapModuleBody(kind: KindEntry, input: unknown, pathParams: Record<string, string>) {
+  const body = requireObject(input);
+  if (body.module && typeof body.module === 'object' && Object.keys(body).every((k) => ['module', 'id', kind.parent?.field ?? 'id'].includes(k))) {
+    dropPathIds(kind, { ...body, module: undefined }, pathParams);
+    return body.module as Doc;
+  }
+  return body;
+}
+
+export async function putModule(ctx: Ctx, kind: KindEntry, name: string, id: string, input: unknown, pathParams: Record<string, string> = {}) {
+  const module = kind.modules[name];
+  const parsedModule = parseInput(module.schema, unwrapModuleBody(kind, input, pathParams));
+  const out = await rewrite(ctx, kind, id, pathParams[kind.parent?.field ?? ''], (full) => ({ ...full, [name]: parsedModule }));
+  return out[name];
+}
+
+export async function deleteModule(ctx: Ctx, kind: KindEntry, name: string, id: string, parentId?: string) {
+  await rewrite(ctx, kind, id, parentId, (full) => {
+    if (full[name] == null) throw new ApiError('ERR_SERVICE_302', `${name} is not set on ${label(kind)} ${id}`, { id, module: name });
+    return { ...full, [name]: null };
+  });
+}
+
+/** Deletes a resource and its children, honouring each reference's delete rule. */
+export async function deleteResource(ctx: Ctx, kind: KindEntry, id: string, parentId?: string) {
+  await transact(ctx, async (tx) => {
+    const row = await load(ctx, tx, kind, id, parentId);
+    await deleteTree(ctx, tx, kind, row);
+  });
+}
+
+async function deleteTree(ctx: Ctx, tx: Tx, kind: KindEntry, row: StoredResource) {
+  const subtree = [row.id];
+  for (let i = 0; i < subtree.length; i++) {
+    const children = await tx.resource.findMany({ where: { parentId: subtree[i] }, select: { id: true } });
+    subtree.push(...children.map((c) => c.id));
+  }
+  const referrers = await tx.reference.findMany({ where: { toId: { in: subtree }, fromId: { notIn: subtree } } });
+  const restricting = referrers.filter((r) => r.onDelete === 'restrict');
+  if (restricting.length) {
+    const ids = [...new Set(restricting.map((r) => r.fromId))];
+    throw new ApiError('ERR_SERVICE_321', `${label(kind)} ${row.id} is still referenced by ${ids.slice(0, 10).join(', ')}${ids.length > 10 ? ` and ${ids.length - 10} more` : ''}; remove those references first`, { referrers: ids });
+  }
+  for (const fromId of new Set(referrers.filter((r) => r.onDelete === 'cascade').map((r) => r.fromId))) {
+    const dependent = await tx.resource.findUnique({ where: { id: fromId } });
+    if (dependent) await deleteTree(ctx, tx, kindOf(dependent.kind), toStored(ctx, dependent as Row));
+  }
+  const [out] = await present(ctx, tx, kind, [row]);
+  await tx.resource.delete({ where: { id: row.id } });
+  await emit(tx, kind, 'deleted', out);
+}

@@ -1,0 +1,3 @@
+// Loads every family's behaviours and extra routes (import for side effects).
+import './accounts.js';
+import './families.js';

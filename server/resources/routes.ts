@@ -1,0 +1,113 @@
+// The server's route table, derived from the catalog (plus the few extra routes that
+// families register). Registration and the OpenAPI document both read this table.
+import type { z } from 'zod';
+import { catalog, type KindEntry } from '../../provider/catalog/index.js';
+import { ApiError } from '../http/errors.js';
+import { envelope, LIST_QUERY, pageOf } from '../http/paging.js';
+import { isIdOf } from '../store/ids.js';
+import type { Ctx } from './context.js';
+import { createResource, deleteModule, deleteResource, getModule, getResource, label, listResources, putModule, updateResource } from './engine.js';
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+export interface RouteRequest {
+  params: Record<string, string>;
+  query: Record<string, string | string[] | undefined>;
+  body: unknown;
+}
+
+export interface ApiRoute {
+  method: Method;
+  /** OpenAPI-style path with `{param}`s. */
+  path: string;
+  summary: string;
+  kind?: KindEntry;
+  /** Query parameters accepted; anything else is 400. */
+  query: readonly string[];
+  request?: z.ZodType;
+  /** The 2xx status and the response schema (none for 204). */
+  status: 200 | 201 | 204;
+  response?: z.ZodType;
+  /** Response key of list envelopes. */
+  envelope?: string;
+  tag: string;
+  handle(ctx: Ctx, req: RouteRequest): Promise<unknown>;
+}
+
+/** Checks the prefixes of path ids: a wrong prefix is 400, not 404. */
+function checkIds(kind: KindEntry, params: Record<string, string>) {
+  const expect: [string, KindEntry][] = [];
+  if (params.id !== undefined) expect.push(['id', kind]);
+  if (kind.parent?.in === 'path') expect.push([kind.parent.field, catalog.find((k) => k.kind === kind.parent!.kind)!]);
+  for (const [name, k] of expect) {
+    if (!isIdOf(k.prefix, params[name])) {
+      throw new ApiError('ERR_SERVICE_105', `${name}: "${params[name]}" is not an id of ${label(k)} (ids start with ${k.prefix}_)`, { field: name });
+    }
+  }
+}
+
+const parentOf = (kind: KindEntry, params: Record<string, string>) => (kind.parent?.in === 'path' ? params[kind.parent.field] : undefined);
+
+function kindRoutes(kind: KindEntry): ApiRoute[] {
+  const routes: ApiRoute[] = [];
+  const ops = new Set(kind.operations);
+  const item = `${kind.path}/{id}`;
+  const tag = kind.kind;
+  const k = label(kind);
+  const add = (r: Omit<ApiRoute, 'kind' | 'tag' | 'query'> & { query?: readonly string[] }) =>
+    routes.push({ kind, tag, query: [], ...r, handle: async (ctx, req) => { checkIds(kind, req.params); return r.handle(ctx, req); } });
+  if (ops.has('create')) {
+    add({ method: 'POST', path: kind.path, summary: `Create a ${k}`, request: kind.create, status: 201, response: kind.read, handle: (ctx, req) => createResource(ctx, kind, req.body, req.params) });
+  }
+  if (ops.has('list') && kind.envelope) {
+    add({
+      method: 'GET',
+      path: kind.path,
+      summary: `List ${k}s, newest first`,
+      query: LIST_QUERY,
+      status: 200,
+      response: kind.read,
+      envelope: kind.envelope,
+      handle: async (ctx, req) => {
+        const { limit, beforeId } = pageOf(req.query, kind.prefix);
+        const page = await listResources(ctx, kind, limit, beforeId);
+        return envelope(kind.envelope!, page.items, `${ctx.publicUrl}${kind.path}`, page.more, page.lastId, limit);
+      },
+    });
+  }
+  if (ops.has('read')) {
+    add({ method: 'GET', path: item, summary: `Get a ${k}`, status: 200, response: kind.read, handle: (ctx, req) => getResource(ctx, kind, req.params.id, parentOf(kind, req.params)) });
+  }
+  if (ops.has('update')) {
+    add({ method: 'PATCH', path: item, summary: `Update a ${k} (absent fields are unchanged)`, request: kind.update, status: 200, response: kind.read, handle: (ctx, req) => updateResource(ctx, kind, req.params.id, req.body, req.params) });
+  }
+  if (ops.has('delete')) {
+    add({ method: 'DELETE', path: item, summary: `Delete a ${k}`, status: 204, handle: async (ctx, req) => { await deleteResource(ctx, kind, req.params.id, parentOf(kind, req.params)); } });
+  }
+  for (const m of Object.values(kind.modules)) {
+    const at = `${item}/${m.name}`;
+    add({ method: 'PUT', path: at, summary: `Replace the ${m.name} module of a ${k}`, request: m.schema, status: 200, response: m.read, handle: (ctx, req) => putModule(ctx, kind, m.name, req.params.id, req.body, req.params) });
+    add({ method: 'GET', path: at, summary: `Get the ${m.name} module of a ${k}`, status: 200, response: m.read, handle: (ctx, req) => getModule(ctx, kind, m.name, req.params.id, parentOf(kind, req.params)) });
+    add({ method: 'DELETE', path: at, summary: `Remove the ${m.name} module of a ${k}`, status: 204, handle: async (ctx, req) => { await deleteModule(ctx, kind, m.name, req.params.id, parentOf(kind, req.params)); } });
+  }
+  return routes;
+}
+
+const extra: ApiRoute[] = [];
+
+/** Families add routes the catalog's operations do not cover (agent commands, event logs). */
+export function extraRoute(route: Omit<ApiRoute, 'handle' | 'query'> & { query?: readonly string[]; handle: ApiRoute['handle'] }) {
+  const kind = route.kind;
+  extra.push({
+    query: [],
+    ...route,
+    handle: async (ctx, req) => {
+      if (kind) checkIds(kind, req.params);
+      return route.handle(ctx, req);
+    },
+  });
+}
+
+export function apiRoutes(): ApiRoute[] {
+  return [...catalog.flatMap(kindRoutes), ...extra];
+}
