@@ -84,11 +84,15 @@ export interface KindEntry extends Required<Pick<KindSpec, 'kind' | 'type' | 'pr
 
 export const isModule = (schema: z.ZodType) => traitsOf(schema).module === true;
 
-/** The read form of one field value schema: refs become Refs, modules nullable, secrets null. */
+/**
+ * The read form of one field value schema: refs with a `readAs` name become Refs (refs
+ * without one, like an API key's `owner_id`, read as the plain id), modules nullable,
+ * secrets null.
+ */
 export function readSchemaOf(schema: z.ZodType): z.ZodType {
   const t = traitsOf(schema);
   const inner = schema;
-  if (t.ref && !t.ref.inKeys) {
+  if (t.ref && !t.ref.inKeys && t.ref.readAs) {
     const isList = defOf(unwrapAll(inner)).type === 'array';
     return isList ? z.array(ref()) : ref().nullable();
   }

@@ -10,10 +10,13 @@ import { parseTrafficPolicy } from './validate/traffic-policy.js';
 const utf8 = new TextEncoder();
 const bytes = (s: string) => utf8.encode(s).length;
 
-/** A string bounded in bytes (UTF-8) or characters, as SPEC words each limit. */
+/**
+ * A string bounded in bytes (UTF-8) or characters (Unicode code points, as JSON Schema's
+ * maxLength counts them; an emoji is one character, not two UTF-16 units), as SPEC words each limit.
+ */
 export function bounded(max: number, unit: 'bytes' | 'chars' = 'bytes') {
-  const s = z.string().max(max, `must be at most ${max} ${unit === 'bytes' ? 'bytes' : 'characters'}`);
-  return unit === 'bytes' ? s.refine((v) => bytes(v) <= max, `must be at most ${max} bytes (UTF-8)`) : s;
+  if (unit === 'bytes') return z.string().max(max, `must be at most ${max} bytes`).refine((v) => bytes(v) <= max, `must be at most ${max} bytes (UTF-8)`);
+  return z.string().refine((v) => [...v].length <= max, `must be at most ${max} characters`).meta({ maxLength: max });
 }
 
 export const description = (unit: 'bytes' | 'chars' = 'bytes') =>

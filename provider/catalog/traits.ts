@@ -9,7 +9,7 @@ export type OnDelete = 'restrict' | 'keep' | 'cascade';
 export interface RefTrait {
   /** Catalog kinds the id may name. */
   to: readonly string[];
-  /** The read form's name for the field: `backend_id` reads as `backend` (a Ref). */
+  /** The read form's name for the field: `backend_id` reads as `backend` (a Ref). Without it the read form keeps the name and the plain id. */
   readAs?: string;
   onDelete: OnDelete;
   /** The ids are the keys of a map (a weighted backend's `backends`), not the values. */

@@ -104,7 +104,7 @@ export function toReadFields(shape: Record<string, z.ZodType>, doc: Doc, ctx: Re
     const key = readKey(name, schema);
     const value = doc?.[name];
     if (t.writeOnly) { out[key] = null; continue; }
-    if (t.ref && !t.ref.inKeys) {
+    if (t.ref && !t.ref.inKeys && t.ref.readAs) {
       const asRef = (id: string) => ({ id, uri: ctx.uriOf(id) });
       out[key] = Array.isArray(value) ? value.map(asRef) : value == null ? (elementOf(schema) ? [] : null) : asRef(value);
       continue;
@@ -131,7 +131,7 @@ export function fromReadFields(shape: Record<string, z.ZodType>, read: Doc): Doc
     const value = read?.[readKey(name, schema)];
     // Absent and null read the same for optional input fields; only modules keep an explicit null.
     if (value === undefined || (value === null && !t.module)) continue;
-    if (t.ref && !t.ref.inKeys) {
+    if (t.ref && !t.ref.inKeys && t.ref.readAs) {
       out[name] = Array.isArray(value) ? value.map((r: { id: string }) => r.id) : value == null ? value : value.id;
       continue;
     }
