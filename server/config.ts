@@ -1,5 +1,6 @@
 // Server settings: flags win over environment variables, which win over defaults.
 import path from 'node:path';
+import type { DeliveryOptions } from './events/delivery.js';
 
 export interface ServerConfig {
   host: string;
@@ -16,6 +17,8 @@ export interface ServerConfig {
   secretKeyFile: string;
   /** Request log lines; default stdout. */
   log?: (line: string) => void;
+  /** Event delivery timing (tests shorten the backoff). */
+  delivery?: Partial<DeliveryOptions>;
 }
 
 export interface ServeFlags {

@@ -3,9 +3,11 @@ import type { FastifyInstance } from 'fastify';
 import { createRequire } from 'node:module';
 import { bootstrap, type Bootstrap } from './bootstrap.js';
 import type { ServerConfig } from './config.js';
+import { DeliveryWorker } from './events/delivery.js';
 import { buildApp } from './http/app.js';
 import { openapiDocument } from './openapi.js';
 import './resources/register.js';
+import type { ServerContext } from './resources/context.js';
 import { apiRoutes } from './resources/routes.js';
 import { openDatabase, type Database } from './store/db.js';
 import { SecretBox } from './store/secret-box.js';
@@ -29,7 +31,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   try {
     const boot = await bootstrap(db, { token: config.bootstrapToken, tokenFile: config.bootstrapTokenFile });
     const routes = apiRoutes();
-    const server = { db, box, publicUrl: config.publicUrl ?? '' };
+    const server: ServerContext = { db, box, publicUrl: config.publicUrl ?? '' };
     let openapi: unknown;
     const app = buildApp({
       server,
@@ -44,6 +46,10 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const host = config.host.includes(':') ? `[${config.host}]` : config.host;
     const listening = `http://${host}:${port}`;
     server.publicUrl = config.publicUrl ?? listening;
+    const log = config.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+    const worker = new DeliveryWorker(server, log, `edgeform/${version}`, config.delivery);
+    server.afterCommit = () => worker.kick();
+    worker.start();
     return {
       app,
       db,
@@ -52,6 +58,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       bootstrap: boot,
       async close() {
         await app.close();
+        await worker.stop();
         await db.close();
       },
     };

@@ -14,6 +14,8 @@ export interface ServerContext {
   box: SecretBox;
   /** Base of every uri, without a trailing slash. */
   publicUrl: string;
+  /** Called after every committed write; wakes the event delivery worker. */
+  afterCommit?: () => void;
 }
 
 export interface Ctx extends ServerContext {

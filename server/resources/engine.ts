@@ -6,20 +6,21 @@ import { collectRefs, mergeSecrets, splitSecrets, toReadFields } from '../../pro
 import { ApiError, notFound } from '../http/errors.js';
 import { parseInput } from '../http/validation.js';
 import { newId } from '../store/ids.js';
+import { emit, rfc3339 } from '../events/outbox.js';
 import { behaviourOf, type Doc, type StoredResource } from './behaviours.js';
-import type { Ctx, Tx } from './context.js';
+import type { Ctx, ServerContext, Tx } from './context.js';
 
 type Db = Tx;
 type Row = { id: string; kind: string; parentId: string | null; createdAt: Date; updatedAt: Date; data: unknown; sealed: string | null };
 
 const TX = { maxWait: 15_000, timeout: 30_000 };
 
-export const rfc3339 = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+export { rfc3339 };
 
 /** A human name for a kind in messages: "IP policy", "HTTPS edge route". */
 export const label = (kind: KindEntry) => kind.type.replace(/_/g, ' ').replace(/\b(ip|https|tcp|tls|ssh|api|http)\b/g, (w) => w.toUpperCase());
 
-function toStored(ctx: Ctx, row: Row): StoredResource {
+function toStored(ctx: ServerContext, row: Row): StoredResource {
   const data = row.data as { body: Doc; computed: Doc };
   const sealed = row.sealed ? JSON.parse(ctx.box.open(row.sealed)) : { fields: {}, internal: {} };
   return { id: row.id, kind: row.kind, parentId: row.parentId, createdAt: row.createdAt, body: data.body, computed: data.computed, secretFields: sealed.fields, internal: sealed.internal };
@@ -66,6 +67,12 @@ export async function present(ctx: Ctx, db: Db, kind: KindEntry, rows: StoredRes
     out.push(Object.fromEntries(Object.keys(kind.read.shape).map((k) => [k, values[k] === undefined ? null : values[k]])));
   }
   return out;
+}
+
+/** A stored resource by id with its write-only values opened, or undefined (for server-side workers). */
+export async function findStored(ctx: ServerContext, id: string): Promise<StoredResource | undefined> {
+  const row = await ctx.db.prisma.resource.findUnique({ where: { id } });
+  return row ? toStored(ctx, row as Row) : undefined;
 }
 
 async function load(ctx: Ctx, db: Db, kind: KindEntry, id: string, parentId?: string): Promise<StoredResource> {
@@ -149,35 +156,19 @@ async function writeKeys(db: Db, kind: KindEntry, id: string, body: Doc, parentI
   if (keys.length) await db.uniqueKey.createMany({ data: keys.map((k) => ({ scope: k.scope, value: k.value, resourceId: id })) });
 }
 
-async function emit(db: Db, kind: KindEntry, action: 'created' | 'updated' | 'deleted', object: Doc) {
-  if (!kind.spec.events) return;
-  const type = `${kind.type}_${action}.v0`;
-  const now = new Date();
-  const event = await db.event.create({ data: { id: newId('ev'), type, resourceId: object.id, payload: { type, created_at: rfc3339(now), object }, createdAt: now } });
-  const subscriptions = await db.resource.findMany({ where: { kind: 'EventSubscription' } });
-  const targets = new Set<string>();
-  for (const s of subscriptions) {
-    const body = (s.data as { body: Doc }).body;
-    if ((body.sources as { type: string }[]).some((src) => src.type === type)) for (const d of body.destination_ids as string[]) targets.add(d);
-  }
-  if (!targets.size) return;
-  const destinations = await db.resource.findMany({ where: { id: { in: [...targets] } } });
-  await db.delivery.createMany({
-    data: destinations.map((d) => {
-      const isLog = ((d.data as { body: Doc }).body.target as Doc).log != null;
-      return { destinationId: d.id, eventSeq: event.seq, nextAttemptAt: now, deliveredAt: isLog ? now : null };
-    }),
-  });
-}
-
 function sealFor(ctx: Ctx, secretFields: Record<string, unknown>, internal: Doc) {
   return Object.keys(secretFields).length || Object.keys(internal).length ? ctx.box.seal(JSON.stringify({ fields: secretFields, internal })) : null;
 }
 
-/** Maps a unique-constraint race (two writers, same key) to the 409 the check would have given. */
+/**
+ * One write transaction. Maps a unique-constraint race (two writers, same key) to the 409
+ * the check would have given, and tells the server after each commit (events may wait).
+ */
 async function transact<T>(ctx: Ctx, fn: (tx: Tx) => Promise<T>): Promise<T> {
   try {
-    return await ctx.db.prisma.$transaction(fn, TX);
+    const out = await ctx.db.prisma.$transaction(fn, TX);
+    ctx.afterCommit?.();
+    return out;
   } catch (e) {
     if ((e as { code?: string }).code === 'P2002') throw new ApiError('ERR_SERVICE_320', 'a unique value in this request was taken by a concurrent request; retry to see which');
     throw e;

@@ -45,6 +45,8 @@ function bigIntToIp(n: bigint, version: 4 | 6): string {
 export function parseCidr(input: string): CidrResult {
   const [addr, len, extra] = input.trim().split('/');
   if (extra !== undefined) return { ok: false, message: `"${input}" is not a CIDR: expected address/prefix-length` };
+  // Node accepts an IPv6 zone (fe80::1%eth0); a zone names a local interface and has no place in a rule.
+  if (addr.includes('%')) return { ok: false, message: `"${input}" is not a CIDR: an IPv6 zone (%...) names a local interface; leave it out` };
   const version = net.isIPv4(addr) ? 4 : net.isIPv6(addr) ? 6 : 0;
   if (version === 0) return { ok: false, message: `"${input}" is not a CIDR: "${addr}" is not an IPv4 or IPv6 address` };
   const bits = version === 4 ? 32 : 128;

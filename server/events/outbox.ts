@@ -1,0 +1,37 @@
+// The event outbox: an event is written in the same transaction as the change that causes
+// it, with one Delivery row per destination subscribed to its type. The delivery worker
+// (delivery.ts) sends them after the commit; `log` destinations keep them readable instead.
+import { eventDestination, eventSubscription } from '../../provider/catalog/events.js';
+import type { KindEntry } from '../../provider/catalog/index.js';
+import type { Tx } from '../resources/context.js';
+import { newId } from '../store/ids.js';
+
+type Doc = Record<string, any>;
+export type EventAction = 'created' | 'updated' | 'deleted';
+
+export const rfc3339 = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+
+/** Records `<type>_<action>.v0` for a kind that emits events; `object` is the read form. */
+export async function emit(tx: Tx, kind: KindEntry, action: EventAction, object: Doc) {
+  if (!kind.spec.events) return;
+  const type = `${kind.type}_${action}.v0`;
+  const now = new Date();
+  const event = await tx.event.create({ data: { id: newId('ev'), type, resourceId: object.id, payload: { type, created_at: rfc3339(now), object }, createdAt: now } });
+  const subscriptions = await tx.resource.findMany({ where: { kind: eventSubscription.kind } });
+  const targets = new Set<string>();
+  for (const s of subscriptions) {
+    const body = (s.data as { body: Doc }).body;
+    if ((body.sources as { type: string }[]).some((src) => src.type === type)) for (const d of body.destination_ids as string[]) targets.add(d);
+  }
+  if (!targets.size) return;
+  const destinations = await tx.resource.findMany({ where: { id: { in: [...targets] }, kind: eventDestination.kind } });
+  await tx.delivery.createMany({
+    data: destinations.map((d) => ({ destinationId: d.id, eventSeq: event.seq, nextAttemptAt: now, deliveredAt: isLogTarget((d.data as { body: Doc }).body) ? now : null })),
+  });
+}
+
+/** A `log` destination keeps its events for GET /event_destinations/{id}/events instead of sending them. */
+export const isLogTarget = (body: Doc) => (body.target as Doc | undefined)?.log != null;
+
+/** The JSON an event is delivered and listed as. */
+export const eventBody = (e: { id: string; payload: unknown }) => ({ id: e.id, ...(e.payload as Doc) });

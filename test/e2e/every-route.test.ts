@@ -1,0 +1,82 @@
+// Conventions that hold for every route the server has, walked from the route table, so
+// a route added later is covered without a new line here: credentials and the version
+// header are checked before anything else, ids with another collection's prefix are 400,
+// ids that name nothing are 404, and other methods on a known path are 405 with Allow.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { catalog } from '../../provider/catalog/index.js';
+import '../../server/resources/register.js';
+import { apiRoutes, type ApiRoute } from '../../server/resources/routes.js';
+import { expectError, unknownId } from '../helpers/api.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+let s: TestServer;
+beforeAll(async () => { s = await startTestServer(); });
+afterAll(async () => { await s.close(); });
+
+const routes = apiRoutes();
+const prefixOf = (kind: string) => catalog.find((k) => k.kind === kind)!.prefix;
+const OTHER_PREFIX = 'zzz';
+
+/** The path with every parameter filled: ids of the right kind that name nothing. */
+function fill(route: ApiRoute, wrong?: string): string {
+  return route.path.replace(/\{(\w+)\}/g, (_m, name: string) => {
+    const kind = route.kind;
+    let prefix: string | undefined;
+    if (name === 'id' && kind) prefix = kind.prefix;
+    else if (kind?.parent?.in === 'path' && name === kind.parent.field) prefix = prefixOf(kind.parent.kind);
+    if (!prefix) return 'ip_policy_created.v0';
+    return unknownId(name === wrong ? OTHER_PREFIX : prefix);
+  });
+}
+
+const label = (r: ApiRoute) => `${r.method} ${r.path}`;
+const bodyOf = (r: ApiRoute) => (r.method === 'GET' || r.method === 'DELETE' ? undefined : {});
+const idParams = (r: ApiRoute) => [...r.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]).filter((n) => n === 'id' || n === r.kind?.parent?.field);
+
+describe.each(routes.map((r) => [label(r), r] as const))('%s', (_name, route) => {
+  it('without a token: 401 with WWW-Authenticate', async () => {
+    const r = await s.request(route.method, fill(route), bodyOf(route), { token: null });
+    expectError(r, 401, 'ERR_SERVICE_201');
+    expect(r.headers.get('www-authenticate')).toBe('Bearer');
+  });
+
+  it('with a token no key has: 401', async () => {
+    const r = await s.request(route.method, fill(route), bodyOf(route), { token: 'x'.repeat(43) });
+    expectError(r, 401, 'ERR_SERVICE_202');
+    expect(r.headers.get('www-authenticate')).toBe('Bearer');
+  });
+
+  it('without Service-Version: 400 ERR_SERVICE_218; with another value: 400 ERR_SERVICE_217', async () => {
+    expectError(await s.request(route.method, fill(route), bodyOf(route), { version: null }), 400, 'ERR_SERVICE_218');
+    expectError(await s.request(route.method, fill(route), bodyOf(route), { version: '3' }), 400, 'ERR_SERVICE_217');
+  });
+
+  it.each(idParams(route))('an id of another collection in {%s}: 400 naming it', async (param) => {
+    const r = await s.request(route.method, fill(route, param), bodyOf(route));
+    const body = expectError(r, 400, 'ERR_SERVICE_105');
+    expect(body.details.field).toBe(param);
+  });
+
+  // Writes whose body must be valid first (module PUT, create under a parent) may answer 400 before 404.
+  const lookup = idParams(route).length > 0 && (route.method !== 'PUT' && !(route.method === 'POST' && route.status === 201));
+  if (lookup) {
+    it('an id that names nothing: 404', async () => {
+      const r = await s.request(route.method, fill(route), bodyOf(route));
+      expectError(r, 404);
+    });
+  }
+});
+
+describe('methods a path does not have', () => {
+  const byPath = new Map<string, ApiRoute[]>();
+  for (const r of routes) byPath.set(r.path, [...(byPath.get(r.path) ?? []), r]);
+  const cases = [...byPath].flatMap(([path, rs]) =>
+    ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => !rs.some((r) => r.method === m)).map((m) => ({ path, method: m, rs })),
+  );
+
+  it.each(cases.map((c) => [`${c.method} ${c.path}`, c] as const))('%s: 405 with Allow', async (_name, { method, rs }) => {
+    const r = await s.request(method, fill(rs[0]), method === 'DELETE' || method === 'GET' ? undefined : {});
+    expectError(r, 405, 'ERR_SERVICE_310');
+    expect(r.headers.get('allow')?.split(', ').sort()).toEqual(rs.map((x) => x.method).sort());
+  });
+});
