@@ -37,17 +37,20 @@ function int(name: string, value: string | number | undefined, fallback: number,
   return n;
 }
 
+/** The first value that is set; an empty string (`EDGEFORM_PORT=` in a shell or compose file) counts as unset. */
+const pick = <T extends string | number>(...values: (T | undefined)[]): T | undefined => values.find((v) => v !== undefined && v !== '');
+
 export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = process.env): ServerConfig {
-  const dataDir = path.resolve(flags.dataDir ?? env.EDGEFORM_DATA_DIR ?? 'data');
+  const dataDir = path.resolve(pick(flags.dataDir, env.EDGEFORM_DATA_DIR) ?? 'data');
   return {
-    host: flags.host ?? env.EDGEFORM_HOST ?? '127.0.0.1',
-    port: int('--port / EDGEFORM_PORT', flags.port ?? env.EDGEFORM_PORT, 8080, 0, 65535),
-    databaseUrl: flags.database ?? env.EDGEFORM_DATABASE_URL ?? `file:${path.join(dataDir, 'edgeform.db')}`,
-    publicUrl: (flags.publicUrl ?? env.EDGEFORM_PUBLIC_URL)?.replace(/\/+$/, ''),
-    apiRateLimit: int('--api-rate-limit / EDGEFORM_API_RATE_LIMIT', flags.apiRateLimit ?? env.EDGEFORM_API_RATE_LIMIT, 600, 0, 1_000_000_000),
-    bootstrapToken: env.EDGEFORM_BOOTSTRAP_TOKEN || undefined,
-    bootstrapTokenFile: path.resolve(env.EDGEFORM_BOOTSTRAP_TOKEN_FILE ?? path.join(dataDir, 'bootstrap-token')),
-    secretKey: env.EDGEFORM_SECRET_KEY || undefined,
-    secretKeyFile: path.resolve(env.EDGEFORM_SECRET_KEY_FILE ?? path.join(dataDir, 'secret.key')),
+    host: pick(flags.host, env.EDGEFORM_HOST) ?? '127.0.0.1',
+    port: int('--port / EDGEFORM_PORT', pick(flags.port, env.EDGEFORM_PORT), 8080, 0, 65535),
+    databaseUrl: pick(flags.database, env.EDGEFORM_DATABASE_URL) ?? `file:${path.join(dataDir, 'edgeform.db')}`,
+    publicUrl: pick(flags.publicUrl, env.EDGEFORM_PUBLIC_URL)?.replace(/\/+$/, ''),
+    apiRateLimit: int('--api-rate-limit / EDGEFORM_API_RATE_LIMIT', pick(flags.apiRateLimit, env.EDGEFORM_API_RATE_LIMIT), 600, 0, 1_000_000_000),
+    bootstrapToken: pick(env.EDGEFORM_BOOTSTRAP_TOKEN),
+    bootstrapTokenFile: path.resolve(pick(env.EDGEFORM_BOOTSTRAP_TOKEN_FILE) ?? path.join(dataDir, 'bootstrap-token')),
+    secretKey: pick(env.EDGEFORM_SECRET_KEY),
+    secretKeyFile: path.resolve(pick(env.EDGEFORM_SECRET_KEY_FILE) ?? path.join(dataDir, 'secret.key')),
   };
 }
