@@ -16,13 +16,24 @@ export interface Bootstrap {
 }
 
 export async function bootstrap(db: Database, opts: { token?: string; tokenFile: string }): Promise<Bootstrap> {
+  try {
+    return await createAccount(db, opts);
+  } catch (e) {
+    // Another instance starting on the same (PostgreSQL) database created the account first.
+    if ((e as { code?: string }).code === 'P2002') return { created: false };
+    throw e;
+  }
+}
+
+async function createAccount(db: Database, opts: { token?: string; tokenFile: string }): Promise<Bootstrap> {
   return db.prisma.$transaction(async (tx) => {
     if (await tx.resource.findFirst({ where: { kind: user.kind }, select: { id: true } })) return { created: false };
     const now = new Date();
     const userId = newId(user.prefix);
     const keyId = newId(apiKey.prefix);
     const token = opts.token ?? newToken();
-    await tx.setting.upsert({ where: { key: 'account_id' }, create: { key: 'account_id', value: newId('acct') }, update: {} });
+    // The account row is the lock: a concurrent bootstrap waits on this insert, then fails with P2002.
+    await tx.setting.create({ data: { key: 'account_id', value: newId('acct') } });
     await tx.resource.create({ data: { id: userId, kind: user.kind, createdAt: now, updatedAt: now, data: { body: {}, computed: { name: 'admin', admin: true } } } });
     await tx.resource.create({
       data: { id: keyId, kind: apiKey.kind, createdAt: now, updatedAt: now, data: { body: { description: 'bootstrap key of the admin user', metadata: '', owner_id: userId }, computed: {} } },

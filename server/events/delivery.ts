@@ -9,6 +9,7 @@
 // the event is sent again (at least once).
 import { createHmac } from 'node:crypto';
 import { mergeSecrets } from '../../provider/catalog/walk.js';
+import { describeError } from '../http/reply.js';
 import type { ServerContext } from '../resources/context.js';
 import { findStored } from '../resources/engine.js';
 import { eventBody, isLogTarget } from './outbox.js';
@@ -93,7 +94,7 @@ export class DeliveryWorker {
         await this.pass();
         wait = await this.untilNextDue();
       } catch (e) {
-        if (!this.stopped) this.warn('event delivery pass failed', { error: String((e as Error).message ?? e) });
+        if (!this.stopped) this.warn('event delivery pass failed', { error: describeError(e).reason });
       }
     })();
     await this.running;

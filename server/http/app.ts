@@ -7,7 +7,7 @@ import type { ApiRoute, Method } from '../resources/routes.js';
 import { newIdBody } from '../store/ids.js';
 import { ApiError } from './errors.js';
 import { RateLimiter } from './rate-limit.js';
-import { fromFrameworkError, internalError, sendError } from './reply.js';
+import { describeError, fromDatabaseError, fromFrameworkError, internalError, sendError } from './reply.js';
 
 export const VERSION_HEADER = 'service-version';
 export const OPERATION_HEADER = 'Service-Operation-Id';
@@ -38,11 +38,18 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     bodyLimit: 1024 * 1024,
     genReqId: () => `op_${newIdBody()}`,
     requestIdHeader: false,
-    return503OnClosing: true,
+    // Fastify's own 503 body does not have the API's error shape; the onRequest hook answers instead.
+    return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: true },
   });
   const limiter = new RateLimiter(opts.apiRateLimit);
   const log = opts.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
 
   app.decorateRequest('caller', undefined);
   app.decorateRequest('startedAt', 0n);
@@ -61,6 +68,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   app.addHook('onRequest', async (request, reply) => {
     request.startedAt = process.hrtime.bigint();
     reply.header(OPERATION_HEADER, request.id);
+    // A request on a kept-alive connection after SIGTERM: refuse it so the client retries elsewhere.
+    if (closing) throw new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry', {}, { Connection: 'close', 'Retry-After': '1' });
     const path = request.url.split('?')[0].replace(/\/+$/, '') || '/';
     if (PUBLIC.has(path)) return;
     const version = request.headers[VERSION_HEADER];
@@ -95,8 +104,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     if (error instanceof ApiError) return sendError(request, reply, error);
     const mapped = fromFrameworkError(error as { code?: string; statusCode?: number; message: string });
     if (mapped) return sendError(request, reply, mapped);
-    process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'error', operation_id: request.id, error: String((error as Error).stack ?? error) })}\n`);
-    return sendError(request, reply, internalError());
+    const unavailable = fromDatabaseError(error as { code?: string; name?: string });
+    process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'error', operation_id: request.id, error: describeError(error) })}\n`);
+    return sendError(request, reply, unavailable ?? internalError());
   });
 
   app.setNotFoundHandler((request, reply) =>

@@ -33,4 +33,27 @@ export function fromFrameworkError(error: { code?: string; statusCode?: number; 
   return undefined;
 }
 
+/** Prisma's codes for a database that cannot be reached, dropped the connection or answered too late. */
+const UNAVAILABLE = new Set(['P1001', 'P1002', 'P1008', 'P1017', 'P2024']);
+
+/** A database outage is the server's condition, not the request's: 503, retryable, and nothing of the cause. */
+export function fromDatabaseError(error: { code?: string; name?: string }): ApiError | undefined {
+  if (error.name === 'PrismaClientInitializationError' || (error.code && UNAVAILABLE.has(error.code))) {
+    return new ApiError('ERR_SERVICE_503', 'the database is unreachable; retry shortly', {}, { 'Retry-After': '5' });
+  }
+  return undefined;
+}
+
+/**
+ * What the operator log says about an unexpected error: its name, code, the last line of
+ * its message (the reason) and its stack frames. Prisma puts the query's arguments (the
+ * request body, maybe secrets) in the middle of its messages, so those lines never appear.
+ */
+export function describeError(error: unknown) {
+  const e = error as { name?: string; code?: string; message?: string; stack?: string };
+  const reason = String(e?.message ?? error).trim().split('\n').filter((l) => l.trim()).at(-1)?.trim().slice(0, 500);
+  const frames = String(e?.stack ?? '').split('\n').filter((l) => /^\s+at /.test(l)).slice(0, 15).map((l) => l.trim());
+  return { name: e?.name, code: e?.code, reason, stack: frames };
+}
+
 export const internalError = () => new ApiError('ERR_SERVICE_500', `${ERRORS.ERR_SERVICE_500.summary} Retry, and report the operation id if it persists.`);
