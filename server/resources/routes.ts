@@ -46,6 +46,15 @@ function checkIds(kind: KindEntry, params: Record<string, string>) {
   }
 }
 
+/** "an IP policy", "a TLS edge", "an event destination": acronyms by how their first letter sounds. */
+export function withArticle(phrase: string): string {
+  const first = phrase.split(' ')[0];
+  const vowelSound = /^[A-Z]{2,}$/.test(first) ? /^[AEFHILMNORSX]/.test(first) : /^[aeio]/i.test(first);
+  return `${vowelSound ? 'an' : 'a'} ${phrase}`;
+}
+
+export const plural = (phrase: string) => (/[^aeiou]y$/.test(phrase) ? `${phrase.slice(0, -1)}ies` : `${phrase}s`);
+
 const parentOf = (kind: KindEntry, params: Record<string, string>) => (kind.parent?.in === 'path' ? params[kind.parent.field] : undefined);
 
 function kindRoutes(kind: KindEntry): ApiRoute[] {
@@ -54,16 +63,17 @@ function kindRoutes(kind: KindEntry): ApiRoute[] {
   const item = `${kind.path}/{id}`;
   const tag = kind.kind;
   const k = label(kind);
+  const aK = withArticle(k);
   const add = (r: Omit<ApiRoute, 'kind' | 'tag' | 'query'> & { query?: readonly string[] }) =>
     routes.push({ kind, tag, query: [], ...r, handle: async (ctx, req) => { checkIds(kind, req.params); return r.handle(ctx, req); } });
   if (ops.has('create')) {
-    add({ method: 'POST', path: kind.path, summary: `Create a ${k}`, request: kind.create, status: 201, response: kind.read, handle: (ctx, req) => createResource(ctx, kind, req.body, req.params) });
+    add({ method: 'POST', path: kind.path, summary: `Create ${aK}`, request: kind.create, status: 201, response: kind.read, handle: (ctx, req) => createResource(ctx, kind, req.body, req.params) });
   }
   if (ops.has('list') && kind.envelope) {
     add({
       method: 'GET',
       path: kind.path,
-      summary: `List ${k}s, newest first`,
+      summary: `List ${plural(k)}, newest first`,
       query: LIST_QUERY,
       status: 200,
       response: kind.read,
@@ -76,19 +86,19 @@ function kindRoutes(kind: KindEntry): ApiRoute[] {
     });
   }
   if (ops.has('read')) {
-    add({ method: 'GET', path: item, summary: `Get a ${k}`, status: 200, response: kind.read, handle: (ctx, req) => getResource(ctx, kind, req.params.id, parentOf(kind, req.params)) });
+    add({ method: 'GET', path: item, summary: `Get ${aK}`, status: 200, response: kind.read, handle: (ctx, req) => getResource(ctx, kind, req.params.id, parentOf(kind, req.params)) });
   }
   if (ops.has('update')) {
-    add({ method: 'PATCH', path: item, summary: `Update a ${k} (absent fields are unchanged)`, request: kind.update, status: 200, response: kind.read, handle: (ctx, req) => updateResource(ctx, kind, req.params.id, req.body, req.params) });
+    add({ method: 'PATCH', path: item, summary: `Update ${aK} (absent fields are unchanged)`, request: kind.update, status: 200, response: kind.read, handle: (ctx, req) => updateResource(ctx, kind, req.params.id, req.body, req.params) });
   }
   if (ops.has('delete')) {
-    add({ method: 'DELETE', path: item, summary: `Delete a ${k}`, status: 204, handle: async (ctx, req) => { await deleteResource(ctx, kind, req.params.id, parentOf(kind, req.params)); } });
+    add({ method: 'DELETE', path: item, summary: `Delete ${aK}`, status: 204, handle: async (ctx, req) => { await deleteResource(ctx, kind, req.params.id, parentOf(kind, req.params)); } });
   }
   for (const m of Object.values(kind.modules)) {
     const at = `${item}/${m.name}`;
-    add({ method: 'PUT', path: at, summary: `Replace the ${m.name} module of a ${k}`, request: m.schema, status: 200, response: m.read, handle: (ctx, req) => putModule(ctx, kind, m.name, req.params.id, req.body, req.params) });
-    add({ method: 'GET', path: at, summary: `Get the ${m.name} module of a ${k}`, status: 200, response: m.read, handle: (ctx, req) => getModule(ctx, kind, m.name, req.params.id, parentOf(kind, req.params)) });
-    add({ method: 'DELETE', path: at, summary: `Remove the ${m.name} module of a ${k}`, status: 204, handle: async (ctx, req) => { await deleteModule(ctx, kind, m.name, req.params.id, parentOf(kind, req.params)); } });
+    add({ method: 'PUT', path: at, summary: `Replace the ${m.name} module of ${aK}`, request: m.schema, status: 200, response: m.read, handle: (ctx, req) => putModule(ctx, kind, m.name, req.params.id, req.body, req.params) });
+    add({ method: 'GET', path: at, summary: `Get the ${m.name} module of ${aK}`, status: 200, response: m.read, handle: (ctx, req) => getModule(ctx, kind, m.name, req.params.id, parentOf(kind, req.params)) });
+    add({ method: 'DELETE', path: at, summary: `Remove the ${m.name} module of ${aK}`, status: 204, handle: async (ctx, req) => { await deleteModule(ctx, kind, m.name, req.params.id, parentOf(kind, req.params)); } });
   }
   return routes;
 }

@@ -1,7 +1,8 @@
 // Conventions that hold for every route the server has, walked from the route table, so
 // a route added later is covered without a new line here: credentials and the version
 // header are checked before anything else, ids with another collection's prefix are 400,
-// ids that name nothing are 404, and other methods on a known path are 405 with Allow.
+// ids that name nothing are 404, bodies are JSON objects of known fields under 1 MiB, and
+// other methods on a known path are 405 with Allow.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { catalog } from '../../provider/catalog/index.js';
 import '../../server/resources/register.js';
@@ -56,6 +57,26 @@ describe.each(routes.map((r) => [label(r), r] as const))('%s', (_name, route) =>
     const body = expectError(r, 400, 'ERR_SERVICE_105');
     expect(body.details.field).toBe(param);
   });
+
+  if (route.request) {
+    it('an unknown body field: 400 naming it and listing the supported fields', async () => {
+      const r = await s.request(route.method, fill(route), { zz_unknown: 1 });
+      const body = expectError(r, 400, 'ERR_SERVICE_102');
+      expect(body.details.field).toBe('zz_unknown');
+      expect(Array.isArray(body.details.supported_fields)).toBe(true);
+      expect(body.msg).toContain('supported fields');
+    });
+
+    it('a body that is not JSON, or not a JSON object: 400', async () => {
+      expectError(await s.request(route.method, fill(route), undefined, { raw: 'a=1', contentType: 'application/x-www-form-urlencoded' }), 400, 'ERR_SERVICE_101');
+      expectError(await s.request(route.method, fill(route), undefined, { raw: '[{}]' }), 400, 'ERR_SERVICE_100');
+      expectError(await s.request(route.method, fill(route), undefined, { raw: '{"a":' }), 400, 'ERR_SERVICE_100');
+    });
+
+    it('a body over 1 MiB: 413', async () => {
+      expectError(await s.request(route.method, fill(route), { description: 'x'.repeat(1024 * 1024) }), 413, 'ERR_SERVICE_330');
+    });
+  }
 
   // Writes whose body must be valid first (module PUT, create under a parent) may answer 400 before 404.
   const lookup = idParams(route).length > 0 && (route.method !== 'PUT' && !(route.method === 'POST' && route.status === 201));

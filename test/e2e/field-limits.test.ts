@@ -1,0 +1,64 @@
+// Per kind of the accounts, IP policy and event families: on create and on PATCH, a field
+// of the wrong type and a description or metadata over SPEC's limit are 400 naming the
+// field. Limits are bytes (UTF-8) except on event subscriptions, where SPEC says characters.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { kindOf } from '../../provider/catalog/index.js';
+import { expectInvalid } from '../helpers/api.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+let s: TestServer;
+beforeAll(async () => { s = await startTestServer(); });
+afterAll(async () => { await s.close(); });
+
+let counter = 0;
+/** A valid create body per kind (a fresh CIDR each time, so rules never collide). */
+const samples: Record<string, () => Promise<Record<string, unknown>>> = {
+  APIKey: async () => ({}),
+  BotUser: async () => ({ name: 'bot' }),
+  Credential: async () => ({}),
+  IPPolicy: async () => ({}),
+  IPPolicyRule: async () => ({ ip_policy_id: (await s.post('/ip_policies', {})).body.id, cidr: `10.${Math.floor(++counter / 256) % 256}.${counter % 256}.0/24`, action: 'allow' }),
+  EventDestination: async () => ({ target: { log: {} } }),
+  EventSubscription: async () => ({ sources: [{ type: 'ip_policy_created.v0' }], destination_ids: [(await s.post('/event_destinations', { target: { log: {} } })).body.id] }),
+};
+const CHARS = new Set(['EventSubscription']);
+
+describe.each(Object.keys(samples))('%s', (kindName) => {
+  const kind = kindOf(kindName);
+  const sample = samples[kindName];
+  const create = async (extra: object) => s.post(kind.path, { ...(await sample()), ...extra });
+  const patch = async (extra: object) => {
+    const made = await create({});
+    expect(made.status, made.text).toBe(201);
+    return s.patch(`${kind.path}/${made.body.id}`, extra);
+  };
+  const bounded = ['description', 'metadata'].filter((f) => f in kind.fields);
+
+  it('creates from the sample body (the cases below differ from it in one field)', async () => {
+    expect((await create({})).status).toBe(201);
+  });
+
+  const updatable = Object.keys(kind.fields).filter((f) => !kind.immutable.includes(f));
+  it.each(updatable)('%s of the wrong type: 400 on create and PATCH', async (field) => {
+    // A number, where every field of these kinds wants a string, boolean, object or list.
+    expectInvalid(await create({ [field]: 12345 }), field);
+    expectInvalid(await patch({ [field]: 12345 }), field);
+  });
+
+  it.each(bounded.flatMap((field) => {
+    const max = field === 'description' ? 255 : 4096;
+    const chars = CHARS.has(kindName);
+    return [
+      { field, reason: `${max} ASCII`, value: 'a'.repeat(max), ok: true },
+      { field, reason: `${max + 1} ASCII`, value: 'a'.repeat(max + 1), ok: false },
+      // Two bytes each: over the limit in bytes, within it in characters.
+      { field, reason: `${max / 2 + 1} two-byte characters`, value: 'é'.repeat(Math.ceil(max / 2) + 1), ok: chars },
+      { field, reason: `${max} two-byte characters`, value: 'é'.repeat(max), ok: chars },
+    ];
+  }))('$field of $reason: ok=$ok on create and PATCH', async ({ field, value, ok }) => {
+    for (const r of [await create({ [field]: value }), await patch({ [field]: value })]) {
+      if (ok) expect(r.body[field], r.text).toBe(value);
+      else expectInvalid(r, field);
+    }
+  });
+});
