@@ -1,5 +1,6 @@
 // The event outbox: an event is written in the same transaction as the change that causes
-// it, with one Delivery row per destination subscribed to its type. The delivery worker
+// it, with one Delivery row per destination subscribed to its type (and not at all when
+// no subscription wants it). The delivery worker
 // (delivery.ts) sends them after the commit; `log` destinations keep them readable instead.
 import { eventDestination, eventSubscription } from '../../provider/catalog/events.js';
 import type { KindEntry } from '../../provider/catalog/index.js';
@@ -15,16 +16,17 @@ export const rfc3339 = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, 'Z');
 export async function emit(tx: Tx, kind: KindEntry, action: EventAction, object: Doc) {
   if (!kind.spec.events) return;
   const type = `${kind.type}_${action}.v0`;
-  const now = new Date();
-  const event = await tx.event.create({ data: { id: newId('ev'), type, resourceId: object.id, payload: { type, created_at: rfc3339(now), object }, createdAt: now } });
   const subscriptions = await tx.resource.findMany({ where: { kind: eventSubscription.kind } });
   const targets = new Set<string>();
   for (const s of subscriptions) {
     const body = (s.data as { body: Doc }).body;
     if ((body.sources as { type: string }[]).some((src) => src.type === type)) for (const d of body.destination_ids as string[]) targets.add(d);
   }
+  // Subscriptions only ever see events from their creation on, so an event nobody wants is not kept.
   if (!targets.size) return;
   const destinations = await tx.resource.findMany({ where: { id: { in: [...targets] }, kind: eventDestination.kind } });
+  const now = new Date();
+  const event = await tx.event.create({ data: { id: newId('ev'), type, resourceId: object.id, payload: { type, created_at: rfc3339(now), object }, createdAt: now } });
   await tx.delivery.createMany({
     data: destinations.map((d) => ({ destinationId: d.id, eventSeq: event.seq, nextAttemptAt: now, deliveredAt: isLogTarget((d.data as { body: Doc }).body) ? now : null })),
   });

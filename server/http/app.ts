@@ -145,7 +145,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   }
   for (const [url, methods] of byPath) {
     const allow = [...methods].join(', ');
-    const others = METHODS.filter((m) => !methods.has(m));
+    // HEAD is answered wherever GET is (Fastify adds it); OPTIONS is refused like any other method.
+    const others = [...METHODS, 'OPTIONS', 'HEAD'].filter((m) => !methods.has(m as Method) && !(m === 'HEAD' && methods.has('GET')));
     if (!others.length) continue;
     app.route({
       method: others,

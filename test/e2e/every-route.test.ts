@@ -92,11 +92,11 @@ describe('methods a path does not have', () => {
   const byPath = new Map<string, ApiRoute[]>();
   for (const r of routes) byPath.set(r.path, [...(byPath.get(r.path) ?? []), r]);
   const cases = [...byPath].flatMap(([path, rs]) =>
-    ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => !rs.some((r) => r.method === m)).map((m) => ({ path, method: m, rs })),
+    ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'].filter((m) => !rs.some((r) => r.method === m)).map((m) => ({ path, method: m, rs })),
   );
 
   it.each(cases.map((c) => [`${c.method} ${c.path}`, c] as const))('%s: 405 with Allow', async (_name, { method, rs }) => {
-    const r = await s.request(method, fill(rs[0]), method === 'DELETE' || method === 'GET' ? undefined : {});
+    const r = await s.request(method, fill(rs[0]), ['GET', 'DELETE', 'OPTIONS'].includes(method) ? undefined : {});
     expectError(r, 405, 'ERR_SERVICE_310');
     expect(r.headers.get('allow')?.split(', ').sort()).toEqual(rs.map((x) => x.method).sort());
   });
