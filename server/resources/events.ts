@@ -38,8 +38,8 @@ extraRoute({
   query: LIST_QUERY,
   status: 200,
   handle: async (ctx, req) => {
-    await getResource(ctx, eventDestination, req.params.id);
     const { limit, beforeId } = pageOf(req.query, 'ev');
+    await getResource(ctx, eventDestination, req.params.id);
     // Event ids sort by time like every id, so a cursor that names no event still has a place.
     const before = beforeId ? await ctx.db.prisma.event.findFirst({ where: { id: { gte: beforeId } }, orderBy: { id: 'asc' } }) : undefined;
     const rows = await ctx.db.prisma.delivery.findMany({

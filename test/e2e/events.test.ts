@@ -223,6 +223,8 @@ describe('delivery to an http destination', () => {
     try {
       const secret = 'signing-secret';
       const d = (await s.post('/event_destinations', { target: { http: { url: rx.url, secret } } })).body;
+      // A PATCH that leaves the target alone keeps its (write-only) secret.
+      await s.patch(`/event_destinations/${d.id}`, { description: 'signed' });
       await subscribe(['bot_user_created.v0'], [d.id]);
       const bot = (await s.post('/bot_users', { name: 'signed' })).body;
       const got = await eventually(async () => {

@@ -58,6 +58,21 @@ describe.each(routes.map((r) => [label(r), r] as const))('%s', (_name, route) =>
     expect(body.details.field).toBe(param);
   });
 
+  it('an unknown query parameter: 400 naming it', async () => {
+    const r = await s.request(route.method, `${fill(route)}?zz_unknown=1`, bodyOf(route));
+    expect(expectError(r, 400, 'ERR_SERVICE_104').details.field).toBe('zz_unknown');
+  });
+
+  if (route.query.includes('limit')) {
+    it.each(['0', '101', 'x', '-5'])('limit=%s: 400', async (limit) => {
+      expect(expectError(await s.get(`${fill(route)}?limit=${limit}`), 400, 'ERR_SERVICE_104').details.field).toBe('limit');
+    });
+
+    it('a before_id of another collection: 400', async () => {
+      expect(expectError(await s.get(`${fill(route)}?before_id=${unknownId(OTHER_PREFIX)}`), 400, 'ERR_SERVICE_104').details.field).toBe('before_id');
+    });
+  }
+
   if (route.request) {
     it('an unknown body field: 400 naming it and listing the supported fields', async () => {
       const r = await s.request(route.method, fill(route), { zz_unknown: 1 });
