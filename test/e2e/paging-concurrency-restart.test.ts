@@ -1,5 +1,6 @@
 // Newest-first paging over many items, concurrent creates, and a restart on the same
 // database file keeping every resource and every token.
+import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type Reply, type TestServer } from '../helpers/server.js';
 
@@ -95,6 +96,7 @@ describe('restart', () => {
     const listBefore = (await s.get('/ip_policies?limit=100')).body;
     await s.restart();
     expect(s.server.bootstrap.created).toBe(false);
+    expect(s.server.db.migrated).toEqual([]);
     const after = await Promise.all(paths.map(async (p) => (await s.get(p)).body));
     expect(after).toEqual(before);
     expect((await s.get('/ip_policies?limit=100')).body).toEqual(listBefore);
@@ -103,5 +105,22 @@ describe('restart', () => {
     // Uniqueness and references survive too.
     expect((await s.post('/ip_policy_rules', { ip_policy_id: policy.body.id, cidr: '2001:db8::/32', action: 'deny' })).status).toBe(409);
     expect((await s.del(`/event_destinations/${dest.body.id}`)).status).toBe(409);
+  });
+});
+
+describe('migrations', () => {
+  it('are recorded once; a recorded migration whose file changed stops the start with a message', async () => {
+    const fresh = await startTestServer();
+    try {
+      const applied = fresh.server.db.migrated;
+      expect(applied.length).toBeGreaterThan(0);
+      const rows = await fresh.server.db.prisma.$queryRawUnsafe<{ name: string }[]>('SELECT name FROM _edgeform_migrations ORDER BY name');
+      expect(rows.map((r) => r.name)).toEqual(applied);
+      await fresh.server.db.prisma.$executeRawUnsafe(`UPDATE _edgeform_migrations SET checksum = 'edited' WHERE name = '${applied[0]}'`);
+      await expect(fresh.restart()).rejects.toThrow(`migration ${applied[0]} was applied with different contents`);
+    } finally {
+      await fresh.close().catch(() => {});
+      fs.rmSync(fresh.dir, { recursive: true, force: true });
+    }
   });
 });
