@@ -306,23 +306,32 @@ export async function deleteResource(ctx: Ctx, kind: KindEntry, id: string, pare
   });
 }
 
-async function deleteTree(ctx: Ctx, tx: Tx, kind: KindEntry, row: StoredResource) {
-  const subtree = [row.id];
-  for (let i = 0; i < subtree.length; i++) {
-    const children = await tx.resource.findMany({ where: { parentId: subtree[i] }, select: { id: true } });
-    subtree.push(...children.map((c) => c.id));
+/**
+ * Deletes a resource, its children (each with its own deleted event, newest first, before
+ * the parent's) and what cascades from it. `checked`: an ancestor already vetted the subtree's referrers.
+ */
+async function deleteTree(ctx: Ctx, tx: Tx, kind: KindEntry, row: StoredResource, checked = false) {
+  if (!checked) {
+    const subtree = [row.id];
+    for (let i = 0; i < subtree.length; i++) {
+      const children = await tx.resource.findMany({ where: { parentId: subtree[i] }, select: { id: true } });
+      subtree.push(...children.map((c) => c.id));
+    }
+    const referrers = await tx.reference.findMany({ where: { toId: { in: subtree }, fromId: { notIn: subtree } } });
+    const restricting = referrers.filter((r) => r.onDelete === 'restrict');
+    if (restricting.length) {
+      const ids = [...new Set(restricting.map((r) => r.fromId))];
+      throw new ApiError('ERR_SERVICE_321', `${label(kind)} ${row.id} is still referenced by ${ids.slice(0, 10).join(', ')}${ids.length > 10 ? ` and ${ids.length - 10} more` : ''}; remove those references first`, { referrers: ids });
+    }
+    for (const fromId of new Set(referrers.filter((r) => r.onDelete === 'cascade').map((r) => r.fromId))) {
+      const dependent = await tx.resource.findUnique({ where: { id: fromId } });
+      if (dependent) await deleteTree(ctx, tx, kindOf(dependent.kind), toStored(ctx, dependent as Row));
+    }
   }
-  const referrers = await tx.reference.findMany({ where: { toId: { in: subtree }, fromId: { notIn: subtree } } });
-  const restricting = referrers.filter((r) => r.onDelete === 'restrict');
-  if (restricting.length) {
-    const ids = [...new Set(restricting.map((r) => r.fromId))];
-    throw new ApiError('ERR_SERVICE_321', `${label(kind)} ${row.id} is still referenced by ${ids.slice(0, 10).join(', ')}${ids.length > 10 ? ` and ${ids.length - 10} more` : ''}; remove those references first`, { referrers: ids });
-  }
-  for (const fromId of new Set(referrers.filter((r) => r.onDelete === 'cascade').map((r) => r.fromId))) {
-    const dependent = await tx.resource.findUnique({ where: { id: fromId } });
-    if (dependent) await deleteTree(ctx, tx, kindOf(dependent.kind), toStored(ctx, dependent as Row));
-  }
+  // The parent's event shows it as it was, children included.
   const [out] = await present(ctx, tx, kind, [row]);
+  const children = await tx.resource.findMany({ where: { parentId: row.id }, orderBy: { id: 'desc' } });
+  for (const child of children) await deleteTree(ctx, tx, kindOf(child.kind), toStored(ctx, child as Row), true);
   await tx.resource.delete({ where: { id: row.id } });
   await emit(tx, kind, 'deleted', out);
 }

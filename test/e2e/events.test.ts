@@ -205,6 +205,22 @@ describe('delivery to a log destination', () => {
     expectInvalid(await s.get(`/event_destinations/${d.id}/events?before_id=${p.id}`), 'before_id', 'ERR_SERVICE_104');
   });
 
+  it('deleting a policy emits a deleted event for each of its rules, then for the policy', async () => {
+    const d = await logDestination();
+    await subscribe(['ip_policy_deleted.v0', 'ip_policy_rule_deleted.v0'], [d.id]);
+    const p = (await s.post('/ip_policies', {})).body;
+    const r1 = (await s.post('/ip_policy_rules', { ip_policy_id: p.id, cidr: '10.0.0.0/8', action: 'allow' })).body;
+    const r2 = (await s.post('/ip_policy_rules', { ip_policy_id: p.id, cidr: '10.1.0.0/16', action: 'deny' })).body;
+    await s.del(`/ip_policies/${p.id}`);
+    const events = (await s.get(`/event_destinations/${d.id}/events`)).body.events.reverse();
+    expect(events.map((e: { type: string; object: { id: string } }) => [e.type, e.object.id])).toEqual([
+      ['ip_policy_rule_deleted.v0', r2.id],
+      ['ip_policy_rule_deleted.v0', r1.id],
+      ['ip_policy_deleted.v0', p.id],
+    ]);
+    expect(events[0].object).toEqual(r2);
+  });
+
   it('events never carry tokens or secrets', async () => {
     const d = await logDestination();
     await subscribe(['api_key_created.v0', 'credential_created.v0', 'event_destination_created.v0'], [d.id]);
