@@ -7,10 +7,9 @@ import type { ApiRoute, Method } from '../resources/routes.js';
 import { newIdBody } from '../store/ids.js';
 import { ApiError } from './errors.js';
 import { RateLimiter } from './rate-limit.js';
-import { describeError, fromDatabaseError, fromFrameworkError, internalError, sendError } from './reply.js';
+import { answerClientError, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
 
 export const VERSION_HEADER = 'service-version';
-export const OPERATION_HEADER = 'Service-Operation-Id';
 const PUBLIC = new Set(['/healthz', '/openapi.json']);
 const METHODS: Method[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
@@ -41,6 +40,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     // Fastify's own 503 body does not have the API's error shape; the onRequest hook answers instead.
     return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: true },
+    frameworkErrors: (error, request, reply) => sendError(request, reply, fromRouterError(error)),
+    clientErrorHandler: (error, socket) => answerClientError(error as { code?: string }, socket, `op_${newIdBody()}`),
   });
   const limiter = new RateLimiter(opts.apiRateLimit);
   const log = opts.log ?? ((line: string) => process.stdout.write(`${line}\n`));

@@ -11,6 +11,7 @@ export const ERRORS = {
   ERR_SERVICE_106: { status: 400, summary: 'The field cannot be changed after creation.' },
   ERR_SERVICE_107: { status: 400, summary: 'A referenced resource does not exist.' },
   ERR_SERVICE_108: { status: 400, summary: 'An id in the body differs from the id in the path.' },
+  ERR_SERVICE_109: { status: 400, summary: 'The request is not valid HTTP, or its path cannot be read (bad percent-encoding, a segment over 100 characters).' },
   ERR_SERVICE_201: { status: 401, summary: 'The Authorization header is missing or is not a Bearer token.' },
   ERR_SERVICE_202: { status: 401, summary: 'The bearer token is not valid.' },
   ERR_SERVICE_203: { status: 401, summary: 'The key belongs to an inactive bot user.' },
@@ -26,6 +27,7 @@ export const ERRORS = {
   ERR_SERVICE_321: { status: 409, summary: 'The resource is still referenced and cannot be deleted.' },
   ERR_SERVICE_322: { status: 409, summary: 'The agent cannot update now.' },
   ERR_SERVICE_330: { status: 413, summary: 'The request body is larger than 1 MiB.' },
+  ERR_SERVICE_331: { status: 431, summary: 'The request headers are larger than 16 KiB.' },
   ERR_SERVICE_500: { status: 500, summary: 'An internal error occurred.' },
   ERR_SERVICE_503: { status: 503, summary: 'The server is shutting down or its database is unreachable.' },
 } as const satisfies Record<string, { status: number; summary: string }>;

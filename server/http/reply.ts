@@ -2,17 +2,52 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, ERRORS } from './errors.js';
 
+export const OPERATION_HEADER = 'Service-Operation-Id';
+
+/** The error body of DECISIONS.md: code, status, sentence, details with the operation id. */
+export const errorBody = (error: ApiError, operationId: string) => ({
+  error_code: error.code,
+  status_code: error.status,
+  msg: error.message,
+  details: { operation_id: operationId, ...error.details },
+});
+
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: ApiError) {
   for (const [k, v] of Object.entries(error.headers)) reply.header(k, v);
+  // Also set here: errors the router raises (a malformed path) never pass the onRequest hook.
+  reply.header(OPERATION_HEADER, request.id);
   return reply
     .code(error.status)
     .type('application/json')
-    .send({
-      error_code: error.code,
-      status_code: error.status,
-      msg: error.message,
-      details: { operation_id: request.id, ...error.details },
-    });
+    .send(errorBody(error, request.id));
+}
+
+/** Errors the router raises before any route or hook runs. */
+export function fromRouterError(error: { code?: string }): ApiError {
+  return new ApiError(
+    'ERR_SERVICE_109',
+    error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path segment is longer than 100 characters; no id is that long' : 'the path is not valid (check its percent-encoding)',
+  );
+}
+
+/**
+ * Requests Node's HTTP parser refuses (not HTTP at all, headers over 16 KiB) never reach
+ * Fastify; they still get the API's error body, on a connection that is then closed.
+ */
+export function answerClientError(error: { code?: string }, socket: import('node:stream').Duplex, operationId: string) {
+  if (error.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const api = error.code === 'HPE_HEADER_OVERFLOW'
+    ? new ApiError('ERR_SERVICE_331', 'the request headers are larger than 16 KiB')
+    : new ApiError('ERR_SERVICE_109', 'the request is not valid HTTP/1.1');
+  const body = JSON.stringify(errorBody(api, operationId));
+  const reason = api.status === 431 ? 'Request Header Fields Too Large' : 'Bad Request';
+  socket.end(
+    `HTTP/1.1 ${api.status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `${OPERATION_HEADER}: ${operationId}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
 
 /** Fastify's own errors (body parsing, limits) in the API's terms. */

@@ -1,6 +1,7 @@
 // DECISIONS.md "Wire conventions", end to end: version header, authentication, content
 // type, bodies, errors, status codes, query parameters, unknown paths and methods, ids,
 // uris, timestamps, nulls, PATCH, the rate limit and the request log.
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, expectInvalid, ID, RFC3339 } from '../helpers/api.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -278,5 +279,37 @@ describe('the request log', () => {
     const all = s.logs.join('\n');
     for (const secret of [s.token, key.body.token, 'wrong-token-marker-91b2', marker, 'qqqqqqqq']) expect(all).not.toContain(secret);
     for (const line of s.logs) expect(() => JSON.parse(line)).not.toThrow();
+  });
+});
+
+/** Sends raw bytes and returns the raw response (the connection is closed by the server). */
+async function raw(bytes: string): Promise<{ status: number; headers: string; body: any }> {
+  const socket = net.connect(Number(new URL(s.url).port), '127.0.0.1');
+  await new Promise((r) => socket.once('connect', r));
+  let out = '';
+  socket.on('data', (c) => { out += c; });
+  const closed = new Promise((r) => socket.once('close', r));
+  socket.write(bytes);
+  await closed;
+  const [head, body] = out.split('\r\n\r\n');
+  return { status: Number(head.split(' ')[1]), headers: head, body: JSON.parse(body) };
+}
+
+describe('requests that are not well-formed still get the error body', () => {
+  it.each([
+    { reason: 'bad percent-encoding in the path', path: '/ip_policies/%E0%A4%A', status: 400, code: 'ERR_SERVICE_109' },
+    { reason: 'a path segment over 100 characters', path: `/ip_policies/ipp_${'a'.repeat(200)}`, status: 400, code: 'ERR_SERVICE_109' },
+  ])('$reason: $status $code', async ({ path, status, code }) => {
+    expectError(await s.get(path), status, code as 'ERR_SERVICE_109');
+  });
+
+  it.each([
+    { reason: 'not HTTP at all', bytes: 'HELLO THERE\r\n\r\n', status: 400, code: 'ERR_SERVICE_109' },
+    { reason: 'headers over 16 KiB', bytes: `GET /ip_policies HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, status: 431, code: 'ERR_SERVICE_331' },
+  ])('$reason: $status $code', async ({ bytes, status, code }) => {
+    const r = await raw(bytes);
+    expect(r.status).toBe(status);
+    expect(r.body).toEqual({ error_code: code, status_code: status, msg: expect.any(String), details: { operation_id: expect.stringMatching(/^op_/) } });
+    expect(r.headers).toContain(`Service-Operation-Id: ${r.body.details.operation_id}`);
   });
 });
