@@ -16,12 +16,12 @@ export const certificateAuthority = defineKind({
   path: '/certificate_authorities',
   envelope: 'certificate_authorities',
   operations: ['create', 'read', 'list', 'update', 'delete'],
-  summary: 'An X.509 certificate authority that mutual TLS modules trust for client certificates.',
+  summary: 'An X.509 certificate authority (one CA certificate) that mutual TLS modules trust for client certificates; its subject, validity and usages are read from the certificate.',
   events: true,
   body: {
     description: description(),
     metadata: metadata(),
-    ca_pem: replaceable(pem('one CA certificate').describe('The CA certificate, PEM.')),
+    ca_pem: replaceable(pem('one CA certificate').describe('One CA certificate (basic constraints CA:TRUE), PEM.')),
   },
   computed: {
     subject_common_name: z.string(),
@@ -39,7 +39,7 @@ export const tlsCertificate = defineKind({
   path: '/tls_certificates',
   envelope: 'tls_certificates',
   operations: ['create', 'read', 'list', 'update', 'delete'],
-  summary: 'An uploaded TLS certificate chain (leaf first) and its private key; the key is encrypted at rest and never returned.',
+  summary: "An uploaded TLS certificate chain (leaf first) and the leaf's private key; the server checks that the key matches and the chain chains, shows the leaf's parsed fields, and keeps the key encrypted, never returned.",
   events: true,
   body: {
     description: description(),
@@ -76,7 +76,7 @@ export const sshCertificateAuthority = defineKind({
   path: '/ssh_certificate_authorities',
   envelope: 'ssh_certificate_authorities',
   operations: ['create', 'read', 'list', 'update', 'delete'],
-  summary: 'An SSH certificate authority whose key the server generates and keeps encrypted; it signs SSH user certificates.',
+  summary: 'An SSH certificate authority whose key (rsa 2048/4096, ecdsa p256/p384/p521 or ed25519) the server generates and keeps encrypted, never returned; it signs SSH user certificates.',
   events: true,
   body: {
     description: description(),
@@ -107,6 +107,8 @@ export const sshCertificateAuthority = defineKind({
 });
 
 const CRITICAL_OPTIONS = ['force-command', 'source-address'];
+/** Extensions OpenSSH defines (PROTOCOL.certkeys); each is a flag with empty data. */
+const FLAG_EXTENSIONS = ['no-touch-required', 'permit-X11-forwarding', 'permit-agent-forwarding', 'permit-port-forwarding', 'permit-pty', 'permit-user-rc'];
 
 export const sshUserCertificate = defineKind({
   kind: 'SSHUserCertificate',
@@ -115,13 +117,13 @@ export const sshUserCertificate = defineKind({
   path: '/ssh_user_certificates',
   envelope: 'ssh_user_certificates',
   operations: ['create', 'read', 'list', 'update', 'delete'],
-  summary: 'An OpenSSH user certificate signed by an SSH certificate authority.',
+  summary: 'An OpenSSH user certificate for a public key, signed by an SSH certificate authority: principals, validity window (default 24 hours), critical options and extensions.',
   events: true,
   body: {
     description: description(),
     metadata: metadata(),
     ssh_certificate_authority_id: refId(['SSHCertificateAuthority'], { onDelete: 'keep', replace: true }).describe('The authority that signs it.'),
-    public_key: replaceable(z.string().min(1).max(16384).describe('Public key to sign, authorized-keys form.')),
+    public_key: replaceable(z.string().min(1).max(16384).describe('Public key to sign, authorized-keys form (ssh-rsa of at least 2048 bits, ecdsa-sha2-nistp256/384/521 or ssh-ed25519).')),
     principals: replaceable(z.array(z.string().min(1).max(255)).max(256).default([]).describe('User names the holder may log in as; empty means any.')),
     critical_options: replaceable(
       z
@@ -131,6 +133,8 @@ export const sshUserCertificate = defineKind({
           for (const [k, v] of Object.entries(m)) {
             if (!CRITICAL_OPTIONS.includes(k)) {
               ctx.addIssue({ code: 'custom', path: [k], message: `unknown critical option "${k}"; supported: ${CRITICAL_OPTIONS.join(', ')}` });
+            } else if (v === '') {
+              ctx.addIssue({ code: 'custom', path: [k], message: `${k} needs a value` });
             } else if (k === 'source-address') {
               for (const part of v.split(',')) {
                 const r = cidr().safeParse(part.trim());
@@ -139,13 +143,23 @@ export const sshUserCertificate = defineKind({
             }
           }
         })
-        .describe('force-command and/or source-address (comma-separated CIDRs).'),
+        .describe('Critical options: force-command (the command to run) and source-address (comma-separated addresses or CIDRs); no others.'),
     ),
     extensions: replaceable(
-      z.record(z.string().min(1), z.string()).default({ 'permit-pty': '', 'permit-user-rc': '' }).describe('Certificate extensions; default permit-pty and permit-user-rc.'),
+      z
+        .record(z.string().regex(/^[\x21-\x7e]+$/, 'an extension name is printable ASCII without spaces'), z.string())
+        .default({ 'permit-pty': '', 'permit-user-rc': '' })
+        .superRefine((m, ctx) => {
+          for (const [k, v] of Object.entries(m)) {
+            if (FLAG_EXTENSIONS.includes(k) && v !== '') {
+              ctx.addIssue({ code: 'custom', path: [k], message: `${k} is a flag: its value must be the empty string` });
+            }
+          }
+        })
+        .describe(`Certificate extensions, name to value; default permit-pty and permit-user-rc. The OpenSSH flags (${FLAG_EXTENSIONS.join(', ')}) take the empty string.`),
     ),
     valid_after: withTraits(rfc3339().optional(), { replace: true, serverDefault: true }).describe('Start of validity; default the creation time.'),
-    valid_until: withTraits(rfc3339().optional(), { replace: true, serverDefault: true }).describe('End of validity; default 24 hours after valid_after.'),
+    valid_until: withTraits(rfc3339().optional(), { replace: true, serverDefault: true }).describe("End of validity (the certificate's valid_before); default 24 hours after creation."),
   },
   refine: (doc, ctx) => {
     if (doc.valid_after && doc.valid_until && Date.parse(doc.valid_until) <= Date.parse(doc.valid_after)) {

@@ -1,4 +1,5 @@
 // Loads every family's behaviours and extra routes (import for side effects).
 import './accounts.js';
+import './certificates.js';
 import './events.js';
 import './families.js';

@@ -21,7 +21,8 @@ function ipToBigInt(ip: string, version: 4 | 6): bigint {
   return [...groups, ...fill, ...rest].reduce((acc, g) => (acc << 16n) | BigInt(parseInt(g, 16)), 0n);
 }
 
-function bigIntToIp(n: bigint, version: 4 | 6): string {
+/** The text of an address: dotted IPv4, or RFC 5952 IPv6. */
+export function bigIntToIp(n: bigint, version: 4 | 6): string {
   if (version === 4) return [24n, 16n, 8n, 0n].map((s) => ((n >> s) & 255n).toString()).join('.');
   const groups = Array.from({ length: 8 }, (_, i) => Number((n >> BigInt(112 - 16 * i)) & 0xffffn));
   // RFC 5952: compress the longest run (length >= 2) of zero groups, the first on ties.
