@@ -36,9 +36,10 @@ export const httpResponseBackend = defineKind({
     description: description(),
     metadata: metadata(),
     body: z.string().max(65536).default('').describe('Body of the response.'),
-    headers: headerMap().default({}).describe('Response headers; names are returned in lower case.'),
-    status_code: z.number().int().min(100).max(599).default(200).describe('HTTP status code, 100..599.'),
+    headers: headerMap().nullable().default({}).describe('Response headers; names are returned in lower case. Null is the same as no headers.'),
+    status_code: z.number().int().min(100).max(599).default(200).describe('HTTP status code, 100..599 (default 200).'),
   },
+  normalize: (d) => ({ ...d, headers: d.headers ?? {} }),
 });
 
 export const weightedBackend = defineKind({
@@ -53,8 +54,8 @@ export const weightedBackend = defineKind({
   body: {
     description: description(),
     metadata: metadata(),
-    backends: refKeyedMap(BACKEND_KINDS, z.number().int().min(0, 'weights are 0..10000').max(10000, 'weights are 0..10000'), { onDelete: 'restrict' })
+    backends: refKeyedMap(BACKEND_KINDS, z.number().int().min(0, 'weights are 0..10000').max(10000, 'weights are 0..10000'), { onDelete: 'restrict', acyclic: true })
       .default({})
-      .describe('Child backend id to weight (0..10000).'),
+      .describe('Child backend id to weight (0..10000). Children must exist; a weighted backend may not contain itself, directly or through other weighted backends.'),
   },
 });

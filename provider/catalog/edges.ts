@@ -24,6 +24,13 @@ const hostports = () =>
     { unique: { scope: 'hostport', what: 'hostport' } },
   ).describe('host:port pairs the edge serves; each belongs to at most one edge.');
 
+/**
+ * TLS-edge modules that need the decrypted traffic, refused when TLS passes through to
+ * the upstream: verifying client certificates. (Backends, IP restrictions and
+ * on_tcp_connect policies see only the connection, so they stay allowed.)
+ */
+const PLAINTEXT_TLS_MODULES = ['mutual_tls'] as const;
+
 const MATCH = /^[^\s\0-\x1f\x7f]+$/;
 
 export const httpsEdgeRoute = defineKind({
@@ -87,7 +94,7 @@ export const tcpEdge = defineKind({
     hostports: hostports(),
     backend: backendModule(),
     ip_restriction: ipRestrictionModule(),
-    traffic_policy: trafficPolicyModule(),
+    traffic_policy: trafficPolicyModule(['on_tcp_connect']),
   },
 });
 
@@ -109,11 +116,12 @@ export const tlsEdge = defineKind({
     ip_restriction: ipRestrictionModule(),
     mutual_tls: mutualTlsModule(),
     tls_termination: tlsTerminationModule(),
-    traffic_policy: trafficPolicyModule(),
+    traffic_policy: trafficPolicyModule(['on_tcp_connect']),
   },
-  refine: (doc, ctx) => {
-    if (doc.tls_termination?.terminate_at === 'upstream' && doc.mutual_tls != null) {
-      ctx.addIssue({ code: 'custom', path: ['mutual_tls'], message: 'mutual_tls needs TLS to terminate at the edge or agent; tls_termination.terminate_at is upstream' });
+  refine: ((doc, ctx) => {
+    if (doc.tls_termination?.terminate_at !== 'upstream') return;
+    for (const m of PLAINTEXT_TLS_MODULES) {
+      if (doc[m] != null) ctx.addIssue({ code: 'custom', path: [m], message: `${m} needs the edge to see the decrypted traffic, but tls_termination.terminate_at is upstream; terminate at edge or agent, or remove ${m}` });
     }
-  },
+  }) satisfies Refinement,
 });

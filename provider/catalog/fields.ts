@@ -4,8 +4,9 @@ import { z } from 'zod';
 import { withTraits, type OnDelete, type Traits } from './traits.js';
 import { parseCidr } from './validate/cidr.js';
 import { headerNameProblem, headerValueProblem } from './validate/http.js';
+import { regexProblem } from './validate/regex.js';
 import { canonicalHostport, hostportProblem } from './validate/hostport.js';
-import { parseTrafficPolicy } from './validate/traffic-policy.js';
+import { parseTrafficPolicy, type Phase } from './validate/traffic-policy.js';
 
 const utf8 = new TextEncoder();
 const bytes = (s: string) => utf8.encode(s).length;
@@ -36,7 +37,7 @@ const idOf = (to: readonly string[]) =>
     }
   });
 
-export interface RefOptions { readAs?: string; onDelete: OnDelete; replace?: boolean }
+export interface RefOptions { readAs?: string; onDelete: OnDelete; replace?: boolean; acyclic?: boolean }
 
 /** A field holding the id of another resource. */
 export function refId(to: readonly string[], opts: RefOptions) {
@@ -53,7 +54,7 @@ export function refIds(to: readonly string[], opts: RefOptions & { min?: number;
 
 /** A map whose keys are ids of other resources. */
 export function refKeyedMap<V extends z.ZodType>(to: readonly string[], value: V, opts: RefOptions) {
-  return withTraits(z.record(idOf(to), value), { ref: { to, onDelete: opts.onDelete, inKeys: true } });
+  return withTraits(z.record(idOf(to), value), { ref: { to, onDelete: opts.onDelete, inKeys: true, ...(opts.acyclic ? { acyclic: true } : {}) } });
 }
 
 /** The read form of a reference. */
@@ -62,7 +63,8 @@ export const ref = () => z.object({ id: z.string(), uri: z.string() });
 export const traitsOn = <T extends z.ZodType>(schema: T, t: Traits) => withTraits(schema, t);
 export const replaceable = <T extends z.ZodType>(schema: T) => withTraits(schema, { replace: true });
 export const secret = <T extends z.ZodType>(schema: T, read: 'null' | 'omit' = 'null') => withTraits(schema, { writeOnly: read });
-export const computed = <T extends z.ZodType>(schema: T) => withTraits(schema, { computed: true });
+/** Server-set: in the read form only (JSON Schema `readOnly`, so documents show it is never sent). */
+export const computed = <T extends z.ZodType>(schema: T) => withTraits(schema.meta({ readOnly: true }) as T, { computed: true });
 
 export const uint32 = () => z.number().int().min(0).max(4_294_967_295);
 export const timestamp = () => z.string().describe('RFC 3339 timestamp in UTC.');
@@ -102,9 +104,13 @@ export const headerMap = () =>
   z
     .record(z.string(), z.string())
     .superRefine((m, ctx) => {
+      const seen = new Map<string, string>();
       for (const [k, v] of Object.entries(m)) {
         const p = headerNameProblem(k) ?? headerValueProblem(v);
         if (p) ctx.addIssue({ code: 'custom', message: p, path: [k] });
+        const prior = seen.get(k.toLowerCase());
+        if (prior !== undefined) ctx.addIssue({ code: 'custom', message: `"${prior}" and "${k}" are the same header (names are case-insensitive); give it once`, path: [k] });
+        seen.set(k.toLowerCase(), k);
       }
     })
     .transform(lowerKeys);
@@ -116,20 +122,17 @@ export const headerNames = () =>
       if (p) ctx.addIssue({ code: 'custom', message: p });
     }).transform((v) => v.toLowerCase()));
 
-/** A regular expression that must compile. */
+/** A regular expression (RE2 syntax) that must compile. */
 export const regex = () =>
-  z.string().superRefine((v, ctx) => {
-    try {
-      new RegExp(v);
-    } catch (e) {
-      ctx.addIssue({ code: 'custom', message: `"${v}" is not a valid regular expression: ${(e as Error).message}` });
-    }
+  z.string().max(1024).superRefine((v, ctx) => {
+    const p = regexProblem(v);
+    if (p) ctx.addIssue({ code: 'custom', message: `"${v}" is not a valid regular expression (RE2 syntax): ${p}` });
   });
 
-/** A traffic-policy document (YAML or JSON text), validated rule by rule. */
-export const trafficPolicyText = () =>
-  z.string().superRefine((v, ctx) => {
-    const r = parseTrafficPolicy(v);
+/** A traffic-policy document (YAML or JSON text), validated rule by rule; only `phases` may appear. */
+export const trafficPolicyText = (phases?: readonly Phase[]) =>
+  z.string().max(65536).superRefine((v, ctx) => {
+    const r = parseTrafficPolicy(v, { phases });
     if (!r.ok) for (const issue of r.issues) ctx.addIssue({ code: 'custom', message: issue.message, params: { policyPath: issue.path } });
   });
 

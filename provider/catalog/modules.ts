@@ -1,19 +1,31 @@
 // Module builders and the module bodies shared by routes and edges.
 import { z } from 'zod';
 import { computed, refId, refIds, trafficPolicyText } from './fields.js';
-import { withTraits } from './traits.js';
+import { traitsOf, withTraits } from './traits.js';
 import type { Refinement } from './define.js';
+import { PHASES, type Phase } from './validate/traffic-policy.js';
 
 export const BACKEND_KINDS = ['TunnelGroupBackend', 'HTTPResponseBackend', 'WeightedBackend'] as const;
 
-/** A module field: an optional object with `enabled` (default true); null when unset. */
+/**
+ * A module field: an optional object with `enabled` (default true); null when unset.
+ * Fields with the `computed` trait appear in the read form only: the server sets them
+ * (a behaviour fills them at read time), so input that names them is refused.
+ */
 export function module<S extends z.ZodRawShape>(
   shape: S,
   refine?: Refinement,
   normalize?: (m: Record<string, any>) => Record<string, any>,
 ) {
   const obj = z.strictObject({ enabled: z.boolean().default(true).describe('Whether the module applies to traffic.'), ...shape });
-  const checked = refine ? obj.superRefine(refine as never) : obj;
+  const serverSet = Object.keys(shape).filter((k) => traitsOf(shape[k] as z.ZodType).computed);
+  const checks: Refinement = (m, ctx) => {
+    for (const k of serverSet) {
+      if (m[k] !== undefined) ctx.addIssue({ code: 'custom', path: [k], message: `${k} is set by the server; leave it out` });
+    }
+    refine?.(m, ctx);
+  };
+  const checked = serverSet.length || refine ? obj.superRefine(checks as never) : obj;
   const normalized = normalize ? checked.transform((m) => normalize(m as Record<string, any>)) : checked;
   return withTraits(normalized.nullable().optional(), { module: true });
 }
@@ -26,8 +38,9 @@ export const ipRestrictionModule = () =>
     ip_policy_ids: refIds(['IPPolicy'], { readAs: 'ip_policies', onDelete: 'keep' }).describe('IP policies whose rules restrict access.'),
   });
 
-export const trafficPolicyModule = () =>
-  module({ value: trafficPolicyText().describe('The traffic policy, as YAML or JSON text.') });
+/** A traffic policy; `phases` are those that make sense where the module sits. */
+export const trafficPolicyModule = (phases: readonly Phase[] = PHASES) =>
+  module({ value: trafficPolicyText(phases).describe(`The traffic policy, as YAML or JSON text; phases: ${phases.join(', ')}.`) });
 
 export const mutualTlsModule = () =>
   module({
@@ -39,16 +52,22 @@ export const TLS_VERSIONS = ['1.0', '1.1', '1.2', '1.3'] as const;
 
 /** HTTPS edges always terminate at the edge; `terminate_at` is read-only there. */
 export const httpsTlsTerminationModule = () =>
-  module({
-    terminate_at: computed(z.literal('edge').optional()),
-    min_version: z.enum(TLS_VERSIONS).default('1.2').describe('Minimum TLS version accepted.'),
-  });
+  module(
+    {
+      terminate_at: computed(
+        z.literal('edge', { error: 'HTTPS edges always terminate TLS at the edge; leave terminate_at out' }).optional(),
+      ).describe('Always edge (read-only).'),
+      min_version: z.enum(TLS_VERSIONS).nullable().default('1.2').describe('Minimum TLS version accepted: 1.0, 1.1, 1.2 (default) or 1.3.'),
+    },
+    undefined,
+    (m) => ({ ...m, min_version: m.min_version ?? '1.2' }),
+  );
 
 export const tlsTerminationModule = () =>
   module(
     {
       terminate_at: z.enum(['edge', 'agent', 'upstream']).default('edge').describe('Where TLS terminates.'),
-      min_version: z.enum(TLS_VERSIONS).nullable().optional().describe('Minimum TLS version; must be null when terminate_at is upstream (default 1.2 otherwise).'),
+      min_version: z.enum(TLS_VERSIONS).nullable().optional().describe('Minimum TLS version: 1.0, 1.1, 1.2 or 1.3; must be null when terminate_at is upstream (default 1.2 otherwise).'),
     },
     (m, ctx) => {
       if (m.terminate_at === 'upstream' && m.min_version != null) {

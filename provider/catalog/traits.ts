@@ -14,6 +14,8 @@ export interface RefTrait {
   onDelete: OnDelete;
   /** The ids are the keys of a map (a weighted backend's `backends`), not the values. */
   inKeys?: boolean;
+  /** Following this field from resource to resource must never lead back to the start (no cycles). */
+  acyclic?: true;
 }
 
 export interface Traits {

@@ -202,6 +202,16 @@ export function generateKey(spec: KeySpec = { type: 'ecdsa' }): crypto.KeyPairKe
   return crypto.generateKeyPairSync('ec', { namedCurve: spec.curve ?? 'P-256' });
 }
 
+/** As generateKey, off the event loop (RSA generation takes tens of milliseconds). */
+export function generateKeyAsync(spec: KeySpec = { type: 'ecdsa' }): Promise<crypto.KeyPairKeyObjectResult> {
+  return new Promise((resolve, reject) => {
+    const done = (err: Error | null, publicKey: KeyObject, privateKey: KeyObject) => (err ? reject(err) : resolve({ publicKey, privateKey }));
+    if (spec.type === 'rsa') crypto.generateKeyPair('rsa', { modulusLength: spec.bits ?? 2048 }, done);
+    else if (spec.type === 'ed25519') crypto.generateKeyPair('ed25519', {}, done);
+    else crypto.generateKeyPair('ec', { namedCurve: spec.curve ?? 'P-256' }, done);
+  });
+}
+
 export interface IssuedCertificate {
   certificatePem: string;
   privateKeyPem: string;
@@ -210,17 +220,18 @@ export interface IssuedCertificate {
 }
 
 /**
- * A fresh key and a certificate for it, self-signed unless an issuer (its name and private
- * key) is given. Validity starts now and lasts `days`.
+ * A certificate for a fresh key (or `keyPair`), self-signed unless an issuer (its name and
+ * private key) is given. Validity starts now and lasts `days`.
  */
 export function issueCertificate(opts: Omit<CertificateSpec, 'publicKey' | 'signingKey' | 'notBefore' | 'notAfter' | 'issuer'> & {
   key?: KeySpec;
+  keyPair?: crypto.KeyPairKeyObjectResult;
   days?: number;
   notBefore?: Date;
   issuer?: { name: DistinguishedName; privateKey: KeyObject };
 }): IssuedCertificate {
-  const { key, days = 365, notBefore = new Date(), issuer, ...rest } = opts;
-  const pair = generateKey(key);
+  const { key, keyPair, days = 365, notBefore = new Date(), issuer, ...rest } = opts;
+  const pair = keyPair ?? generateKey(key);
   const start = new Date(Math.floor(notBefore.getTime() / 1000) * 1000);
   const der = buildCertificate({
     ...rest,

@@ -110,6 +110,39 @@ async function checkRefs(db: Db, kind: KindEntry, body: Doc, prior?: StoredResou
       }
     }
   }
+  // Only an existing resource can be reached from what it references.
+  if (prior) {
+    for (const found of collectRefs(kind.fields, body).filter((r) => r.ref.acyclic)) {
+      const cycle = await cycleBack(db, prior.id, found.path, found.ids);
+      if (cycle) {
+        const reason = `would make a cycle: ${cycle.join(' -> ')}; a ${label(kind)} may not contain itself, directly or through others`;
+        throw new ApiError('ERR_SERVICE_103', `${found.path}: ${reason}`, { field: found.path, reason });
+      }
+    }
+  }
+}
+
+/** The chain from `start` back to itself through references at `path`, if `ids` lead there. */
+async function cycleBack(db: Db, start: string, path: string, ids: string[]): Promise<string[] | undefined> {
+  const via = new Map<string, string>(ids.map((id) => [id, start]));
+  let frontier = [...new Set(ids)];
+  const chain = (id: string) => {
+    const out = [id];
+    for (let at = via.get(id)!; at !== start; at = via.get(at)!) out.unshift(at);
+    return [start, ...out];
+  };
+  while (frontier.length) {
+    if (frontier.includes(start)) return chain(start);
+    const edges = await db.reference.findMany({ where: { fromId: { in: frontier }, path } });
+    frontier = [];
+    for (const e of edges) {
+      if (via.has(e.toId) && e.toId !== start) continue;
+      via.set(e.toId, e.fromId);
+      frontier.push(e.toId);
+      if (e.toId === start) return chain(start);
+    }
+  }
+  return undefined;
 }
 
 async function writeRefs(db: Db, kind: KindEntry, id: string, body: Doc) {
@@ -274,21 +307,33 @@ export async function getModule(ctx: Ctx, kind: KindEntry, name: string, id: str
   return out[name];
 }
 
-/** A PUT body may be the bare module or `{ "module": {...} }` (with matching ids). */
+/** A PUT body may be the bare module or `{ "module": {...} }`, either with the path's ids repeated. */
 function unwrapModuleBody(kind: KindEntry, input: unknown, pathParams: Record<string, string>) {
   const body = requireObject(input);
-  if (body.module && typeof body.module === 'object' && Object.keys(body).every((k) => ['module', 'id', kind.parent?.field ?? 'id'].includes(k))) {
-    dropPathIds(kind, { ...body, module: undefined }, pathParams);
-    return body.module as Doc;
-  }
-  return body;
+  const wrapped = body.module && typeof body.module === 'object' && !Array.isArray(body.module)
+    && Object.keys(body).every((k) => ['module', 'id', kind.parent?.field ?? 'id'].includes(k));
+  const rest = dropPathIds(kind, body, pathParams) as Doc;
+  return wrapped ? (body.module as Doc) : rest;
 }
 
 export async function putModule(ctx: Ctx, kind: KindEntry, name: string, id: string, input: unknown, pathParams: Record<string, string> = {}) {
   const module = kind.modules[name];
   const parsedModule = parseInput(module.schema, unwrapModuleBody(kind, input, pathParams));
-  const out = await rewrite(ctx, kind, id, pathParams[kind.parent?.field ?? ''], (full) => ({ ...full, [name]: parsedModule }));
-  return out[name];
+  try {
+    const out = await rewrite(ctx, kind, id, pathParams[kind.parent?.field ?? ''], (full) => ({ ...full, [name]: parsedModule }));
+    return out[name];
+  } catch (e) {
+    throw relativeTo(name, e);
+  }
+}
+
+/** A module PUT's body is the module: fields inside it are named from there (`ip_policy_ids`, not `ip_restriction.ip_policy_ids`). */
+function relativeTo(name: string, e: unknown): unknown {
+  const field = e instanceof ApiError ? e.details.field : undefined;
+  if (typeof field !== 'string' || !field.startsWith(`${name}.`) || !(e as ApiError).message.startsWith(`${field}: `)) return e;
+  const err = e as ApiError;
+  const inner = field.slice(name.length + 1);
+  return new ApiError(err.code, `${inner}: ${err.message.slice(field.length + 2)}`, { ...err.details, field: inner }, err.headers);
 }
 
 export async function deleteModule(ctx: Ctx, kind: KindEntry, name: string, id: string, parentId?: string) {

@@ -3,3 +3,4 @@ import './accounts.js';
 import './certificates.js';
 import './events.js';
 import './families.js';
+import './edges.js';

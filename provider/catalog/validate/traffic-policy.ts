@@ -56,7 +56,7 @@ function rateLimit(config: Record<string, unknown>, path: string, issues: Policy
   }
   const { name, algorithm, capacity, rate, bucket_key: keys } = config;
   if (typeof name !== 'string' || name.length === 0) issues.push({ path: at('name'), message: 'name is required (a string)' });
-  else if (name.length >= 1024) issues.push({ path: at('name'), message: 'name must be fewer than 1024 characters' });
+  else if ([...name].length >= 1024) issues.push({ path: at('name'), message: 'name must be fewer than 1024 characters' });
   if (algorithm !== 'sliding_window') issues.push({ path: at('algorithm'), message: 'algorithm is required and must be "sliding_window"' });
   if (typeof capacity !== 'number' || !Number.isInteger(capacity) || capacity < 1 || capacity > 2_000_000_000) {
     issues.push({ path: at('capacity'), message: 'capacity is required: an integer from 1 to 2000000000' });
@@ -122,8 +122,14 @@ function checkRule(rule: unknown, path: string, issues: PolicyIssue[], phase: Ph
   return { ...(typeof rule.name === 'string' ? { name: rule.name } : {}), expressions: expressions as string[], actions };
 }
 
+export interface PolicyOptions {
+  /** Phases allowed where the policy is attached (all of PHASES when absent). */
+  phases?: readonly Phase[];
+}
+
 /** Parses and validates a traffic policy given as YAML or JSON text. */
-export function parseTrafficPolicy(text: string): PolicyResult {
+export function parseTrafficPolicy(text: string, opts: PolicyOptions = {}): PolicyResult {
+  const phases = opts.phases ?? PHASES;
   const doc = parseDocument(text, { uniqueKeys: true });
   if (doc.errors.length > 0) return { ok: false, issues: [{ path: '', message: `not valid YAML or JSON: ${doc.errors[0].message.split('\n')[0]}` }] };
   const value: unknown = doc.toJS() ?? {};
@@ -132,7 +138,11 @@ export function parseTrafficPolicy(text: string): PolicyResult {
   const policy: TrafficPolicy = {};
   for (const [key, rules] of Object.entries(value)) {
     if (!(PHASES as readonly string[]).includes(key)) {
-      issues.push({ path: key, message: `unknown phase "${key}"; phases are ${PHASES.join(', ')}` });
+      issues.push({ path: key, message: `unknown phase "${key}"; phases are ${phases.join(', ')}` });
+      continue;
+    }
+    if (!phases.includes(key as Phase)) {
+      issues.push({ path: key, message: `phase "${key}" does not apply here; phases here are ${phases.join(', ')}` });
       continue;
     }
     if (!Array.isArray(rules)) {

@@ -1,0 +1,49 @@
+// Edge and route behaviours the catalog cannot express: the values of computed module
+// fields. HTTPS edges always terminate TLS at the edge; a route's SAML module gets a
+// service-provider identity (URLs under the public base URL and a request-signing
+// certificate whose private key stays sealed with the route).
+import { httpsEdge, httpsEdgeRoute } from '../../provider/catalog/edges.js';
+import { generateKeyAsync, issueCertificate } from '../crypto/x509-build.js';
+import { behaviour, type Doc } from './behaviours.js';
+
+behaviour(httpsEdge.kind, {
+  read: ({ out }) => {
+    if (out.tls_termination) out.tls_termination.terminate_at = 'edge';
+  },
+});
+
+/** The sealed SAML signing identity of a route. */
+interface SamlIdentity { certificate_pem: string; private_key_pem: string }
+
+/** Ten years: the certificate identifies the route to the IdP, which pins it; rotating it breaks logins. */
+const SIGNING_CERTIFICATE_DAYS = 3650;
+
+async function samlIdentity(routeId: string): Promise<SamlIdentity> {
+  const cert = issueCertificate({
+    keyPair: await generateKeyAsync({ type: 'rsa', bits: 2048 }),
+    subject: { commonName: `SAML request signing for ${routeId}`, organization: 'edgeform' },
+    days: SIGNING_CERTIFICATE_DAYS,
+    keyUsages: ['digital_signature'],
+  });
+  return { certificate_pem: cert.certificatePem, private_key_pem: cert.privateKeyPem };
+}
+
+behaviour(httpsEdgeRoute.kind, {
+  // The identity is made once, when SAML is first set, and kept while it stays set, so
+  // replacing the module's settings does not change what the IdP has pinned.
+  prepare: async ({ id, body, prior }) => {
+    const internal: Doc = { ...prior?.internal };
+    if (body.saml == null) delete internal.saml;
+    else internal.saml ??= await samlIdentity(id);
+    return { internal };
+  },
+  read: ({ row, out, ctx }) => {
+    if (!out.saml) return;
+    const base = `${ctx.publicUrl}/saml/${row.id}`;
+    out.saml.entity_id = base;
+    out.saml.metadata_url = `${base}/metadata`;
+    out.saml.assertion_consumer_service_url = `${base}/acs`;
+    out.saml.single_logout_url = `${base}/slo`;
+    out.saml.request_signing_certificate_pem = (row.internal.saml as SamlIdentity | undefined)?.certificate_pem ?? null;
+  },
+});
