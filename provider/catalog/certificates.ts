@@ -147,11 +147,13 @@ export const sshUserCertificate = defineKind({
     ),
     extensions: replaceable(
       z
-        .record(z.string().regex(/^[\x21-\x7e]+$/, 'an extension name is printable ASCII without spaces'), z.string())
+        .record(z.string(), z.string())
         .default({ 'permit-pty': '', 'permit-user-rc': '' })
         .superRefine((m, ctx) => {
           for (const [k, v] of Object.entries(m)) {
-            if (FLAG_EXTENSIONS.includes(k) && v !== '') {
+            if (!/^[\x21-\x7e]+$/.test(k)) {
+              ctx.addIssue({ code: 'custom', path: [k], message: `extension name "${k}" must be printable ASCII without spaces` });
+            } else if (FLAG_EXTENSIONS.includes(k) && v !== '') {
               ctx.addIssue({ code: 'custom', path: [k], message: `${k} is a flag: its value must be the empty string` });
             }
           }

@@ -145,6 +145,7 @@ describe('SSH user certificates: defaults, checks and lifecycle', () => {
     { reason: 'source-address with host bits set', body: () => ({ critical_options: { 'source-address': '10.0.0.1/8' } }), field: 'critical_options.source-address', msg: /did you mean 10\.0\.0\.0\/8/ },
     { reason: 'an empty force-command', body: () => ({ critical_options: { 'force-command': '' } }), field: 'critical_options.force-command', msg: /needs a value/ },
     { reason: 'a flag extension with a value', body: () => ({ extensions: { 'permit-pty': 'yes' } }), field: 'extensions.permit-pty', msg: /empty string/ },
+    { reason: 'an extension name with a space', body: () => ({ extensions: { 'permit pty': '' } }), field: 'extensions.permit pty', msg: /printable ASCII without spaces/ },
     { reason: 'valid_until before valid_after', body: () => ({ valid_after: '2030-01-02T00:00:00Z', valid_until: '2030-01-01T00:00:00Z' }), field: 'valid_until', msg: /after valid_after/ },
     { reason: 'valid_until equal to valid_after', body: () => ({ valid_after: '2030-01-02T00:00:00Z', valid_until: '2030-01-02T00:00:00Z' }), field: 'valid_until', msg: /after valid_after/ },
     { reason: 'valid_until in the past (valid_after defaults to now)', body: () => ({ valid_until: '2020-01-01T00:00:00Z' }), field: 'valid_until', msg: /not after valid_after/ },
