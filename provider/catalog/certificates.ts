@@ -6,6 +6,7 @@ import { withTraits } from './traits.js';
 
 const keyUsages = () => z.array(z.string()).describe('snake_case X.509 key usages, e.g. digital_signature, key_cert_sign.');
 const extKeyUsages = () => z.array(z.string()).describe('snake_case extended key usages, e.g. server_auth, client_auth.');
+const subjectAttr = (attr: string) => z.string().describe(`The first ${attr} of the certificate's subject; "" when absent.`);
 const pem = (what: string) =>
   z.string().min(1).max(65536).regex(/-----BEGIN [A-Z0-9 ]+-----/, `must be PEM text (${what})`);
 
@@ -24,7 +25,7 @@ export const certificateAuthority = defineKind({
     ca_pem: replaceable(pem('one CA certificate').describe('One CA certificate (basic constraints CA:TRUE), PEM.')),
   },
   computed: {
-    subject_common_name: z.string(),
+    subject_common_name: subjectAttr('CN'),
     not_before: timestamp(),
     not_after: timestamp(),
     key_usages: keyUsages(),
@@ -48,21 +49,23 @@ export const tlsCertificate = defineKind({
     private_key_pem: replaceable(secret(pem('the private key of the leaf'), 'omit').describe('Private key of the leaf, PEM (PKCS#1, PKCS#8 or SEC1). Never returned.')),
   },
   computed: {
-    subject_common_name: z.string(),
-    subject_alternative_names: z.object({ dns_names: z.array(z.string()), ips: z.array(z.string()) }),
-    issued_at: timestamp().nullable(),
+    subject_common_name: subjectAttr('CN'),
+    subject_alternative_names: z
+      .object({ dns_names: z.array(z.string()), ips: z.array(z.string()) })
+      .describe("The leaf's DNS names (wildcards as written) and IP addresses (IPv6 in RFC 5952 form)."),
+    issued_at: timestamp().nullable().describe('When the server issued the certificate; null for uploads.'),
     not_before: timestamp(),
     not_after: timestamp(),
     key_usages: keyUsages(),
     extended_key_usages: extKeyUsages(),
     private_key_type: z.enum(['rsa', 'ecdsa', 'ed25519']),
-    issuer_common_name: z.string(),
-    serial_number: z.string(),
-    subject_organization: z.string(),
-    subject_organizational_unit: z.string(),
-    subject_locality: z.string(),
-    subject_province: z.string(),
-    subject_country: z.string(),
+    issuer_common_name: z.string().describe("The CN of the leaf's issuer; \"\" when absent."),
+    serial_number: z.string().describe("The leaf's serial number, lowercase hex without leading zeros."),
+    subject_organization: subjectAttr('O'),
+    subject_organizational_unit: subjectAttr('OU'),
+    subject_locality: subjectAttr('L'),
+    subject_province: subjectAttr('ST'),
+    subject_country: subjectAttr('C'),
   },
 });
 
