@@ -102,6 +102,8 @@ export function readSchemaOf(schema: z.ZodType): z.ZodType {
     return t.module || isOptional(inner) ? obj.nullable() : obj;
   }
   if (t.writeOnly) return z.null();
+  // Server-set values are optional on input only because input never carries them; reads always do.
+  if (t.computed) return unwrapAll(inner);
   return stripTransforms(inner);
 }
 

@@ -335,6 +335,8 @@ describe('write-only secrets', () => {
   });
 });
 
+const SAML_COMPUTED = ['entity_id', 'metadata_url', 'assertion_consumer_service_url', 'single_logout_url', 'request_signing_certificate_pem'];
+
 describe('SAML', () => {
   it('has a service-provider identity under the public base URL and a signing certificate that stays while SAML does', async () => {
     const edge = await newEdge();
@@ -359,7 +361,19 @@ describe('SAML', () => {
     expect(other.saml.request_signing_certificate_pem).not.toBe(again.body.request_signing_certificate_pem);
   });
 
-  it.each(['entity_id', 'metadata_url', 'assertion_consumer_service_url', 'single_logout_url', 'request_signing_certificate_pem'])('refuses %s on input: the server sets it', async (field) => {
+  it('the OpenAPI document marks the computed fields read-only on PUT and always present on read', async () => {
+    const doc = (await s.get('/openapi.json', { token: null, version: null })).body;
+    const at = doc.paths['/edges/https/{edge_id}/routes/{id}/saml'];
+    const input = at.put.requestBody.content['application/json'].schema;
+    const read = at.get.responses['200'].content['application/json'].schema.anyOf[0];
+    for (const f of SAML_COMPUTED) {
+      expect(input.properties[f].readOnly, f).toBe(true);
+      expect(read.required, f).toContain(f);
+      expect(read.properties[f], f).toEqual({ type: 'string' });
+    }
+  });
+
+  it.each(SAML_COMPUTED)('refuses %s on input: the server sets it', async (field) => {
     const edge = await newEdge();
     const r = await s.post(routes(edge.id), { match_type: 'exact_path', match: '/', saml: { idp_metadata: IDP_METADATA, [field]: 'x' } });
     const body = expectInvalid(r, `saml.${field}`);

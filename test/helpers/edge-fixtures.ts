@@ -23,6 +23,8 @@ export interface Sample { input: Doc; read: Doc }
 export interface ModuleSamples { full: Sample; minimal: Sample }
 
 const ref = (r: Ref) => ({ id: r.id, uri: r.uri });
+/** A sample that reads back exactly as written. */
+const same = (doc: Doc): Sample => ({ input: doc, read: doc });
 
 export const IDP_METADATA = `<?xml version="1.0" encoding="UTF-8"?>
 <md:EntityDescriptor xmlns:md="urn:oasis:names:tc:SAML:2.0:metadata" entityID="https://idp.example.com/metadata">
@@ -76,7 +78,7 @@ export function moduleSamples(kind: KindEntry, r: Refs, url: string): Record<str
     minimal: { input: {}, read: { enabled: true, ip_policies: [] } },
   };
   const policy = (value: string): ModuleSamples => ({
-    full: { input: { enabled: false, value }, read: { enabled: false, value } },
+    full: same({ enabled: false, value }),
     minimal: { input: { value: '' }, read: { enabled: true, value: '' } },
   });
   const mutualTls: ModuleSamples = {
@@ -99,34 +101,37 @@ export function moduleSamples(kind: KindEntry, r: Refs, url: string): Record<str
       ip_restriction: ipRestriction,
       mutual_tls: mutualTls,
       tls_termination: {
-        full: { input: { enabled: false, terminate_at: 'agent', min_version: '1.1' }, read: { enabled: false, terminate_at: 'agent', min_version: '1.1' } },
+        full: same({ enabled: false, terminate_at: 'agent', min_version: '1.1' }),
         minimal: { input: {}, read: { enabled: true, terminate_at: 'edge', min_version: '1.2' } },
       },
       traffic_policy: policy(TCP_POLICY),
     };
   }
   if (kind.kind !== 'HTTPSEdgeRoute') throw new Error(`no module samples for ${kind.kind}`);
+  const samlFull = {
+    enabled: false,
+    ...session,
+    idp_metadata: IDP_METADATA,
+    force_authn: true,
+    allow_idp_initiated: true,
+    authorized_groups: ['engineering', 'ops'],
+    nameid_format: 'urn:oasis:names:tc:SAML:2.0:nameid-format:transient',
+  };
   const headers = (what: string): ModuleSamples => ({
-    full: {
-      input: { enabled: false, add: { [`x-${what}-id`]: 'abc 123', 'x-empty': '' }, remove: [`x-${what}-secret`, 'server'] },
-      read: { enabled: false, add: { [`x-${what}-id`]: 'abc 123', 'x-empty': '' }, remove: [`x-${what}-secret`, 'server'] },
-    },
+    full: same({ enabled: false, add: { [`x-${what}-id`]: 'abc 123', 'x-empty': '' }, remove: [`x-${what}-secret`, 'server'] }),
     minimal: { input: {}, read: { enabled: true, add: {}, remove: [] } },
   });
   return {
     backend,
     ip_restriction: ipRestriction,
     circuit_breaker: {
-      full: {
-        input: { enabled: false, tripped_duration: 30, rolling_window: 120, num_buckets: 128, volume_threshold: 7, error_threshold_percentage: 0.25 },
-        read: { enabled: false, tripped_duration: 30, rolling_window: 120, num_buckets: 128, volume_threshold: 7, error_threshold_percentage: 0.25 },
-      },
+      full: same({ enabled: false, tripped_duration: 30, rolling_window: 120, num_buckets: 128, volume_threshold: 7, error_threshold_percentage: 0.25 }),
       minimal: {
         input: {},
         read: { enabled: true, tripped_duration: 10, rolling_window: 10, num_buckets: 10, volume_threshold: 20, error_threshold_percentage: 0.5 },
       },
     },
-    compression: { full: { input: { enabled: false }, read: { enabled: false } }, minimal: { input: {}, read: { enabled: true } } },
+    compression: { full: same({ enabled: false }), minimal: { input: {}, read: { enabled: true } } },
     request_headers: headers('request'),
     response_headers: headers('response'),
     webhook_verification: {
@@ -159,27 +164,7 @@ export function moduleSamples(kind: KindEntry, r: Refs, url: string): Record<str
       },
     },
     saml: {
-      full: {
-        input: {
-          enabled: false,
-          ...session,
-          idp_metadata: IDP_METADATA,
-          force_authn: true,
-          allow_idp_initiated: true,
-          authorized_groups: ['engineering', 'ops'],
-          nameid_format: 'urn:oasis:names:tc:SAML:2.0:nameid-format:transient',
-        },
-        read: {
-          enabled: false,
-          ...session,
-          idp_metadata: IDP_METADATA,
-          force_authn: true,
-          allow_idp_initiated: true,
-          authorized_groups: ['engineering', 'ops'],
-          nameid_format: 'urn:oasis:names:tc:SAML:2.0:nameid-format:transient',
-          ...samlComputed(url),
-        },
-      },
+      full: { input: samlFull, read: { ...samlFull, ...samlComputed(url) } },
       minimal: {
         input: { idp_metadata: IDP_METADATA },
         read: {
@@ -204,12 +189,9 @@ export function moduleSamples(kind: KindEntry, r: Refs, url: string): Record<str
         read: { enabled: true, ...sessionDefaults, issuer: 'https://login.example.org/tenant', client_id: 'app-2', client_secret: null, scopes: [] },
       },
     },
-    websocket_tcp_converter: { full: { input: { enabled: false }, read: { enabled: false } }, minimal: { input: {}, read: { enabled: true } } },
+    websocket_tcp_converter: { full: same({ enabled: false }), minimal: { input: {}, read: { enabled: true } } },
     user_agent_filter: {
-      full: {
-        input: { enabled: false, allow: ['^curl/\\d+', '(?i)firefox'], deny: ['(?i)(bot|crawler|spider)', '(?P<tool>wget)'] },
-        read: { enabled: false, allow: ['^curl/\\d+', '(?i)firefox'], deny: ['(?i)(bot|crawler|spider)', '(?P<tool>wget)'] },
-      },
+      full: same({ enabled: false, allow: ['^curl/\\d+', '(?i)firefox'], deny: ['(?i)(bot|crawler|spider)', '(?P<tool>wget)'] }),
       minimal: { input: {}, read: { enabled: true, allow: [], deny: [] } },
     },
     traffic_policy: policy(HTTP_POLICY),
