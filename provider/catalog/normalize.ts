@@ -1,5 +1,6 @@
 // Normalisation shared by the reconciler and the Terraform provider: both compare what a
 // user declared with what the server holds, and must agree on what counts as a change.
+import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import type { KindEntry } from './define.js';
 import { defOf, shapeOf, traitsOf, unwrap } from './traits.js';
@@ -71,3 +72,21 @@ export function writeOnlyValues(shape: Record<string, z.ZodType>, doc: Doc, base
   }
   return out;
 }
+
+/**
+ * Whether two input values of one field normalise to the same stored value: a CIDR, a
+ * header name or a hostport that the server canonicalises. Null and absent are the same.
+ */
+export function sameNormalized(schema: z.ZodType, a: unknown, b: unknown): boolean {
+  if (isDeepStrictEqual(a, b)) return true;
+  const pa = schema.safeParse(a ?? undefined);
+  const pb = schema.safeParse(b ?? undefined);
+  return pa.success && pb.success && isDeepStrictEqual(pa.data, pb.data);
+}
+
+/**
+ * The value to keep for a field: the declared form when it normalises equal to the live
+ * one (so `10.1.2.3` stays as written although the server holds `10.1.2.3/32`), else live.
+ */
+export const preferDeclared = (schema: z.ZodType, declared: unknown, live: unknown) =>
+  declared != null && sameNormalized(schema, declared, live) ? declared : live;
