@@ -332,8 +332,10 @@ function relativeTo(name: string, e: unknown): unknown {
   const field = e instanceof ApiError ? e.details.field : undefined;
   if (typeof field !== 'string' || !field.startsWith(`${name}.`) || !(e as ApiError).message.startsWith(`${field}: `)) return e;
   const err = e as ApiError;
-  const inner = field.slice(name.length + 1);
-  return new ApiError(err.code, `${inner}: ${err.message.slice(field.length + 2)}`, { ...err.details, field: inner }, err.headers);
+  const strip = (f: string) => (f.startsWith(`${name}.`) ? f.slice(name.length + 1) : f);
+  const details: Record<string, unknown> = { ...err.details, field: strip(field) };
+  if (Array.isArray(details.problems)) details.problems = details.problems.map((p: { field: string }) => ({ ...p, field: strip(p.field) }));
+  return new ApiError(err.code, `${strip(field)}: ${err.message.slice(field.length + 2)}`, details, err.headers);
 }
 
 export async function deleteModule(ctx: Ctx, kind: KindEntry, name: string, id: string, parentId?: string) {
