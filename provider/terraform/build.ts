@@ -27,7 +27,25 @@ export async function buildProvider(root = process.cwd(), outfile = path.join(ro
   return outfile;
 }
 
+/** Terraform's name for this machine's platform, e.g. linux_amd64. */
+export const terraformPlatform = () => `${process.platform}_${({ x64: 'amd64', ia32: '386' } as Record<string, string>)[process.arch] ?? process.arch}`;
+
+/**
+ * Lays the executable out as a provider mirror (for `filesystem_mirror`, which `terraform
+ * init` needs: dev_overrides make init ask the public registry). Returns the mirror root.
+ */
+export function writeMirror(executable: string, mirror: string, version: string) {
+  const dir = path.join(mirror, 'registry.terraform.io', 'edgeform', 'edgeform', version, terraformPlatform());
+  fs.mkdirSync(dir, { recursive: true });
+  fs.copyFileSync(executable, path.join(dir, `terraform-provider-edgeform_v${version}`));
+  fs.chmodSync(path.join(dir, `terraform-provider-edgeform_v${version}`), 0o755);
+  return mirror;
+}
+
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(import.meta.filename)) {
   const out = await buildProvider();
-  process.stderr.write(`built ${out}\n`);
+  const version = JSON.parse(fs.readFileSync('package.json', 'utf8')).version as string;
+  // Under dist/, whose package.json makes the extensionless bundle CommonJS.
+  const mirror = writeMirror(out, path.join(path.dirname(out), 'mirror'), version);
+  process.stderr.write(`built ${out} and the provider mirror ${mirror}\n`);
 }

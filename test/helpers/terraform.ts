@@ -5,7 +5,7 @@ import { execFile, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { buildProvider } from '../../provider/terraform/build.js';
+import { buildProvider, writeMirror } from '../../provider/terraform/build.js';
 import type { TestServer } from './server.js';
 
 /** Whether a terraform binary is on the PATH; suites that need it say loudly when it is not. */
@@ -65,10 +65,34 @@ export const devOverrides = (dir: string) => `provider_installation {
 
 const COLOURED = new Set(['apply', 'plan', 'destroy', 'import', 'show', 'init', 'validate', 'refresh']);
 
-export async function workspace(server: TestServer, opts: { header?: boolean } = {}): Promise<Workspace> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-tf-'));
-  const cli = path.join(dir, 'cli.tfrc');
-  fs.writeFileSync(cli, devOverrides(await providerDir()));
+/** A CLI configuration that installs the provider from a mirror, as `terraform init` needs. */
+export async function mirrorConfig(): Promise<string> {
+  const mirror = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-mirror-'));
+  const version = JSON.parse(fs.readFileSync('package.json', 'utf8')).version as string;
+  writeMirror(path.join(await providerDir(), 'terraform-provider-edgeform'), mirror, version);
+  return `provider_installation {
+  filesystem_mirror {
+    path    = ${JSON.stringify(mirror)}
+    include = ["edgeform/edgeform"]
+  }
+  direct {
+    exclude = ["edgeform/edgeform"]
+  }
+}
+`;
+}
+
+export interface WorkspaceOptions {
+  /** The working folder (default: a new temporary one). */
+  dir?: string;
+  /** The CLI configuration (default: dev_overrides pointing at the freshly built provider). */
+  cliConfig?: string;
+}
+
+export async function workspace(server: TestServer, opts: WorkspaceOptions = {}): Promise<Workspace> {
+  const dir = opts.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-tf-'));
+  const cli = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-cli-')), 'cli.tfrc');
+  fs.writeFileSync(cli, opts.cliConfig ?? devOverrides(await providerDir()));
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     TF_CLI_CONFIG_FILE: cli,
@@ -93,7 +117,7 @@ export async function workspace(server: TestServer, opts: { header?: boolean } =
   return {
     dir,
     env,
-    write: (hcl) => fs.writeFileSync(path.join(dir, 'main.tf'), (opts.header === false ? '' : HEADER) + hcl),
+    write: (hcl) => fs.writeFileSync(path.join(dir, 'main.tf'), HEADER + hcl),
     run,
     ok,
     apply: () => ok(['apply', '-auto-approve', '-input=false']),
