@@ -1,6 +1,9 @@
 // One case per resource (at least one per resource type): its configuration at each stage
 // of terraform-resources.test.ts and the change made behind terraform's back. `v2` changes
-// in place, `v3` forces a replacement; a stage a case leaves out repeats the one before.
+// in place, `v3` changes a replace-on-change field; a stage a case leaves out repeats the
+// one before. A type with no replace-on-change field is replaced with `-replace` instead;
+// those that others refer to create the replacement first (BEFORE_DESTROY), because the
+// server refuses to delete what is in use.
 import crypto from 'node:crypto';
 import { expect } from 'vitest';
 import { makePluginCert } from '../../provider/terraform/plugin-cert.js';
@@ -80,14 +83,18 @@ export const cases: Case[] = [
     outOfBand: describe('changed by hand'),
   },
   {
-    type: 'edgeform_credential', name: 'agent', why: 'deleted out of band: the plan creates it again',
-    hcl: { v1: 'description = "agent"\nacl = ["bind:*.example.com"]', v2: 'description = "agent"\nacl = ["bind:*.example.com", "bind:api.example.com"]' },
+    type: 'edgeform_credential', name: 'agent', why: 'deleted out of band: the plan creates it again; an owner set where the server chose one replaces',
+    hcl: {
+      v1: 'description = "agent"\nacl = ["bind:*.example.com"]',
+      v2: 'description = "agent"\nacl = ["bind:*.example.com", "bind:api.example.com"]',
+      v3: 'description = "agent"\nacl = ["bind:*.example.com", "bind:api.example.com"]\nowner_id = edgeform_bot_user.ops.id',
+    },
     outOfBand: (s, _v, path) => s.del(path),
     oobDeletes: true,
   },
   {
     type: 'edgeform_ip_policy', name: 'office', why: 'the simplest kind',
-    hcl: { v1: 'description = "office"', v2: 'description = "office, v2"\nmetadata = "{\\"team\\":\\"net\\"}"' },
+    hcl: { v1: `description = "office"\n${BEFORE_DESTROY}`, v2: `description = "office, v2"\nmetadata = "{\\"team\\":\\"net\\"}"\n${BEFORE_DESTROY}` },
     outOfBand: describe('changed by hand'),
   },
   {
@@ -146,14 +153,14 @@ export const cases: Case[] = [
   },
   {
     type: 'edgeform_tunnel_group_backend', name: 'prod', why: 'a map of labels',
-    hcl: { v1: 'labels = { env = "prod" }', v2: 'labels = { env = "prod", region = "eu" }' },
+    hcl: { v1: `labels = { env = "prod" }\n${BEFORE_DESTROY}`, v2: `labels = { env = "prod", region = "eu" }\n${BEFORE_DESTROY}` },
     outOfBand: (s, _v, path) => s.patch(path, { labels: { env: 'staging' } }),
   },
   {
     type: 'edgeform_http_response_backend', name: 'maintenance', why: 'header names the server lower-cases show no diff',
     hcl: {
-      v1: 'body = "down for maintenance"\nheaders = { "X-Served-By" = "edgeform" }\nstatus_code = 503',
-      v2: 'body = "back soon"\nheaders = { "X-Served-By" = "edgeform" }\nstatus_code = 503',
+      v1: `body = "down for maintenance"\nheaders = { "X-Served-By" = "edgeform" }\nstatus_code = 503\n${BEFORE_DESTROY}`,
+      v2: `body = "back soon"\nheaders = { "X-Served-By" = "edgeform" }\nstatus_code = 503\n${BEFORE_DESTROY}`,
     },
     outOfBand: (s, _v, path) => s.patch(path, { status_code: 200 }),
     checkLive: (live) => expect(live.headers).toEqual({ 'x-served-by': 'edgeform' }),
@@ -161,8 +168,8 @@ export const cases: Case[] = [
   {
     type: 'edgeform_weighted_backend', name: 'split', why: 'a map keyed by the ids of other resources',
     hcl: {
-      v1: 'backends = {\n  (edgeform_tunnel_group_backend.prod.id) = 70\n  (edgeform_http_response_backend.maintenance.id) = 30\n}',
-      v2: 'backends = {\n  (edgeform_tunnel_group_backend.prod.id) = 50\n  (edgeform_http_response_backend.maintenance.id) = 50\n}',
+      v1: `backends = {\n  (edgeform_tunnel_group_backend.prod.id) = 70\n  (edgeform_http_response_backend.maintenance.id) = 30\n}\n${BEFORE_DESTROY}`,
+      v2: `backends = {\n  (edgeform_tunnel_group_backend.prod.id) = 50\n  (edgeform_http_response_backend.maintenance.id) = 50\n}\n${BEFORE_DESTROY}`,
     },
     outOfBand: describe('changed by hand'),
   },
@@ -298,7 +305,7 @@ saml {
   },
   {
     type: 'edgeform_event_destination', name: 'log', why: 'a nested block with an empty block inside',
-    hcl: { v1: 'target {\n  log {}\n}', v2: 'description = "log"\ntarget {\n  log {}\n}' },
+    hcl: { v1: `target {\n  log {}\n}\n${BEFORE_DESTROY}`, v2: `description = "log"\ntarget {\n  log {}\n}\n${BEFORE_DESTROY}` },
     outOfBand: describe('changed by hand'),
   },
   {

@@ -4,7 +4,7 @@
 // so each step is one terraform run (a plan launches the provider three times).
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { catalog } from '../../provider/catalog/index.js';
-import { resourceTypes } from '../../provider/terraform/schema.js';
+import { resourceTypes, type ObjectNode } from '../../provider/terraform/schema.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { hasTerraform, workspace, type Workspace } from '../helpers/terraform.js';
 import { cases, type Case, type Stage } from './terraform-cases.js';
@@ -13,6 +13,17 @@ const address = (c: Case) => `${c.type}.${c.name}`;
 const config = (stage: Stage) =>
   cases.map((c) => `resource "${c.type}" "${c.name}" {\n${(c.hcl[stage] ?? c.hcl.v2 ?? c.hcl.v1).trim()}\n}\n`).join('\n');
 const kindOfType = (type: string) => resourceTypes.find((r) => r.typeName === type)!.kind;
+
+/** Attributes whose change replaces the resource, by path. */
+const replaceFields = (node: ObjectNode, base = ''): string[] => [
+  ...node.attributes.filter((a) => a.replace).map((a) => base + a.name),
+  ...node.blocks.flatMap((b) => replaceFields(b.block, `${base}${b.name}.`)),
+];
+const hasReplaceField = (type: string) => replaceFields(resourceTypes.find((r) => r.typeName === type)!.node).length > 0;
+/** Replaced by a change of a replace-on-change field (`v3`). */
+const replacedByField = cases.filter((c) => c.hcl.v3);
+/** The first case of each type that has no replace-on-change field, replaced with `-replace`. */
+const replacedOnRequest = cases.filter((c, i) => !hasReplaceField(c.type) && cases.findIndex((o) => o.type === c.type) === i);
 
 describe.skipIf(!hasTerraform)('terraform provider: every resource type', () => {
   let s: TestServer;
@@ -52,6 +63,12 @@ describe.skipIf(!hasTerraform)('terraform provider: every resource type', () => 
     const covered = new Set(cases.map((c) => c.type));
     expect(resourceTypes.map((r) => r.typeName).filter((t) => !covered.has(t))).toEqual([]);
     expect(resourceTypes.length).toBe(catalog.filter((k) => k.operations.includes('create')).length);
+    for (const rt of resourceTypes) {
+      expect(cases.some((c) => c.type === rt.typeName && c.hcl.v2), `${rt.typeName} changes in place`).toBe(true);
+      // A type with a replace-on-change field shows it; one without is replaced on request.
+      if (hasReplaceField(rt.typeName)) expect(replacedByField.some((c) => c.type === rt.typeName), `${rt.typeName} replaced by ${replaceFields(rt.node)}`).toBe(true);
+      else expect(replacedOnRequest.some((c) => c.type === rt.typeName), `${rt.typeName} replaced on request`).toBe(true);
+    }
   });
 
   it('creates every resource, and the plan after apply is empty', async () => {
@@ -84,13 +101,15 @@ describe.skipIf(!hasTerraform)('terraform provider: every resource type', () => 
     await expectClean();
   });
 
-  it('replaces what cannot change in place', async () => {
+  it('replaces what cannot change in place, and every other type on request (-replace)', async () => {
     tf.write(config('v3'));
-    const plan = await tf.plan();
-    expectPlanned(plan.stdout, cases.filter((c) => c.hcl.v3), 'must be replaced');
-    await tf.apply();
+    const requested = replacedOnRequest.map((c) => `-replace=${address(c)}`);
+    const plan = await tf.ok(['plan', '-detailed-exitcode', '-input=false', ...requested], [2]);
+    expectPlanned(plan.stdout, replacedByField, 'must be replaced');
+    expectPlanned(plan.stdout, replacedOnRequest, 'will be replaced, as requested');
+    await tf.ok(['apply', '-auto-approve', '-input=false', ...requested]);
     const after = await tf.state();
-    for (const c of cases.filter((c) => c.hcl.v3)) {
+    for (const c of [...replacedByField, ...replacedOnRequest]) {
       expect(after[address(c)].id, `${address(c)} was replaced`).not.toBe(ids[address(c)].id);
       expect((await s.get(itemPath(c, ids[address(c)]))).status, `old ${address(c)} is gone`).toBe(404);
     }
@@ -128,7 +147,7 @@ describe.skipIf(!hasTerraform)('terraform provider: every resource type', () => 
     await expectClean();
   });
 
-  it('imports with the CLI, routes as <edge id>/<route id>, and refuses a malformed id', async () => {
+  it('imports with the CLI: a route as <edge id>/<route id>, a top-level resource by its id; refuses a malformed id', async () => {
     const child = cases.find((c) => kindOfType(c.type).parent?.in === 'path' && !c.adoptsSecret)!;
     const values = ids[address(child)];
     await tf.ok(['state', 'rm', address(child)]);
@@ -136,11 +155,21 @@ describe.skipIf(!hasTerraform)('terraform provider: every resource type', () => 
     expect(bad.code).toBe(1);
     expect(bad.stderr + bad.stdout).toMatch(/imports by "<\w+>\/<id>"/);
     await tf.ok(['import', address(child), importId(child, values)]);
+    // A top-level resource imports by its bare id (import blocks above did every type).
+    const top = cases.find((c) => !kindOfType(c.type).parent && !c.adoptsSecret)!;
+    await tf.ok(['state', 'rm', address(top)]);
+    await tf.ok(['import', address(top), ids[address(top)].id]);
     await expectClean();
   });
 
-  it('destroys everything it made', async () => {
-    await tf.ok(['destroy', '-auto-approve']);
+  it('destroys everything it made, and a resource already gone counts as destroyed', async () => {
+    // Without a refresh terraform still holds the subscription, so the provider deletes one that is missing.
+    const gone = cases.find((c) => c.type === 'edgeform_event_subscription')!;
+    expect((await s.del(itemPath(gone, ids[address(gone)]))).status).toBe(204);
+    const before = s.logs.length;
+    await tf.ok(['destroy', '-auto-approve', '-refresh=false']);
+    const deletes = s.logs.slice(before).map((l) => JSON.parse(l)).filter((l) => l.method === 'DELETE' && l.path === itemPath(gone, ids[address(gone)]));
+    expect(deletes.map((l) => l.status)).toEqual([404]);
     for (const c of cases) {
       const r = await s.get(itemPath(c, ids[address(c)]));
       expect(r.status, `${address(c)} after destroy`).toBe(404);
