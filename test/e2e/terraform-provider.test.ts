@@ -3,6 +3,8 @@
 import { execFile } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
@@ -134,6 +136,57 @@ describe.skipIf(!hasTerraform)('provider schema and diagnostics through terrafor
     expect(r.stderr).toMatch(/cidr: .*host bits/i);
     expect(r.stderr).toContain('cidr = "10.0.0.1/8"');
     expect(s.logs.filter((l) => l.includes('ip_policy_rules'))).toEqual([]);
+  });
+
+  it('rides out 429s: every request is refused once with Retry-After, retried, and none is made twice', async () => {
+    // A proxy in front of the real server refuses the first attempt of each distinct request.
+    const attempts = new Map<string, number>();
+    const proxy = http.createServer(async (req, res) => {
+      const chunks: Buffer[] = [];
+      for await (const c of req) chunks.push(c as Buffer);
+      const body = Buffer.concat(chunks).toString();
+      const key = `${req.method} ${req.url} ${body}`;
+      const n = attempts.get(key) ?? 0;
+      attempts.set(key, n + 1);
+      if (n === 0) {
+        res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '1' });
+        res.end(JSON.stringify({ error_code: 'ERR_SERVICE_226', status_code: 429, msg: 'too many requests for this API key; retry in 1 s', details: {} }));
+        return;
+      }
+      const headers: Record<string, string> = {};
+      for (const h of ['authorization', 'content-type', 'service-version', 'user-agent']) if (req.headers[h]) headers[h] = String(req.headers[h]);
+      const r = await fetch(`${s.url}${req.url}`, { method: req.method, headers, body: body || undefined });
+      res.writeHead(r.status, Object.fromEntries([...r.headers].filter(([h]) => !['content-length', 'transfer-encoding', 'connection', 'keep-alive'].includes(h))));
+      res.end(Buffer.from(await r.arrayBuffer()));
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+      const limited = await workspace({ url, token: s.token } as TestServer);
+      limited.write(`resource "edgeform_ip_policy" "p" {
+  description = "behind a rate limit"
+}
+resource "edgeform_ip_policy_rule" "r" {
+  ip_policy_id = edgeform_ip_policy.p.id
+  cidr = "198.51.100.0/24"
+  action = "allow"
+}
+`);
+      const before = s.logs.length;
+      await limited.apply();
+      expect((await limited.plan()).code).toBe(0);
+      await limited.ok(['destroy', '-auto-approve']);
+      const refused = [...attempts.keys()].map((k) => k.split(' ').slice(0, 2).join(' '));
+      for (const call of ['POST /ip_policies', 'POST /ip_policy_rules', 'GET /ip_policies/', 'DELETE /ip_policy_rules/', 'DELETE /ip_policies/']) {
+        expect(refused.some((r) => r.startsWith(call)), `${call} was refused and retried`).toBe(true);
+      }
+      expect([...attempts.values()].every((n) => n >= 2)).toBe(true);
+      // Each create reached the server once: a refused POST is safe to send again.
+      const served = s.logs.slice(before).map((l) => JSON.parse(l));
+      expect(served.filter((l) => l.method === 'POST').map((l) => `${l.path} ${l.status}`).sort()).toEqual(['/ip_policies 201', '/ip_policy_rules 201']);
+    } finally {
+      await new Promise((resolve) => proxy.close(resolve));
+    }
   });
 
   it('says how to configure the provider when api_url and api_key are missing', async () => {
