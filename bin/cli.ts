@@ -2,11 +2,12 @@
 import { Command, CommanderError } from 'commander';
 import { createRequire } from 'node:module';
 import { serveCommand } from './serve.js';
+import { processIo, reconcileCommands, type Io } from './reconcile.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 
 /** Exit codes: 0 success, 1 error, 2 usage error (or, with --detailed-exitcode, changes present). */
-export async function main(argv: string[]): Promise<number> {
+export async function main(argv: string[], io?: Io): Promise<number> {
   const program = new Command('edgeform')
     .description('Self-hostable Tunnel, Edge and Traffic-Control Management API, and the tools to manage it as code.')
     .version(version)
@@ -15,6 +16,8 @@ export async function main(argv: string[]): Promise<number> {
   let code = 0;
   const setCode = (c: number) => { code = c; };
   program.addCommand(serveCommand(setCode));
+  const noColor = argv.includes('--no-color');
+  for (const c of reconcileCommands(setCode, () => io ?? processIo(noColor))) program.addCommand(c);
   try {
     await program.parseAsync(argv);
     return code;

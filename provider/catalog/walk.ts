@@ -47,6 +47,33 @@ export function collectRefs(shape: Record<string, z.ZodType>, doc: Doc, base: Pa
   return out;
 }
 
+/**
+ * A copy of a document with every reference id replaced by `fn` (input form). The reconciler
+ * swaps `Kind/name` references for ids, and back, with it.
+ */
+export function mapRefs(shape: Record<string, z.ZodType>, doc: Doc, fn: (id: string, ref: RefTrait, path: Path) => string, base: Path = []): Doc {
+  if (doc == null || typeof doc !== 'object' || Array.isArray(doc)) return doc;
+  const out: Doc = { ...doc };
+  for (const [name, schema] of Object.entries(shape)) {
+    const value = doc[name];
+    if (value == null) continue;
+    const t = traitsOf(schema);
+    const path = [...base, name];
+    if (t.ref) {
+      const one = (v: unknown, p: Path) => (typeof v === 'string' ? fn(v, t.ref!, p) : v);
+      if (t.ref.inKeys && typeof value === 'object' && !Array.isArray(value)) out[name] = Object.fromEntries(Object.entries(value).map(([k, v]) => [one(k, [...path, k]), v]));
+      else out[name] = Array.isArray(value) ? value.map((v, i) => one(v, [...path, i])) : one(value, path);
+      continue;
+    }
+    const sub = shapeOf(schema);
+    if (sub && typeof value === 'object' && !Array.isArray(value)) { out[name] = mapRefs(sub, value, fn, path); continue; }
+    const el = elementOf(schema);
+    const elShape = el && shapeOf(el);
+    if (elShape && Array.isArray(value)) out[name] = value.map((v, i) => mapRefs(elShape, v, fn, [...path, i]));
+  }
+  return out;
+}
+
 /** Splits write-only values out of a document: `[public, secrets]`, secrets keyed by path. */
 export function splitSecrets(shape: Record<string, z.ZodType>, doc: Doc): [Doc, Record<string, unknown>] {
   const secrets: Record<string, unknown> = {};

@@ -1,0 +1,290 @@
+// `edgeform validate | plan | apply | destroy | export`: the reconciler's commands.
+// Exit codes: 0 success (plan: no changes with --detailed-exitcode), 1 error, 2 changes
+// present (plan --detailed-exitcode) or a usage error.
+import fs from 'node:fs';
+import path from 'node:path';
+import readline from 'node:readline';
+import { Command, Option } from 'commander';
+import { ApiClientError } from '../provider/client/index.js';
+import { manifestKind, manifestKinds } from '../reconciler/manifest/kinds.js';
+import { ManifestError } from '../reconciler/manifest/problems.js';
+import { execute, type ProgressEvent } from '../reconciler/apply/execute.js';
+import { applyJson, planJson } from '../reconciler/render/json.js';
+import { failureText, progressDone, progressStart, renderApplyResult, renderPlan, styleFor, type Style } from '../reconciler/render/text.js';
+import { isNoop, type Plan } from '../reconciler/plan/types.js';
+import { clientFor, loadDesired, planWith, readPlan, savePlan, staleResources, type Target } from '../reconciler/session.js';
+import { exportManifests } from '../reconciler/export.js';
+
+/** Where a command writes and reads; the process streams, or captured ones in tests. */
+export interface Io {
+  out(text: string): void;
+  err(text: string): void;
+  outStyle: Style;
+  errStyle: Style;
+  /** A terminal to ask for confirmation on, or undefined. */
+  ask?: (question: string) => Promise<string>;
+}
+
+export function processIo(noColor = false): Io {
+  const interactive = process.stdin.isTTY && process.stdout.isTTY;
+  return {
+    out: (t) => process.stdout.write(t),
+    err: (t) => process.stderr.write(t),
+    outStyle: styleFor(process.stdout, noColor),
+    errStyle: styleFor(process.stderr, noColor),
+    ask: interactive
+      ? (q) =>
+          new Promise((resolve) => {
+            const rl = readline.createInterface({ input: process.stdin, output: process.stdout });
+            rl.question(q, (a) => {
+              rl.close();
+              resolve(a);
+            });
+          })
+      : undefined,
+  };
+}
+
+/** A failure the user can act on: printed as `Error: ...` with exit code 1. */
+export class UserError extends Error {}
+
+const collect = (v: string, prior: string[] = []) => [...prior, v];
+
+function targetOptions(cmd: Command) {
+  return cmd
+    .addOption(new Option('--api-url <url>', 'API base URL').env('EDGEFORM_API_URL').default('http://127.0.0.1:8080'))
+    .addOption(new Option('--api-key <token>', 'API key token (prefer the environment variable: flags show in process lists)').env('EDGEFORM_API_KEY'))
+    .addOption(new Option('--stack <name>', 'stack whose resources this run manages (its name is stamped into their metadata)').env('EDGEFORM_STACK').default('default'))
+    .option('--no-color', 'no colour, even on a terminal');
+}
+
+const manifestOption = (cmd: Command) =>
+  cmd.option('-f, --file <path>', 'manifest file or directory of *.yaml files (repeatable)', collect, [] as string[]);
+
+function targetOf(opts: Record<string, any>): Target {
+  if (!opts.apiKey) throw new UserError('no API key: set EDGEFORM_API_KEY (or --api-key) to a token; "edgeform serve" prints the first one on its first start');
+  if (!/^[a-z0-9._-]{1,64}$/i.test(opts.stack)) throw new UserError(`stack name "${opts.stack}" must be 1-64 letters, digits, '.', '_' or '-'`);
+  return { apiUrl: opts.apiUrl, apiKey: opts.apiKey, stack: opts.stack, parallelism: opts.parallelism ? Number(opts.parallelism) : undefined };
+}
+
+function desiredOf(opts: Record<string, any>) {
+  const files: string[] = opts.file ?? [];
+  if (!files.length) throw new UserError('no manifests: give -f PATH (a file or a directory of *.yaml files)');
+  return loadDesired(files);
+}
+
+/** Turns what went wrong into one actionable line. */
+export function explain(e: unknown, apiUrl?: string): string {
+  if (e instanceof ManifestError) return e.message;
+  if (e instanceof ApiClientError) {
+    if (e.status === 401) return `the API refused the key (401 ${e.code ?? ''}): ${e.serverMessage}; check EDGEFORM_API_KEY`;
+    return `${e.message}`;
+  }
+  const code = (e as { code?: string; cause?: { code?: string } }).code ?? (e as { cause?: { code?: string } }).cause?.code;
+  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') return `cannot reach the API at ${apiUrl} (${code}); is "edgeform serve" running there? Set EDGEFORM_API_URL (or --api-url)`;
+  return (e as Error).message;
+}
+
+async function confirm(io: Io, opts: Record<string, any>, what: string): Promise<boolean> {
+  if (opts.autoApprove) return true;
+  if (!io.ask) throw new UserError(`${what} needs confirmation, and there is no terminal to ask on; pass --auto-approve (or save a plan with "plan --out FILE" and apply that file)`);
+  io.out(`\n${io.outStyle.bold('Do you want to perform these actions?')}\n  edgeform will perform the actions described above.\n  Only 'yes' will be accepted to approve.\n\n`);
+  const answer = (await io.ask('  Enter a value: ')).trim();
+  if (answer !== 'yes') {
+    io.out(`\n${what} cancelled.\n`);
+    return false;
+  }
+  io.out('\n');
+  return true;
+}
+
+async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, any>, client: ReturnType<typeof clientFor>): Promise<number> {
+  const json = !!opts.json;
+  const progress = (e: ProgressEvent) => {
+    const write = json ? io.err : io.out;
+    const s = json ? io.errStyle : io.outStyle;
+    if (e.type === 'start') write(`${progressStart(e.change)}\n`);
+    else if (e.type === 'done') write(`${progressDone(e.change, e.seconds, e.id)}\n`);
+    else if (e.type === 'failed') write(`${s.red(`Error: ${failureText(e.failure)}`)}\n`);
+  };
+  const result = await execute(client, plan, { parallelism: t.parallelism ?? 10, onProgress: progress });
+  if (json) io.out(`${JSON.stringify(applyJson(plan, result, client.calls))}\n`);
+  else io.out(`\n${renderApplyResult(plan.mode, result, io.outStyle)}`);
+  return result.failures.length ? 1 : 0;
+}
+
+function parallelismOption(cmd: Command) {
+  return cmd.addOption(
+    new Option('--parallelism <n>', 'API operations in flight at once').default('10').argParser((v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 1 || n > 256) throw new UserError(`--parallelism must be an integer from 1 to 256, not ${v}`);
+      return String(n);
+    }),
+  );
+}
+
+export function reconcileCommands(setCode: (code: number) => void, io: () => Io): Command[] {
+  const wrap = (fn: (opts: Record<string, any>, ...args: any[]) => Promise<number>) => async (...args: any[]) => {
+    const cmd = args[args.length - 1] as Command;
+    const opts = cmd.opts();
+    try {
+      setCode(await fn(opts, ...args.slice(0, -2)));
+    } catch (e) {
+      const out = io();
+      if (opts.json && !(e instanceof UserError)) out.out(`${JSON.stringify({ error: explain(e, opts.apiUrl), ...(e instanceof ManifestError ? { problems: e.problems.list } : {}) })}\n`);
+      out.err(`${out.errStyle.red('Error:')} ${explain(e, opts.apiUrl)}\n`);
+      setCode(1);
+    }
+  };
+
+  const validate = manifestOption(new Command('validate'))
+    .description('Check manifests offline: kinds, names, every field against the catalog, references and natural keys.')
+    .option('--json', 'print one JSON document')
+    .option('--no-color', 'no colour, even on a terminal')
+    .action(
+      wrap(async (opts) => {
+        const out = io();
+        try {
+          const m = desiredOf(opts);
+          if (opts.json) out.out(`${JSON.stringify({ valid: true, documents: m.documents.length, problems: [] })}\n`);
+          else out.out(`${out.outStyle.green('Success!')} ${m.documents.length} document${m.documents.length === 1 ? '' : 's'} valid.\n`);
+          return 0;
+        } catch (e) {
+          if (!(e instanceof ManifestError)) throw e;
+          if (opts.json) out.out(`${JSON.stringify({ valid: false, problems: e.problems.list })}\n`);
+          else out.err(`${e.problems.text()}\n${out.errStyle.red(`${e.problems.list.length} problem${e.problems.list.length === 1 ? '' : 's'} found.`)}\n`);
+          return 1;
+        }
+      }),
+    );
+
+  const plan = targetOptions(manifestOption(new Command('plan')))
+    .description('Show what apply would change: live state read through list endpoints, diffed field by field.')
+    .option('--prune', 'also delete resources this stack manages that are no longer declared')
+    .option('--adopt', 'take over unmanaged resources that hold a declared natural key (edge hostports) or id')
+    .option('--out <file>', 'save the plan for "edgeform apply FILE" (holds secrets: written owner-only)')
+    .option('--json', 'print one JSON document (resource_changes[], api_calls)')
+    .option('--detailed-exitcode', 'exit 0 with no changes, 1 on error, 2 with changes')
+    .option('--refresh-only', 'only report what changed outside edgeform since the last apply')
+    .action(
+      wrap(async (opts) => {
+        const t = targetOf(opts);
+        const manifest = desiredOf(opts);
+        const client = clientFor(t);
+        try {
+          const out = io();
+          const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: opts.refreshOnly ? 'refresh-only' : 'apply', prune: opts.prune, adopt: opts.adopt });
+          if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
+          if (opts.out) savePlan(opts.out, planned);
+          if (opts.json) out.out(`${JSON.stringify(planJson(planned.plan))}\n`);
+          else {
+            out.out(renderPlan(planned.plan, out.outStyle));
+            if (opts.out) out.out(`\nSaved the plan to ${opts.out}. To carry it out exactly: edgeform apply ${opts.out}\n`);
+          }
+          const changes = planned.plan.changes.some((c) => !isNoop(c));
+          return opts.detailedExitcode && changes ? 2 : 0;
+        } finally {
+          await client.close();
+        }
+      }),
+    );
+
+  const apply = parallelismOption(targetOptions(manifestOption(new Command('apply'))))
+    .argument('[plan-file]', 'a plan saved with "plan --out": applied exactly, refused if anything it touches changed since')
+    .description('Make the API calls that bring live state to the manifests (or carry out a saved plan).')
+    .option('--prune', 'also delete resources this stack manages that are no longer declared')
+    .option('--adopt', 'take over unmanaged resources that hold a declared natural key (edge hostports) or id')
+    .option('--auto-approve', 'do not ask for confirmation')
+    .option('--json', 'print one JSON document (progress goes to stderr)')
+    .action(
+      wrap(async (opts, planFile?: string) => {
+        const t = targetOf(opts);
+        const out = io();
+        const client = clientFor(t);
+        try {
+          let plan: Plan;
+          if (planFile) {
+            if (opts.file?.length) throw new UserError('give either a saved plan file or -f manifests, not both');
+            const saved = readPlan(planFile);
+            if (saved.plan.stack !== t.stack) throw new UserError(`the plan was made for stack "${saved.plan.stack}", not "${t.stack}"; pass --stack ${saved.plan.stack}`);
+            if (saved.plan.apiUrl.replace(/\/+$/, '') !== t.apiUrl.replace(/\/+$/, '')) throw new UserError(`the plan was made against ${saved.plan.apiUrl}, not ${t.apiUrl}`);
+            const stale = await staleResources(client, saved);
+            if (stale.length) throw new UserError(`the saved plan is stale: ${stale.join(', ')} changed since it was made; run plan again`);
+            plan = saved.plan;
+            if (!opts.json) out.out(renderPlan(plan, out.outStyle) + '\n');
+          } else {
+            const manifest = desiredOf(opts);
+            const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: 'apply', prune: opts.prune, adopt: opts.adopt });
+            if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
+            plan = planned.plan;
+            if (!plan.changes.some((c) => !isNoop(c))) {
+              if (opts.json) out.out(`${JSON.stringify(applyJson(plan, { failures: [], skipped: [], done: [] }, client.calls))}\n`);
+              else out.out(renderPlan(plan, out.outStyle) + `\n${out.outStyle.green(out.outStyle.bold('Apply complete! Resources: 0 added, 0 changed, 0 destroyed.'))}\n`);
+              return 0;
+            }
+            if (!opts.json) out.out(renderPlan(plan, out.outStyle));
+            if (!(await confirm(out, opts, 'Apply'))) return 1;
+          }
+          return await runPlanned(out, plan, t, opts, client);
+        } finally {
+          await client.close();
+        }
+      }),
+    );
+
+  const destroy = parallelismOption(targetOptions(manifestOption(new Command('destroy'))))
+    .description('Delete every resource this stack manages (prevent_destroy in the manifests blocks it).')
+    .option('--auto-approve', 'do not ask for confirmation')
+    .option('--json', 'print one JSON document (progress goes to stderr)')
+    .action(
+      wrap(async (opts) => {
+        const t = targetOf(opts);
+        const out = io();
+        const manifest = desiredOf(opts);
+        const client = clientFor(t);
+        try {
+          const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: 'destroy' });
+          if (planned.problems.length) throw new UserError(`cannot destroy:\n  ${planned.problems.join('\n  ')}`);
+          if (!planned.plan.changes.length) {
+            if (opts.json) out.out(`${JSON.stringify(applyJson(planned.plan, { failures: [], skipped: [], done: [] }, client.calls))}\n`);
+            else out.out(`No changes. Stack "${t.stack}" manages no resources.\n`);
+            return 0;
+          }
+          if (!opts.json) out.out(renderPlan(planned.plan, out.outStyle));
+          if (!(await confirm(out, opts, 'Destroy'))) return 1;
+          return await runPlanned(out, planned.plan, t, opts, client);
+        } finally {
+          await client.close();
+        }
+      }),
+    );
+
+  const exp = targetOptions(new Command('export'))
+    .description('Write manifests for live resources, so that plan on them right away shows no changes.')
+    .option('--kind <kind>', `only this kind (repeatable): ${manifestKinds.map((k) => k.kind).join(', ')}`, collect, [] as string[])
+    .option('--adopt', 'stamp the exported resources into the stack, so it manages them from now on')
+    .option('-o, --output <file>', 'write to this file instead of stdout')
+    .action(
+      wrap(async (opts) => {
+        const t = targetOf(opts);
+        const out = io();
+        for (const k of opts.kind ?? []) if (!manifestKind(k)) throw new UserError(`unknown kind ${k}; one of ${manifestKinds.map((m) => m.kind).join(', ')}`);
+        const client = clientFor(t);
+        try {
+          const result = await exportManifests(client, { stack: t.stack, kinds: opts.kind ?? [], adopt: !!opts.adopt });
+          if (opts.output) {
+            fs.mkdirSync(path.dirname(path.resolve(opts.output)), { recursive: true });
+            fs.writeFileSync(opts.output, result.yaml);
+            out.err(`Wrote ${result.count} document${result.count === 1 ? '' : 's'} to ${opts.output}.\n`);
+          } else out.out(result.yaml);
+          for (const note of result.notes) out.err(`${out.errStyle.yellow('Note:')} ${note}\n`);
+          if (opts.adopt) out.err(`Adopted ${result.adopted} resource${result.adopted === 1 ? '' : 's'} into stack "${t.stack}".\n`);
+          return 0;
+        } finally {
+          await client.close();
+        }
+      }),
+    );
+
+  return [validate, plan, apply, destroy, exp];
+}

@@ -1,0 +1,174 @@
+// Runs a plan's operations: each when the operations it waits for have finished, at most
+// `parallelism` at once (the client's limiter and 429 handling are shared by all). A
+// failure stops only what depends on it; independent work carries on, and because
+// identity lives on the server (stamps, natural keys), running apply again finishes the job.
+import { ApiClientError, type ApiClient } from '../../provider/client/index.js';
+import { kindOf, shapeOf } from '../../provider/catalog/index.js';
+import { mapRefs } from '../../provider/catalog/walk.js';
+import { parseRef } from '../manifest/kinds.js';
+import type { Change, Operation, Plan } from '../plan/types.js';
+
+type Doc = Record<string, any>;
+
+export interface Failure {
+  address: string;
+  operation: Operation;
+  message: string;
+  status?: number;
+  errorCode?: string;
+  operationId?: string;
+}
+
+export type ProgressEvent =
+  | { type: 'start'; change: Change }
+  | { type: 'done'; change: Change; seconds: number; id?: string }
+  | { type: 'failed'; change: Change; failure: Failure }
+  | { type: 'skipped'; change: Change; because: string };
+
+export interface ExecuteResult {
+  failures: Failure[];
+  /** Changes not attempted because something they depend on failed. */
+  skipped: string[];
+  /** Changes carried out in full. */
+  done: Change[];
+}
+
+class Unresolved extends Error {}
+
+export async function execute(client: ApiClient, plan: Plan, opts: { parallelism: number; onProgress?: (e: ProgressEvent) => void }): Promise<ExecuteResult> {
+  const ops = plan.operations;
+  const changeOf = new Map<string, Change>(plan.changes.map((c) => [c.address, c]));
+  const remaining = new Map<string, number>(plan.changes.map((c) => [c.address, c.operations.length]));
+  const startedAt = new Map<string, number>();
+  const ids = new Map<string, string>();
+  const createdId = new Map<string, string>();
+  const waiting = new Map<number, number>(ops.map((o) => [o.index, o.after.length]));
+  const dependents = new Map<number, number[]>();
+  for (const o of ops) for (const a of o.after) dependents.set(a, [...(dependents.get(a) ?? []), o.index]);
+  const failures: Failure[] = [];
+  const skipped = new Set<string>();
+  const blocked = new Set<number>();
+  const done: Change[] = [];
+
+  const resolve = (v: string | undefined) => {
+    if (v === undefined || !parseRef(v)) return v;
+    const id = ids.get(v);
+    if (!id) throw new Unresolved(`${v} has no id: it was not created`);
+    return id;
+  };
+
+  const run = async (o: Operation): Promise<void> => {
+    const kind = kindOf(o.kind);
+    const id = resolve(o.id);
+    const parent = resolve(o.parent);
+    const pathParent = kind.parent?.in === 'path' ? parent : undefined;
+    switch (o.method) {
+      case 'create': {
+        const body = mapRefs(kind.fields, o.body ?? {}, (v) => resolve(v)!);
+        if (kind.parent?.in === 'body' && parent) body[kind.parent.field] = parent;
+        const made = await client.create(kind, body, pathParent);
+        if (o.assigns) ids.set(o.assigns, made.id);
+        createdId.set(o.address, made.id);
+        return;
+      }
+      case 'update':
+        await client.update(kind, id!, mapRefs(kind.fields, o.body ?? {}, (v) => resolve(v)!), pathParent);
+        return;
+      case 'put_module': {
+        const shape = shapeOf(kind.modules[o.module!].schema) ?? {};
+        await client.putModule(kind, o.module!, id!, mapRefs(shape, o.body ?? {}, (v) => resolve(v)!), pathParent);
+        return;
+      }
+      case 'delete_module':
+        await client.deleteModule(kind, o.module!, id!, pathParent);
+        return;
+      case 'delete':
+        // Already gone (deleted by hand, or taken with its parent) counts as deleted.
+        await client.delete(kind, id!, pathParent);
+        return;
+    }
+  };
+
+  const block = (index: number, because: string) => {
+    const stack = [index];
+    while (stack.length) {
+      const i = stack.pop()!;
+      for (const d of dependents.get(i) ?? []) {
+        if (blocked.has(d)) continue;
+        blocked.add(d);
+        const address = ops[d].address;
+        if (!skipped.has(address)) {
+          skipped.add(address);
+          const change = changeOf.get(address);
+          if (change) opts.onProgress?.({ type: 'skipped', change, because });
+        }
+        stack.push(d);
+      }
+    }
+  };
+
+  await new Promise<void>((finish) => {
+    const ready = ops.filter((o) => o.after.length === 0).map((o) => o.index);
+    let running = 0;
+    let settled = 0;
+    const total = ops.length;
+    if (total === 0) return finish();
+    const complete = () => {
+      settled++;
+      running--;
+      pump();
+      if (settled === total) finish();
+    };
+    const pump = () => {
+      while (running < opts.parallelism && ready.length) {
+        const i = ready.shift()!;
+        if (blocked.has(i)) {
+          running++;
+          queueMicrotask(complete);
+          continue;
+        }
+        const o = ops[i];
+        const change = changeOf.get(o.address);
+        if (change && !startedAt.has(o.address)) {
+          startedAt.set(o.address, Date.now());
+          opts.onProgress?.({ type: 'start', change });
+        }
+        running++;
+        run(o)
+          .then(() => {
+            const left = (remaining.get(o.address) ?? 1) - 1;
+            remaining.set(o.address, left);
+            if (left === 0 && change) {
+              done.push(change);
+              opts.onProgress?.({ type: 'done', change, seconds: (Date.now() - startedAt.get(o.address)!) / 1000, id: createdId.get(o.address) ?? change.id });
+            }
+          })
+          .catch((e: unknown) => {
+            const failure = failureOf(o, e);
+            failures.push(failure);
+            if (change) opts.onProgress?.({ type: 'failed', change, failure });
+            block(i, o.address);
+          })
+          .finally(() => {
+            for (const d of dependents.get(i) ?? []) {
+              const n = waiting.get(d)! - 1;
+              waiting.set(d, n);
+              if (n === 0) ready.push(d);
+            }
+            complete();
+          });
+      }
+    };
+    pump();
+  });
+  return { failures, skipped: [...skipped], done };
+}
+
+function failureOf(o: Operation, e: unknown): Failure {
+  if (e instanceof ApiClientError) {
+    return { address: o.address, operation: o, message: e.message, status: e.status, errorCode: e.code, operationId: e.operationId };
+  }
+  return { address: o.address, operation: o, message: (e as Error).message };
+}
+
+export type { Doc };

@@ -1,0 +1,94 @@
+// Reads manifest files: paths or directories (`*.yaml`/`*.yml`, recursively), each a
+// multi-document YAML stream. Every document keeps where it came from, so any problem
+// found later can say file:line.
+import fs from 'node:fs';
+import path from 'node:path';
+import { isMap, isSeq, LineCounter, parseAllDocuments, type Document } from 'yaml';
+import { interpolate } from './interpolate.js';
+import { Problems } from './problems.js';
+
+type Doc = Record<string, any>;
+
+export interface Source {
+  file: string;
+  line: number;
+}
+
+export interface RawDocument {
+  /** The document with interpolation done. */
+  value: Doc;
+  source: Source;
+  /** The line of the value at a path inside the document (or the document's own line). */
+  lineAt(path: readonly (string | number)[]): number;
+}
+
+/** The manifest files a list of paths names, in a stable order. */
+export function manifestFiles(paths: readonly string[], problems: Problems): string[] {
+  const out: string[] = [];
+  const walk = (p: string) => {
+    for (const e of fs.readdirSync(p, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+      const full = path.join(p, e.name);
+      if (e.isDirectory()) walk(full);
+      else if (/\.ya?ml$/i.test(e.name)) out.push(full);
+    }
+  };
+  for (const p of paths) {
+    let stat: fs.Stats;
+    try {
+      stat = fs.statSync(p);
+    } catch {
+      problems.add({ file: p, line: 0 }, `no such file or directory; -f takes a manifest file or a directory of *.yaml files`);
+      continue;
+    }
+    if (stat.isDirectory()) walk(p);
+    else out.push(p);
+  }
+  return [...new Set(out)];
+}
+
+/** Parses one YAML text into documents (empty documents are skipped). */
+export function parseManifestText(text: string, file: string, problems: Problems): RawDocument[] {
+  const lines = new LineCounter();
+  const docs = parseAllDocuments(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true });
+  const out: RawDocument[] = [];
+  const list = Array.isArray(docs) ? docs : [docs];
+  for (const doc of list as Document.Parsed[]) {
+    const start = lines.linePos(doc.range?.[0] ?? 0).line;
+    if (doc.errors.length) {
+      for (const e of doc.errors) problems.add({ file, line: e.linePos?.[0]?.line ?? start }, `YAML: ${e.message.split('\n')[0]}`);
+      continue;
+    }
+    if (doc.contents == null) continue;
+    const lineAt = (p: readonly (string | number)[]) => {
+      for (let n = p.length; n >= 0; n--) {
+        const node = doc.getIn(p.slice(0, n), true) as { range?: [number, number, number] } | undefined;
+        if (node?.range) return lines.linePos(node.range[0]).line;
+      }
+      return start;
+    };
+    const source = { file, line: isMap(doc.contents) || isSeq(doc.contents) ? lines.linePos(doc.contents.range![0]).line : start };
+    const value = doc.toJS({ maxAliasCount: 1000 });
+    if (value == null || typeof value !== 'object' || Array.isArray(value)) {
+      problems.add(source, 'a manifest document must be a mapping with kind, name and the fields of that kind');
+      continue;
+    }
+    const interpolated = interpolate(value, path.dirname(path.resolve(file)), (p, message) => problems.add({ file, line: lineAt(p) }, message));
+    out.push({ value: interpolated, source, lineAt });
+  }
+  return out;
+}
+
+export function loadManifests(paths: readonly string[], problems: Problems): RawDocument[] {
+  const out: RawDocument[] = [];
+  for (const file of manifestFiles(paths, problems)) {
+    let text: string;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (e) {
+      problems.add({ file, line: 0 }, `cannot read: ${(e as Error).message}`);
+      continue;
+    }
+    out.push(...parseManifestText(text, file, problems));
+  }
+  return out;
+}

@@ -1,0 +1,248 @@
+// Everything about manifests that can be checked offline: kinds and names, each body
+// against the catalog's create schema (defaults filled, values normalised), references
+// resolving to declared documents of the right kind, and natural keys not declared twice.
+// The result is the desired state the planner compares with the live one.
+import type { z } from 'zod';
+import type { KindEntry } from '../../provider/catalog/index.js';
+import { traitsOf } from '../../provider/catalog/index.js';
+import { prefixOfKind } from '../../provider/catalog/fields.js';
+import { mapRefs, splitSecrets, type Path } from '../../provider/catalog/walk.js';
+import { addressOf, childSpecsOf, manifestKind, manifestKinds, NAME_PATTERN, parseRef, RESERVED_KEYS, type ChildSpec } from './kinds.js';
+import type { RawDocument, Source } from './load.js';
+import { Problems } from './problems.js';
+
+type Doc = Record<string, any>;
+
+export interface DesiredChild {
+  spec: ChildSpec;
+  /** The natural key's normalised value (a route's match, a rule's canonical CIDR). */
+  key: string;
+  /** The normalised create body without the parent field; references as `Kind/name` or ids. */
+  body: Doc;
+  /** Write-only values by path. */
+  secrets: Record<string, unknown>;
+  source: Source;
+}
+
+export interface Desired {
+  entry: KindEntry;
+  kind: string;
+  name: string;
+  address: string;
+  /** Bound explicitly to this existing resource. */
+  id?: string;
+  preventDestroy: boolean;
+  /** The normalised create body without children; references as `Kind/name` or ids. */
+  body: Doc;
+  secrets: Record<string, unknown>;
+  children: Record<string, DesiredChild[]>;
+  /** Addresses of the documents this one (or its children) refers to. */
+  dependsOn: Set<string>;
+  source: Source;
+}
+
+export interface Manifest {
+  documents: Desired[];
+  byAddress: Map<string, Desired>;
+}
+
+const isObject = (v: unknown): v is Doc => v != null && typeof v === 'object' && !Array.isArray(v);
+
+/** A placeholder id standing for a `Kind/name` reference while the create schema checks the body. */
+const placeholder = (kind: string, n: number) => `${prefixOfKind.get(kind)}_edgeformref${n}x`;
+
+interface Checked {
+  body: Doc;
+  secrets: Record<string, unknown>;
+}
+
+class Checker {
+  private readonly placeholders = new Map<string, string>();
+  private n = 0;
+
+  constructor(
+    private readonly names: Map<string, Source>,
+    private readonly problems: Problems,
+  ) {}
+
+  /** Validates one body with a kind's create schema, references swapped for placeholders and back. */
+  check(entry: KindEntry, raw: Doc, doc: RawDocument, at: Path, deps: Set<string>, extra: Doc = {}): Checked | undefined {
+    let ok = true;
+    const report = (path: Path, message: string) => {
+      ok = false;
+      this.problems.add({ file: doc.source.file, line: doc.lineAt([...at, ...path]) }, `${[...at, ...path].length ? `${fieldText([...at, ...path])}: ` : ''}${message}`);
+    };
+    const swapped = mapRefs(entry.fields, raw, (value, ref, path) => {
+      const r = parseRef(value);
+      if (!r) return value;
+      if (!ref.to.includes(r.kind)) {
+        report(path, `${value} cannot be referenced here; this field takes ${ref.to.join(' or ')}`);
+        return value;
+      }
+      if (!this.names.has(value)) {
+        report(path, `${value} is not declared in these manifests (declare a ${r.kind} named ${r.name}, or give a raw id)`);
+        return value;
+      }
+      deps.add(value);
+      const id = placeholder(r.kind, this.n++);
+      this.placeholders.set(id, value);
+      return id;
+    });
+    if (!ok) return undefined;
+    const parsed = entry.create.safeParse({ ...swapped, ...extra });
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) report(issuePath(issue), issue.message);
+      return undefined;
+    }
+    const back = mapRefs(entry.fields, parsed.data, (value) => this.placeholders.get(value) ?? value);
+    for (const k of Object.keys(extra)) delete back[k];
+    const [, secrets] = splitSecrets(entry.fields, back);
+    return { body: back, secrets };
+  }
+}
+
+/** The path of a zod issue, extended into a traffic policy when the validator names one. */
+function issuePath(issue: z.core.$ZodIssue): Path {
+  const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
+  const inner = (issue as { params?: { policyPath?: string } }).params?.policyPath;
+  return inner ? [...path, inner] : path;
+}
+
+const fieldText = (path: Path) => path.reduce<string>((acc, p) => (typeof p === 'number' ? `${acc}[${p}]` : acc ? `${acc}.${p}` : String(p)), '');
+
+/** Checks raw documents and returns the desired state; problems are added to `problems`. */
+export function validateManifests(raw: readonly RawDocument[], problems: Problems): Manifest {
+  const names = new Map<string, Source>();
+  const accepted: RawDocument[] = [];
+  for (const doc of raw) {
+    const { kind, name } = doc.value;
+    const at = (p: Path) => ({ file: doc.source.file, line: doc.lineAt(p) });
+    const entry = typeof kind === 'string' ? manifestKind(kind) : undefined;
+    if (!entry) {
+      problems.add(at(['kind']), kind == null ? `missing kind; one of ${manifestKinds.map((k) => k.kind).join(', ')}` : `unknown kind ${JSON.stringify(kind)}; one of ${manifestKinds.map((k) => k.kind).join(', ')}`);
+      continue;
+    }
+    if (typeof name !== 'string' || !NAME_PATTERN.test(name)) {
+      problems.add(at(['name']), name == null ? `${kind} needs a name (unique among ${kind} documents)` : `name ${JSON.stringify(name)} must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit`);
+      continue;
+    }
+    const address = addressOf(kind, name);
+    const prior = names.get(address);
+    if (prior) {
+      problems.add(doc.source, `${address} is declared twice (also at ${prior.file}:${prior.line})`);
+      continue;
+    }
+    names.set(address, doc.source);
+    accepted.push(doc);
+  }
+
+  const checker = new Checker(names, problems);
+  const documents: Desired[] = [];
+  for (const doc of accepted) {
+    const d = desiredOf(doc, checker, problems);
+    if (d) documents.push(d);
+  }
+  checkUnique(documents, problems);
+  return { documents, byAddress: new Map(documents.map((d) => [d.address, d])) };
+}
+
+function desiredOf(doc: RawDocument, checker: Checker, problems: Problems): Desired | undefined {
+  const v = doc.value;
+  const entry = manifestKind(v.kind)!;
+  const address = addressOf(v.kind, v.name);
+  const at = (p: Path) => ({ file: doc.source.file, line: doc.lineAt(p) });
+  let ok = true;
+  if (v.id !== undefined && (typeof v.id !== 'string' || !v.id.startsWith(`${entry.prefix}_`))) {
+    problems.add(at(['id']), `id must be the id of an existing ${entry.kind} (it starts with ${entry.prefix}_)`);
+    ok = false;
+  }
+  if (v.prevent_destroy !== undefined && typeof v.prevent_destroy !== 'boolean') {
+    problems.add(at(['prevent_destroy']), 'prevent_destroy must be true or false');
+    ok = false;
+  }
+  const specs = childSpecsOf(entry.kind);
+  const body: Doc = {};
+  for (const [k, val] of Object.entries(v)) {
+    if ((RESERVED_KEYS as readonly string[]).includes(k) || specs.some((s) => s.key === k)) continue;
+    body[k] = val;
+  }
+  // A kind whose body has a `name` (a bot user) takes the document's name as its own.
+  if ('name' in entry.fields) body.name = v.name;
+  const deps = new Set<string>();
+  const checked = checker.check(entry, body, doc, [], deps);
+  if (!checked) ok = false;
+
+  const children: Record<string, DesiredChild[]> = {};
+  for (const spec of specs) {
+    const list = v[spec.key] ?? [];
+    if (!Array.isArray(list)) {
+      problems.add(at([spec.key]), `${spec.key} must be a list of ${spec.entry.kind} bodies`);
+      ok = false;
+      continue;
+    }
+    const seen = new Map<string, number>();
+    children[spec.key] = [];
+    list.forEach((item: unknown, i: number) => {
+      const path = [spec.key, i];
+      if (!isObject(item)) {
+        problems.add(at(path), `each of ${spec.key} must be a mapping of ${spec.entry.kind} fields`);
+        ok = false;
+        return;
+      }
+      if (item[spec.parentField] !== undefined) {
+        problems.add(at([...path, spec.parentField]), `leave ${spec.parentField} out: ${spec.key} nest inside their ${entry.kind}`);
+        ok = false;
+        return;
+      }
+      // The parent field is required by the child's schema: a placeholder satisfies it.
+      const parentPlaceholder = spec.entry.spec.parent?.in === 'body' ? { [spec.parentField]: placeholder(entry.kind, -1) } : {};
+      const c = checker.check(spec.entry, item, doc, path, deps, parentPlaceholder);
+      if (!c) {
+        ok = false;
+        return;
+      }
+      const key = String(c.body[spec.naturalKey]);
+      const first = seen.get(key);
+      if (first !== undefined) {
+        problems.add(at([...path, spec.naturalKey]), `${spec.naturalKey} ${key} is declared twice in ${address} (also ${spec.key}[${first}])`);
+        ok = false;
+        return;
+      }
+      seen.set(key, i);
+      children[spec.key].push({ spec, key, body: c.body, secrets: c.secrets, source: at(path) });
+    });
+  }
+  if (!ok || !checked) return undefined;
+  return {
+    entry,
+    kind: entry.kind,
+    name: v.name,
+    address,
+    id: v.id,
+    preventDestroy: v.prevent_destroy === true,
+    body: checked.body,
+    secrets: checked.secrets,
+    children,
+    dependsOn: deps,
+    source: doc.source,
+  };
+}
+
+/** Values of fields unique across resources (edge hostports) must not be declared twice. */
+function checkUnique(documents: Desired[], problems: Problems) {
+  const seen = new Map<string, string>();
+  for (const d of documents) {
+    for (const [field, schema] of Object.entries(d.entry.fields)) {
+      const u = traitsOf(schema).unique;
+      if (!u || u.perParent) continue;
+      const value = d.body[field];
+      for (const v of Array.isArray(value) ? value : value == null ? [] : [value]) {
+        const key = `${u.scope}\u0000${v}`;
+        const other = seen.get(key);
+        if (other) problems.add(d.source, `${u.what} ${v} of ${d.address} is also declared by ${other}; each belongs to one resource`);
+        else seen.set(key, d.address);
+      }
+    }
+  }
+}
+

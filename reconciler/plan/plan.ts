@@ -1,0 +1,578 @@
+// The planner: matches each declared document with a live resource (ownership stamp,
+// explicit id, natural key), diffs normalised forms field by field, and turns the result
+// into changes for people and operations for the executor, ordered by references.
+import { isDeepStrictEqual } from 'node:util';
+import jsonPatch from 'fast-json-patch';
+import { shapeOf, traitsOf, type KindEntry } from '../../provider/catalog/index.js';
+import { comparable, liveInput } from '../../provider/catalog/normalize.js';
+import { collectRefs, mapRefs, mergeSecrets, splitSecrets } from '../../provider/catalog/walk.js';
+import { BACKEND_KINDS } from '../../provider/catalog/modules.js';
+import { parseRef, type ChildSpec } from '../manifest/kinds.js';
+import type { Desired, DesiredChild, Manifest } from '../manifest/validate.js';
+import type { LiveChild, LiveResource, LiveState } from '../live/refresh.js';
+import { ADOPTED, encodeMetadata, fingerprint, sameUserMetadata, type Stamp } from '../live/stamp.js';
+import type { Action, Change, Operation, Plan } from './types.js';
+
+type Doc = Record<string, any>;
+
+export interface PlanOptions {
+  stack: string;
+  apiUrl: string;
+  mode: Plan['mode'];
+  /** Delete managed resources that are no longer declared. */
+  prune?: boolean;
+  /** Take over unmanaged resources found by natural key or bound by id. */
+  adopt?: boolean;
+  apiCalls?: number;
+}
+
+export interface PlanResult {
+  plan: Plan;
+  /** Why the plan cannot be carried out (conflicts, prevent_destroy, ...): no operation runs when any. */
+  problems: string[];
+}
+
+export const SENSITIVE = '(sensitive value)';
+const METADATA_LIMIT = 4096;
+const equal = (a: unknown, b: unknown) => isDeepStrictEqual(a ?? null, b ?? null);
+
+/** Puts the masked write-only values back where their objects exist (comparable forms leave them out). */
+function withSecretsMasked(doc: Doc, secrets: Record<string, unknown>): Doc {
+  const keys = Object.keys(secrets);
+  return keys.length ? mergeSecrets(doc, Object.fromEntries(keys.map((k) => [k, SENSITIVE]))) : doc;
+}
+
+const hasMetadata = (entry: KindEntry) => 'metadata' in entry.fields;
+const isModule = (entry: KindEntry, field: string) => field in entry.modules;
+
+/** Modules that send traffic somewhere go last, so a route is never reachable before its protections are in place. */
+function moduleOrder(entry: KindEntry, names: string[]): string[] {
+  const carriesTraffic = (m: string) =>
+    Object.values(shapeOf(entry.modules[m].schema) ?? {}).some((s) => traitsOf(s).ref?.to.some((k) => (BACKEND_KINDS as readonly string[]).includes(k)));
+  return [...names.filter((m) => !carriesTraffic(m)), ...names.filter(carriesTraffic)];
+}
+
+interface Diff {
+  /** Top-level fields whose values differ (or must be re-sent). */
+  changed: string[];
+  replaceFields: string[];
+  metadataChanged: boolean;
+  sensitiveChanged: boolean;
+  /** Fields holding write-only values that must be re-sent with any update. */
+  secretFields: string[];
+  before: Doc;
+  after: Doc;
+  sWant?: string;
+}
+
+class Planner {
+  readonly changes: Change[] = [];
+  readonly operations: Operation[] = [];
+  readonly problems: string[] = [];
+  /** Address -> id of declared documents whose resource exists and keeps its id. */
+  private readonly known = new Map<string, string>();
+  /** Address -> the operation that creates it. */
+  private readonly creators = new Map<string, number>();
+  private readonly inputs = new Map<string, Doc>();
+  private readonly matched = new Set<string>();
+
+  constructor(
+    private readonly manifest: Manifest,
+    private readonly live: LiveState,
+    private readonly opts: PlanOptions,
+  ) {}
+
+  // ----------------------------------------------------------------------- identity
+
+  private identify(d: Desired): { live?: LiveResource; owned: boolean } | undefined {
+    const { stack } = this.opts;
+    const take = (l: LiveResource) => {
+      this.matched.add(l.id);
+      return { live: l, owned: l.stamp?.stack === stack };
+    };
+    if (d.id) {
+      const l = this.live.byId.get(d.id);
+      if (!l || l.entry.kind !== d.kind) {
+        this.problems.push(`${d.address} is bound to ${d.id}, which does not exist (deleted outside edgeform?); remove the id line from ${d.source.file}:${d.source.line} to create a new one`);
+        return undefined;
+      }
+      if (l.stamp && l.stamp.stack !== stack) {
+        this.problems.push(`${d.address} is bound to ${d.id}, which stack "${l.stamp.stack}" manages; one resource belongs to one stack`);
+        return undefined;
+      }
+      return take(l);
+    }
+    const all = this.live.byKind.get(d.kind) ?? [];
+    const stamped = all.find((l) => !this.matched.has(l.id) && l.stamp?.stack === stack && l.stamp.name === d.address);
+    if (stamped) return take(stamped);
+    const keyField = d.entry.naturalKey ?? (!hasMetadata(d.entry) && 'name' in d.entry.fields ? 'name' : undefined);
+    if (!keyField) return { owned: false };
+    const keys = new Set([d.body[keyField]].flat().map(String));
+    const holder = all.find((l) => !this.matched.has(l.id) && [l.read[keyField]].flat().some((v) => keys.has(String(v))));
+    if (!holder) return { owned: false };
+    const what = `${keyField} ${[holder.read[keyField]].flat().filter((v) => keys.has(String(v))).join(', ')}`;
+    if (holder.stamp?.stack === stack) return take(holder); // renamed document, same resource
+    if (holder.stamp) {
+      this.problems.push(`${d.address}: ${what} belongs to ${holder.id}, which stack "${holder.stamp.stack}" manages (as ${holder.stamp.name}); remove it there first`);
+      return undefined;
+    }
+    if (!hasMetadata(d.entry)) return take(holder); // nothing to stamp: the natural key is the identity
+    if (!this.opts.adopt) {
+      this.problems.push(`${d.address}: ${what} belongs to ${holder.id}, which edgeform does not manage; pass --adopt to take it over, or run "edgeform export --adopt" first`);
+      return undefined;
+    }
+    return take(holder);
+  }
+
+  // -------------------------------------------------------------------------- helpers
+
+  private liveInputOf(entry: KindEntry, id: string, read: Doc, parentField?: string): Doc {
+    let v = this.inputs.get(id);
+    if (!v) {
+      v = liveInput(entry, read);
+      if (parentField) delete v[parentField];
+      this.inputs.set(id, v);
+    }
+    return v;
+  }
+
+  /** References to resources that exist (and keep their id) become ids; the rest stay `Kind/name`. */
+  private resolve(entry: KindEntry, body: Doc): Doc {
+    return mapRefs(entry.fields, body, (v) => (parseRef(v) ? (this.known.get(v) ?? v) : v));
+  }
+
+  /** Creates this body waits for: the creators of the references it still holds. */
+  private waitsFor(entry: KindEntry, body: Doc, parent?: string): number[] {
+    const out = new Set<number>();
+    const add = (v: string | undefined) => {
+      const c = v && parseRef(v) ? this.creators.get(v) : undefined;
+      if (c !== undefined) out.add(c);
+    };
+    for (const r of collectRefs(entry.fields, body)) r.ids.forEach(add);
+    add(parent);
+    return [...out];
+  }
+
+  private op(o: Omit<Operation, 'index' | 'after'> & { after?: number[] }): number {
+    const index = this.operations.length;
+    this.operations.push({ ...o, index, after: [...new Set(o.after ?? [])] });
+    return index;
+  }
+
+  /** A chain of operations on one resource: each waits for the previous. */
+  private chain(list: Array<Omit<Operation, 'index' | 'after'> & { after?: number[] }>, first: number[] = []): number[] {
+    const out: number[] = [];
+    let prev = first;
+    for (const o of list) {
+      const i = this.op({ ...o, after: [...prev, ...(o.after ?? [])] });
+      out.push(i);
+      prev = [i];
+    }
+    return out;
+  }
+
+  private salt(address: string) {
+    return `${this.opts.stack}\u0000${address}`;
+  }
+
+  private stampFor(address: string, entry: KindEntry, body: Doc, secrets: Record<string, unknown>, top: boolean): Stamp | undefined {
+    const sWant = Object.keys(secrets).length ? fingerprint(`${this.salt(address)}#s`, secrets) : undefined;
+    if (!top) return sWant ? { stack: this.opts.stack, s: sWant } : undefined;
+    const [pub] = splitSecrets(entry.fields, body);
+    return { stack: this.opts.stack, name: address, h: fingerprint(this.salt(address), pub), s: sWant };
+  }
+
+  /** The body with the user's metadata replaced by metadata carrying the stamp (when there is one). */
+  private stamped(address: string, entry: KindEntry, body: Doc, stamp: Stamp | undefined): Doc {
+    if (!hasMetadata(entry) || !stamp) return body;
+    const metadata = encodeMetadata(body.metadata ?? '', stamp);
+    if (Buffer.byteLength(metadata) > METADATA_LIMIT) {
+      this.problems.push(`${address}: metadata with the ownership stamp is ${Buffer.byteLength(metadata)} bytes, over the ${METADATA_LIMIT}-byte limit; shorten the metadata by ${Buffer.byteLength(metadata) - METADATA_LIMIT} bytes`);
+    }
+    return { ...body, metadata };
+  }
+
+  private diff(entry: KindEntry, want: Doc, liveIn: Doc, liveUser: string, liveStamp: Stamp | undefined, owned: boolean, stamp: Stamp | undefined, secrets: Record<string, unknown>, skip: string[]): Diff {
+    const shape = Object.fromEntries(Object.entries(entry.fields).filter(([k]) => k !== 'metadata' && !skip.includes(k)));
+    const [d, l] = comparable(shape, want, liveIn);
+    const changed = Object.keys(shape).filter((f) => (d![f] !== undefined || l![f] !== undefined) && !equal(d![f], l![f]));
+    const metadataChanged = hasMetadata(entry) && !sameUserMetadata(want.metadata ?? '', liveUser);
+    const secretFields = [...new Set(Object.keys(secrets).map((p) => p.split(/[.[]/)[0]))];
+    // Write-only values are compared only when edgeform recorded what it sent.
+    const sensitiveChanged = owned && liveStamp?.s !== ADOPTED && liveStamp?.s !== stamp?.s;
+    for (const f of sensitiveChanged ? secretFields : []) if (!changed.includes(f)) changed.push(f);
+    const replaceFields = changed.filter((f) => entry.immutable.includes(f));
+    const withMeta = (doc: Doc, meta: string) => (hasMetadata(entry) ? { ...doc, metadata: meta } : doc);
+    // Unset on both sides (null live, absent desired) is no difference worth a line.
+    const before = Object.fromEntries(Object.entries(l!).filter(([k, v]) => v !== null || d![k] != null));
+    return {
+      changed,
+      replaceFields,
+      metadataChanged,
+      sensitiveChanged,
+      secretFields,
+      before: withSecretsMasked(withMeta(before, liveUser), secrets),
+      after: withSecretsMasked(withMeta(d!, want.metadata ?? ''), secrets),
+      sWant: stamp?.s,
+    };
+  }
+
+  private change(c: Omit<Change, 'patch' | 'operations'> & { operations?: number[] }): Change {
+    const change: Change = { ...c, patch: jsonPatch.compare(c.before ?? {}, c.after ?? {}), operations: c.operations ?? [] };
+    this.changes.push(change);
+    return change;
+  }
+
+  /** Update operations for one resource: module removals, one PATCH, module PUTs. */
+  private updateOps(entry: KindEntry, id: string, parent: string | undefined, want: Doc, diff: Diff, stamp: Stamp | undefined, address: string, needStamp: boolean): number[] {
+    const fields = [...diff.changed];
+    // An update rewrites the stamp; secrets never sent by edgeform are sent, so the stamp tells the truth.
+    if (stamp?.s && !diff.sensitiveChanged) for (const f of diff.secretFields) if (!fields.includes(f) && diff.changed.length) fields.push(f);
+    const removed = fields.filter((f) => isModule(entry, f) && want[f] == null);
+    const put = moduleOrder(entry, fields.filter((f) => isModule(entry, f) && want[f] != null));
+    const patch: Doc = {};
+    for (const f of fields) if (!isModule(entry, f)) patch[f] = want[f] ?? null;
+    const body = diff.metadataChanged || needStamp || fields.length ? this.stamped(address, entry, { ...patch, metadata: want.metadata ?? '' }, stamp) : patch;
+    if (!hasMetadata(entry)) delete body.metadata;
+    else if (!stamp && !diff.metadataChanged) delete body.metadata;
+    const after = [...this.waitsFor(entry, patch), ...put.flatMap((m) => this.waitsFor(entry, { [m]: want[m] }))];
+    const list: Array<Omit<Operation, 'index' | 'after'> & { after?: number[] }> = [
+      ...removed.map((m) => ({ method: 'delete_module' as const, kind: entry.kind, id, parent, module: m, address, touches: [id] })),
+      ...(Object.keys(body).length ? [{ method: 'update' as const, kind: entry.kind, id, parent, body, address, touches: [id] }] : []),
+      ...put.map((m) => ({ method: 'put_module' as const, kind: entry.kind, id, parent, module: m, body: want[m], address, touches: [id] })),
+    ];
+    return this.chain(list, after);
+  }
+
+  // --------------------------------------------------------------------------- documents
+
+  planDocument(d: Desired) {
+    const found = this.identify(d);
+    if (!found) return;
+    const { live: l, owned } = found;
+    const want = this.resolve(d.entry, d.body);
+    const stamp = hasMetadata(d.entry) ? this.stampFor(d.address, d.entry, d.body, d.secrets, true) : undefined;
+    if (!l) {
+      this.createDocument(d, want, stamp, ['create']);
+      return;
+    }
+    const adopting = !owned && hasMetadata(d.entry);
+    const liveIn = this.liveInputOf(d.entry, l.id, l.read);
+    const diff = this.diff(d.entry, want, liveIn, l.userMetadata, l.stamp, owned, stamp, d.secrets, []);
+    const drift = owned && !!l.stamp?.h && l.stamp.h === stamp?.h && (diff.changed.length > 0 || diff.metadataChanged);
+    if (diff.replaceFields.length) {
+      if (d.preventDestroy) {
+        this.problems.push(`${d.address} has prevent_destroy set, but changing ${diff.replaceFields.join(', ')} replaces it; remove prevent_destroy to allow the replacement, or undo the change`);
+        return;
+      }
+      if (adopting && !this.opts.adopt) return this.unmanaged(d, l);
+      this.replaceDocument(d, l, want, stamp, diff);
+      return;
+    }
+    this.known.set(d.address, l.id);
+    const needStamp = !!stamp && (!owned || l.stamp?.name !== d.address);
+    const ops = diff.changed.length || diff.metadataChanged || needStamp ? this.updateOps(d.entry, l.id, undefined, want, diff, stamp, d.address, needStamp) : [];
+    const at = this.changes.length;
+    const change = this.change({
+      address: d.address,
+      kind: d.kind,
+      name: d.name,
+      actions: [ops.length ? 'update' : 'no-op'],
+      before: diff.before,
+      after: diff.after,
+      id: l.id,
+      drift: drift || undefined,
+      adopt: (adopting && ops.length > 0) || undefined,
+      sensitiveChanged: diff.sensitiveChanged || undefined,
+      operations: ops,
+    });
+    this.planChildren(d, l, owned || adopting);
+    const touched = ops.length > 0 || this.changes.slice(at + 1).some((c) => c.actions[0] !== 'no-op');
+    if (touched && !owned && !this.opts.adopt && hasMetadata(d.entry)) {
+      // Bound by id but never adopted: an unmanaged resource is only read.
+      this.changes.splice(at);
+      return this.unmanaged(d, l);
+    }
+    if (touched && change.actions[0] === 'no-op' && adopting) change.adopt = true;
+  }
+
+  private unmanaged(d: Desired, l: LiveResource) {
+    this.problems.push(`${d.address} is bound to ${l.id}, which edgeform does not manage, and the manifest differs from it; pass --adopt to let edgeform change it`);
+  }
+
+  private createDocument(d: Desired, want: Doc, stamp: Stamp | undefined, actions: Action[], before: Doc | null = null, extra: Partial<Change> = {}, deleteFirst: number[] = []) {
+    const body = this.stamped(d.address, d.entry, want, stamp);
+    const create = this.op({ method: 'create', kind: d.kind, body, assigns: d.address, address: d.address, touches: [], after: [...this.waitsFor(d.entry, body), ...deleteFirst] });
+    this.creators.set(d.address, create);
+    this.known.delete(d.address);
+    const ops = [create];
+    const kids: Array<Omit<Change, 'patch' | 'operations'> & { operations: number[] }> = [];
+    for (const list of Object.values(d.children)) {
+      for (const c of list) {
+        const entry = c.spec.entry;
+        kids.push({ address: childAddress(d.address, c.spec, c.key), kind: entry.kind, name: c.key, actions: ['create'], before: null, after: this.shown(entry, this.resolve(entry, c.body), c.secrets), operations: [this.createChild(d, c, d.address)] });
+      }
+    }
+    this.change({
+      address: d.address,
+      kind: d.kind,
+      name: d.name,
+      actions,
+      before,
+      after: this.shown(d.entry, want, d.secrets),
+      operations: [...deleteFirst, ...ops],
+      ...extra,
+    });
+    for (const k of kids) this.change(k);
+  }
+
+  /** A desired document as shown: comparable fields, write-only values masked, the user's metadata. */
+  private shown(entry: KindEntry, want: Doc, secrets: Record<string, unknown>): Doc {
+    const [d] = comparable(Object.fromEntries(Object.entries(entry.fields).filter(([k]) => k !== 'metadata')), want, want);
+    return withSecretsMasked(hasMetadata(entry) ? { ...d, metadata: want.metadata ?? '' } : d!, secrets);
+  }
+
+  private createChild(d: Desired, c: DesiredChild, parent: string): number {
+    const entry = c.spec.entry;
+    const want = this.resolve(entry, c.body);
+    const address = childAddress(d.address, c.spec, c.key);
+    const stamp = this.stampFor(address, entry, c.body, c.secrets, false);
+    const body = this.stamped(address, entry, want, stamp);
+    return this.op({ method: 'create', kind: entry.kind, parent, body, address, touches: [], after: this.waitsFor(entry, body, parent) });
+  }
+
+  private replaceDocument(d: Desired, l: LiveResource, want: Doc, stamp: Stamp | undefined, diff: Diff) {
+    const childIds = Object.values(l.children).flat().map((c) => c.id);
+    // Unique natural keys (hostports) cannot exist twice: delete first. Otherwise create
+    // first, so referrers move to the new resource before the old one goes.
+    const uniqueKeys = Object.keys(d.entry.fields).some((f) => d.entry.traits(f).unique && !d.entry.traits(f).unique!.perParent);
+    const del = { method: 'delete' as const, kind: d.kind, id: l.id, address: d.address, touches: [l.id, ...childIds] };
+    const extra = { id: l.id, replacePaths: diff.replaceFields.map((f) => `/${f}`), sensitiveChanged: diff.sensitiveChanged || undefined };
+    if (uniqueKeys) {
+      const first = this.op(del);
+      this.createDocument(d, want, stamp, ['delete', 'create'], diff.before, extra, [first]);
+    } else {
+      this.createDocument(d, want, stamp, ['create', 'delete'], diff.before, extra);
+      const change = this.changes[this.changes.length - 1];
+      change.operations.push(this.op(del));
+      change.after = diff.after;
+    }
+  }
+
+  // ----------------------------------------------------------------------------- children
+
+  /** Diffs the children of a live parent. */
+  private planChildren(d: Desired, l: LiveResource, managed: boolean) {
+    for (const [key, desired] of Object.entries(d.children)) {
+      const liveKids = l.children[key] ?? [];
+      const byKey = new Map(liveKids.map((k) => [k.key, k]));
+      const unmatchedDesired: DesiredChild[] = [];
+      const seen = new Set<string>();
+      for (const c of desired) {
+        const lk = byKey.get(c.key);
+        if (lk) {
+          seen.add(lk.id);
+          this.planChild(d, l, c, lk);
+        } else unmatchedDesired.push(c);
+      }
+      const unmatchedLive = liveKids.filter((k) => !seen.has(k.id));
+      if (!managed) continue;
+      // A child whose natural key changed shows as its replacement (a route renamed).
+      const pairs = Math.min(unmatchedDesired.length, unmatchedLive.length);
+      for (let i = 0; i < unmatchedDesired.length; i++) {
+        const c = unmatchedDesired[i];
+        const old = i < pairs ? unmatchedLive[i] : undefined;
+        const address = childAddress(d.address, c.spec, c.key);
+        const first = old ? [this.op(this.deleteChildOp(l, old, address))] : [];
+        const create = this.createChildAfter(d, c, l.id, first);
+        const entry = c.spec.entry;
+        this.change({
+          address,
+          kind: entry.kind,
+          name: c.key,
+          actions: old ? ['delete', 'create'] : ['create'],
+          before: old ? this.childBefore(old) : null,
+          after: this.shown(entry, this.resolve(entry, c.body), c.secrets),
+          id: old?.id,
+          parentId: l.id,
+          replacePaths: old ? [`/${c.spec.naturalKey}`] : undefined,
+          operations: [...first, create],
+        });
+      }
+      for (const old of unmatchedLive.slice(pairs)) {
+        const address = childAddress(d.address, old.spec, old.key);
+        this.change({ address, kind: old.spec.entry.kind, name: old.key, actions: ['delete'], before: this.childBefore(old), after: null, id: old.id, parentId: l.id, operations: [this.op(this.deleteChildOp(l, old, address))] });
+      }
+    }
+  }
+
+  private createChildAfter(d: Desired, c: DesiredChild, parentId: string, first: number[]): number {
+    const i = this.createChild(d, c, parentId);
+    this.operations[i].after.push(...first);
+    return i;
+  }
+
+  private deleteChildOp(l: LiveResource, old: LiveChild, address: string) {
+    return { method: 'delete' as const, kind: old.spec.entry.kind, id: old.id, parent: l.id, address, touches: [old.id] };
+  }
+
+  private childBefore(k: LiveChild): Doc {
+    const entry = k.spec.entry;
+    const input = this.liveInputOf(entry, k.id, k.read, k.spec.parentField);
+    return { ...input, metadata: k.userMetadata };
+  }
+
+  private planChild(d: Desired, l: LiveResource, c: DesiredChild, lk: LiveChild) {
+    const entry = c.spec.entry;
+    const address = childAddress(d.address, c.spec, c.key);
+    const want = this.resolve(entry, c.body);
+    const stamp = this.stampFor(address, entry, c.body, c.secrets, false);
+    const liveIn = this.liveInputOf(entry, lk.id, lk.read, c.spec.parentField);
+    const owned = lk.stamp?.stack === this.opts.stack;
+    const diff = this.diff(entry, want, liveIn, lk.userMetadata, lk.stamp, owned, stamp, c.secrets, [c.spec.parentField]);
+    const base = { address, kind: entry.kind, name: c.key, before: diff.before, after: diff.after, id: lk.id, parentId: l.id, sensitiveChanged: diff.sensitiveChanged || undefined };
+    if (diff.replaceFields.length) {
+      const first = this.op(this.deleteChildOp(l, lk, address));
+      const create = this.createChildAfter(d, c, l.id, [first]);
+      this.change({ ...base, actions: ['delete', 'create'], replacePaths: diff.replaceFields.map((f) => `/${f}`), operations: [first, create] });
+      return;
+    }
+    const needStamp = !!stamp && lk.stamp?.s !== stamp.s && (diff.changed.length > 0 || diff.metadataChanged || owned);
+    const ops = diff.changed.length || diff.metadataChanged || needStamp ? this.updateOps(entry, lk.id, l.id, want, diff, stamp, address, needStamp) : [];
+    this.change({ ...base, actions: [ops.length ? 'update' : 'no-op'], operations: ops });
+  }
+
+  // ------------------------------------------------------------------------------ deletes
+
+  planDeletes() {
+    const { stack, mode, prune } = this.opts;
+    const declared = new Map(this.manifest.documents.map((d) => [d.address, d]));
+    for (const [kind, list] of this.live.byKind) {
+      for (const l of list) {
+        if (this.matched.has(l.id) && mode !== 'destroy') continue;
+        // Kinds without metadata cannot carry a stamp: destroy takes the declared ones, found by name.
+        const mine = l.stamp?.stack === stack || (mode === 'destroy' && this.matched.has(l.id) && !hasMetadata(l.entry));
+        if (!mine) continue;
+        const address = l.stamp?.name ?? `${kind}/${l.read.name ?? l.id}`;
+        const doc = declared.get(address);
+        if (mode !== 'destroy' && !prune) {
+          this.orphans.push(address);
+          continue;
+        }
+        if (doc?.preventDestroy) {
+          this.problems.push(`${address} has prevent_destroy set; remove it from ${doc.source.file}:${doc.source.line} to delete it`);
+          continue;
+        }
+        const childIds = Object.values(l.children).flat().map((c) => c.id);
+        const op = this.op({ method: 'delete', kind, id: l.id, address, touches: [l.id, ...childIds] });
+        this.change({ address, kind, name: address.slice(kind.length + 1), actions: ['delete'], before: { ...this.liveInputOf(l.entry, l.id, l.read), ...(hasMetadata(l.entry) ? { metadata: l.userMetadata } : {}) }, after: null, id: l.id, operations: [op] });
+      }
+    }
+  }
+
+  readonly orphans: string[] = [];
+
+  /** Destroy: the declared resources of kinds that cannot be stamped, found by their name. */
+  claimUnstampable() {
+    for (const d of this.manifest.documents) {
+      if (hasMetadata(d.entry) || !('name' in d.entry.fields)) continue;
+      const l = (this.live.byKind.get(d.kind) ?? []).find((r) => r.read.name === d.body.name && !this.matched.has(r.id));
+      if (l) this.matched.add(l.id);
+    }
+  }
+
+  /** A delete waits for every operation on a resource that refers to what it deletes. */
+  orderDeletes() {
+    const referrers = new Map<string, Set<string>>();
+    const note = (from: string, entry: KindEntry, input: Doc) => {
+      for (const r of collectRefs(entry.fields, input)) for (const id of r.ids) referrers.set(id, (referrers.get(id) ?? new Set()).add(from));
+    };
+    for (const list of this.live.byKind.values()) {
+      for (const l of list) {
+        note(l.id, l.entry, this.liveInputOf(l.entry, l.id, l.read));
+        for (const kids of Object.values(l.children)) for (const k of kids) note(k.id, k.spec.entry, this.liveInputOf(k.spec.entry, k.id, k.read, k.spec.parentField));
+      }
+    }
+    const byTouched = new Map<string, number[]>();
+    for (const o of this.operations) for (const t of o.touches) byTouched.set(t, [...(byTouched.get(t) ?? []), o.index]);
+    for (const o of this.operations) {
+      if (o.method !== 'delete') continue;
+      for (const t of o.touches) {
+        for (const r of referrers.get(t) ?? []) {
+          for (const i of byTouched.get(r) ?? []) if (i !== o.index && !o.touches.includes(r)) o.after.push(i);
+        }
+      }
+      o.after = [...new Set(o.after)];
+    }
+  }
+}
+
+export const childAddress = (parent: string, spec: ChildSpec, key: string) => `${parent}.${spec.key}[${JSON.stringify(key)}]`;
+
+/** Documents in reference order (what a document refers to comes first); a cycle is a problem. */
+function referenceOrder(manifest: Manifest, problems: string[]): Desired[] {
+  const out: Desired[] = [];
+  const state = new Map<string, 'visiting' | 'done'>();
+  const visit = (d: Desired, trail: string[]) => {
+    const s = state.get(d.address);
+    if (s === 'done') return;
+    if (s === 'visiting') {
+      problems.push(`reference cycle: ${[...trail.slice(trail.indexOf(d.address)), d.address].join(' -> ')}`);
+      return;
+    }
+    state.set(d.address, 'visiting');
+    for (const dep of d.dependsOn) {
+      const t = manifest.byAddress.get(dep);
+      if (t && t !== d) visit(t, [...trail, d.address]);
+    }
+    state.set(d.address, 'done');
+    out.push(d);
+  };
+  for (const d of manifest.documents) visit(d, []);
+  return out;
+}
+
+/** A fingerprint of a live resource as the plan saw it (with its children), to detect a stale saved plan. */
+export function liveFingerprint(l: LiveResource | undefined): string | null {
+  if (!l) return null;
+  return fingerprint('live', { read: l.read, children: Object.fromEntries(Object.entries(l.children).map(([k, v]) => [k, v.map((c) => c.read)])) });
+}
+
+export function makePlan(manifest: Manifest, live: LiveState, opts: PlanOptions): PlanResult {
+  const p = new Planner(manifest, live, opts);
+  const ordered = referenceOrder(manifest, p.problems);
+  if (opts.mode !== 'destroy') for (const d of ordered) p.planDocument(d);
+  else p.claimUnstampable();
+  p.planDeletes();
+  p.orderDeletes();
+  const fingerprints = planFingerprints(p.changes, live);
+  const changes = opts.mode === 'refresh-only' ? p.changes.filter((c) => c.drift).map((c) => ({ ...c, operations: [] })) : p.changes;
+  return {
+    plan: {
+      stack: opts.stack,
+      apiUrl: opts.apiUrl,
+      createdAt: new Date().toISOString(),
+      mode: opts.mode,
+      changes,
+      operations: opts.mode === 'refresh-only' ? [] : p.operations,
+      orphans: p.orphans,
+      fingerprints,
+      apiCalls: opts.apiCalls ?? 0,
+    },
+    problems: p.problems,
+  };
+}
+
+/**
+ * What each change was planned against: the live resource (a child's parent, whose read
+ * holds its children), or null for a resource that did not exist yet.
+ */
+export function planFingerprints(changes: readonly Change[], live: LiveState): Record<string, string | null> {
+  const out: Record<string, string | null> = {};
+  for (const c of changes) {
+    if (c.actions[0] === 'no-op') continue;
+    const owner = c.parentId ?? c.id;
+    out[c.address] = owner ? liveFingerprint(live.byId.get(owner)) ?? 'missing' : null;
+  }
+  return out;
+}

@@ -1,0 +1,171 @@
+// The human renderer: Terraform's symbols, headers and summary lines, one line per changed
+// field. It reads only the plan's changes; colour only when the output is a terminal.
+import type { Change, Plan } from '../plan/types.js';
+import { isNoop, summarize } from '../plan/types.js';
+import { parseRef, manifestKind } from '../manifest/kinds.js';
+import type { ExecuteResult, Failure } from '../apply/execute.js';
+
+export interface Style {
+  green(s: string): string;
+  red(s: string): string;
+  yellow(s: string): string;
+  cyan(s: string): string;
+  bold(s: string): string;
+  dim(s: string): string;
+}
+
+const wrap = (open: number, close: number) => (s: string) => `\u001b[${open}m${s}\u001b[${close}m`;
+export const colours: Style = { green: wrap(32, 39), red: wrap(31, 39), yellow: wrap(33, 39), cyan: wrap(36, 39), bold: wrap(1, 22), dim: wrap(2, 22) };
+const id = (s: string) => s;
+export const plain: Style = { green: id, red: id, yellow: id, cyan: id, bold: id, dim: id };
+
+/** Colour when the stream is a terminal and NO_COLOR is unset (and FORCE_COLOR forces it). */
+export function styleFor(stream: NodeJS.WriteStream, disabled = false): Style {
+  if (disabled || process.env.NO_COLOR) return plain;
+  if (process.env.FORCE_COLOR && process.env.FORCE_COLOR !== '0') return colours;
+  return stream.isTTY ? colours : plain;
+}
+
+function value(v: unknown): string {
+  if (typeof v === 'string') {
+    const ref = parseRef(v);
+    if (ref && manifestKind(ref.kind)) return `(known after apply: ${v})`;
+    if (v.includes('\n')) {
+      const lines = v.replace(/\n$/, '').split('\n');
+      return lines.length > 3 ? `${JSON.stringify(lines[0])} ... (${lines.length} lines)` : JSON.stringify(v);
+    }
+    return JSON.stringify(v.length > 200 ? `${v.slice(0, 200)}...` : v);
+  }
+  const text = JSON.stringify(v);
+  return text === undefined ? 'null' : text.length > 200 ? `${text.slice(0, 200)}...` : text;
+}
+
+const fieldOf = (pointer: string) =>
+  pointer
+    .split('/')
+    .slice(1)
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce((acc, p) => (/^\d+$/.test(p) ? `${acc}[${p}]` : acc ? `${acc}.${p}` : p), '');
+
+function get(doc: unknown, pointer: string): unknown {
+  let cur: any = doc;
+  for (const p of pointer.split('/').slice(1)) {
+    if (cur == null) return undefined;
+    cur = cur[p.replace(/~1/g, '/').replace(/~0/g, '~')];
+  }
+  return cur;
+}
+
+type Verb = 'create' | 'update' | 'delete' | 'replace' | 'no-op';
+
+export function verbOf(c: Change): Verb {
+  if (c.actions.length === 2) return 'replace';
+  return c.actions[0] as Verb;
+}
+
+function symbol(verb: Verb, s: Style) {
+  switch (verb) {
+    case 'create': return s.green('+');
+    case 'delete': return s.red('-');
+    case 'update': return s.yellow('~');
+    case 'replace': return `${s.red('-')}/${s.green('+')}`;
+    default: return ' ';
+  }
+}
+
+const headline: Record<Verb, string> = {
+  create: 'will be created',
+  update: 'will be updated in-place',
+  delete: 'will be destroyed',
+  replace: 'must be replaced',
+  'no-op': 'has no changes',
+};
+
+/** The lines for one change: a header and one line per field. */
+export function renderChange(c: Change, s: Style): string[] {
+  const verb = verbOf(c);
+  const out: string[] = [];
+  const notes = [c.drift ? 'changed outside edgeform since the last apply' : '', c.adopt ? 'adopted into this stack' : ''].filter(Boolean);
+  out.push(s.bold(`  # ${c.address} ${headline[verb]}`) + (notes.length ? s.dim(` (${notes.join('; ')})`) : ''));
+  out.push(`${verb === 'replace' ? '' : '  '}${symbol(verb, s)} ${c.address}${c.id ? s.dim(` [id=${c.id}]`) : ''}`);
+  const forces = new Set(c.replacePaths ?? []);
+  const mark = (path: string) => ([...forces].some((f) => path === f || path.startsWith(`${f}/`)) ? s.red(' # forces replacement') : '');
+  if (verb === 'create') {
+    for (const [k, v] of Object.entries(c.after ?? {})) out.push(`      ${s.green('+')} ${k} = ${value(v)}`);
+  } else if (verb === 'delete') {
+    for (const [k, v] of Object.entries(c.before ?? {})) out.push(`      ${s.red('-')} ${k} = ${value(v)}`);
+  } else {
+    for (const op of c.patch) {
+      const f = fieldOf(op.path);
+      if (op.op === 'add') out.push(`      ${s.green('+')} ${f} = ${value(op.value)}${mark(op.path)}`);
+      else if (op.op === 'remove') out.push(`      ${s.red('-')} ${f} = ${value(get(c.before, op.path))}${mark(op.path)}`);
+      else if (op.op === 'replace') out.push(`      ${s.yellow('~')} ${f} = ${value(get(c.before, op.path))} -> ${value(op.value)}${mark(op.path)}`);
+    }
+  }
+  if (c.sensitiveChanged) out.push(`      ${s.yellow('~')} ${s.dim('(sensitive value)')}${c.replacePaths?.length && !c.patch.length ? s.red(' # forces replacement') : ''}`);
+  return out;
+}
+
+export function renderPlan(plan: Plan, s: Style): string {
+  const out: string[] = [];
+  const active = plan.changes.filter((c) => !isNoop(c));
+  if (plan.mode === 'refresh-only') {
+    if (!active.length) out.push(s.green(s.bold('No changes.')) + ' No objects have changed outside edgeform.');
+    else {
+      out.push(s.bold('Objects have changed outside edgeform'), '', 'edgeform detected the following changes made outside edgeform since the last apply:', '');
+      for (const c of active) out.push(...renderChange(c, s), '');
+      out.push('Run "edgeform apply" to put them back as the manifests declare.');
+    }
+    out.push('', s.dim(`API calls: ${plan.apiCalls}`));
+    return `${out.join('\n')}\n`;
+  }
+  const drift = active.filter((c) => c.drift);
+  if (drift.length) {
+    out.push(s.bold('Note: Objects have changed outside edgeform'), '', `${drift.map((c) => c.address).join(', ')} changed since the last apply; the plan below puts ${drift.length === 1 ? 'it' : 'them'} back.`, '');
+  }
+  if (!active.length) {
+    out.push(`${s.green(s.bold('No changes.'))} Your infrastructure matches the configuration.`);
+  } else {
+    out.push('edgeform will perform the following actions:', '');
+    for (const c of active) out.push(...renderChange(c, s), '');
+    const { add, change, destroy } = summarize(active);
+    out.push(s.bold(`Plan: ${add} to add, ${change} to change, ${destroy} to destroy.`));
+  }
+  if (plan.orphans.length) {
+    out.push('', s.yellow(`${plan.orphans.length} resource${plan.orphans.length === 1 ? ' is' : 's are'} managed by stack "${plan.stack}" but no longer declared: ${plan.orphans.join(', ')}.`), s.yellow('Run with --prune to delete them.'));
+  }
+  out.push('', s.dim(`API calls: ${plan.apiCalls}`));
+  return `${out.join('\n')}\n`;
+}
+
+const progressVerb: Record<Verb, [string, string]> = {
+  create: ['Creating...', 'Creation complete'],
+  update: ['Modifying...', 'Modifications complete'],
+  delete: ['Destroying...', 'Destruction complete'],
+  replace: ['Replacing...', 'Replacement complete'],
+  'no-op': ['', ''],
+};
+
+export const progressStart = (c: Change) => `${c.address}: ${progressVerb[verbOf(c)][0]}${c.id ? ` [id=${c.id}]` : ''}`;
+export const progressDone = (c: Change, seconds: number, id?: string) =>
+  `${c.address}: ${progressVerb[verbOf(c)][1]} after ${Math.round(seconds)}s${id && verbOf(c) !== 'delete' ? ` [id=${id}]` : ''}`;
+
+export function failureText(f: Failure): string {
+  const code = f.errorCode ? ` ${f.errorCode}` : '';
+  return `${f.address}: ${f.operation.method} failed${f.status ? ` (HTTP ${f.status}${code})` : ''}: ${f.message}`;
+}
+
+export function renderApplyResult(mode: Plan['mode'], result: ExecuteResult, s: Style): string {
+  const counts = summarize(result.done);
+  const out: string[] = [];
+  for (const f of result.failures) out.push(s.red(`Error: ${failureText(f)}`));
+  if (result.skipped.length) out.push(s.yellow(`Not attempted, because something they depend on failed: ${result.skipped.join(', ')}`));
+  if (result.failures.length) {
+    out.push('', s.red(s.bold(`Apply failed: ${result.failures.length} operation${result.failures.length === 1 ? '' : 's'} failed.`)) + ` ${counts.add} added, ${counts.change} changed, ${counts.destroy} destroyed before that. Fix the cause and run apply again to finish.`);
+  } else if (mode === 'destroy') {
+    out.push(s.green(s.bold(`Destroy complete! Resources: ${counts.destroy} destroyed.`)));
+  } else {
+    out.push(s.green(s.bold(`Apply complete! Resources: ${counts.add} added, ${counts.change} changed, ${counts.destroy} destroyed.`)));
+  }
+  return `${out.join('\n')}\n`;
+}

@@ -1,0 +1,100 @@
+// One reconciler run: manifests in, live state read, plan made; and saved plans written
+// and checked. The CLI and the tests drive these; nothing here prints.
+import fs from 'node:fs';
+import { ApiClient } from '../provider/client/index.js';
+import { kindOf, type KindEntry } from '../provider/catalog/index.js';
+import { manifestKinds } from './manifest/kinds.js';
+import { loadManifests, type RawDocument } from './manifest/load.js';
+import { ManifestError, Problems } from './manifest/problems.js';
+import { validateManifests, type Manifest } from './manifest/validate.js';
+import { refresh, type LiveState } from './live/refresh.js';
+import { liveFingerprint, makePlan, planFingerprints, type PlanOptions, type PlanResult } from './plan/plan.js';
+import type { Plan } from './plan/types.js';
+
+export interface Target {
+  apiUrl: string;
+  apiKey: string;
+  stack: string;
+  /** Requests in flight at once (apply's --parallelism). */
+  parallelism?: number;
+}
+
+export function clientFor(t: Target): ApiClient {
+  return new ApiClient({ baseUrl: t.apiUrl, apiKey: t.apiKey, concurrency: t.parallelism ?? 10, userAgent: 'edgeform-reconciler' });
+}
+
+/** Reads and checks manifests; throws ManifestError listing every problem. */
+export function loadDesired(paths: readonly string[], extra: readonly RawDocument[] = []): Manifest {
+  const problems = new Problems();
+  const raw = [...loadManifests(paths, problems), ...extra];
+  const manifest = validateManifests(raw, problems);
+  if (!problems.empty) throw new ManifestError(problems);
+  return manifest;
+}
+
+/** The kinds a plan must read: what is declared, or everything when deleting undeclared resources. */
+export function kindsToRead(manifest: Manifest, mode: Plan['mode'], prune: boolean): KindEntry[] {
+  if (mode === 'destroy' || prune) return [...manifestKinds];
+  const declared = new Set(manifest.documents.map((d) => d.kind));
+  return manifestKinds.filter((k) => declared.has(k.kind));
+}
+
+export interface Planned extends PlanResult {
+  live: LiveState;
+  kinds: string[];
+}
+
+export async function planWith(client: ApiClient, manifest: Manifest, opts: Omit<PlanOptions, 'apiCalls'>): Promise<Planned> {
+  const before = client.calls;
+  const kinds = kindsToRead(manifest, opts.mode, !!opts.prune);
+  const live = await refresh(client, kinds);
+  const result = makePlan(manifest, live, { ...opts, apiCalls: client.calls - before });
+  return { ...result, live, kinds: kinds.map((k) => k.kind) };
+}
+
+// ------------------------------------------------------------------------------ saved plans
+
+export interface SavedPlan {
+  format: 'edgeform-plan';
+  version: 1;
+  kinds: string[];
+  plan: Plan;
+}
+
+/** Writes a plan for `apply FILE`. It holds the values to send, secrets included: owner-only permissions. */
+export function savePlan(file: string, planned: Planned) {
+  const saved: SavedPlan = { format: 'edgeform-plan', version: 1, kinds: planned.kinds, plan: planned.plan };
+  fs.writeFileSync(file, `${JSON.stringify(saved)}\n`, { mode: 0o600 });
+  fs.chmodSync(file, 0o600);
+}
+
+export function readPlan(file: string): SavedPlan {
+  let saved: SavedPlan;
+  try {
+    saved = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new Error(`cannot read the saved plan ${file}: ${(e as Error).message}; make one with "edgeform plan -f PATH --out ${file}"`);
+  }
+  if (saved?.format !== 'edgeform-plan' || saved.version !== 1) throw new Error(`${file} is not a plan saved by "edgeform plan --out"`);
+  return saved;
+}
+
+/** The resources that changed since the plan was made (none: the plan can be applied exactly). */
+export async function staleResources(client: ApiClient, saved: SavedPlan): Promise<string[]> {
+  const live = await refresh(client, saved.kinds.map(kindOf));
+  const now = planFingerprints(saved.plan.changes, live);
+  const stale: string[] = [];
+  for (const [address, was] of Object.entries(saved.plan.fingerprints)) {
+    if (was === null) {
+      // Planned as a create: it must still not exist.
+      const [kind] = address.split('/');
+      const exists = (live.byKind.get(kind) ?? []).some((l) => l.stamp?.stack === saved.plan.stack && l.stamp.name === address);
+      if (exists) stale.push(`${address} (now exists)`);
+    } else if (now[address] !== was) {
+      stale.push(`${address} (${now[address] === 'missing' ? 'deleted' : 'changed'})`);
+    }
+  }
+  return stale;
+}
+
+export { liveFingerprint };

@@ -1,0 +1,52 @@
+// Runs the `edgeform` command in-process with captured output, as a user would run it.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { main } from '../../bin/cli.js';
+import type { Io } from '../../bin/reconcile.js';
+import { plain } from '../../reconciler/render/text.js';
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+  /** stdout parsed as JSON (for --json runs). */
+  json(): any;
+}
+
+export async function runCli(args: string[], env: Record<string, string | undefined> = {}, answer?: string): Promise<CliResult> {
+  let stdout = '';
+  let stderr = '';
+  const io: Io = {
+    out: (t) => { stdout += t; },
+    err: (t) => { stderr += t; },
+    outStyle: plain,
+    errStyle: plain,
+    ask: answer === undefined ? undefined : async () => answer,
+  };
+  const saved: Record<string, string | undefined> = {};
+  for (const [k, v] of Object.entries(env)) {
+    saved[k] = process.env[k];
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+  try {
+    const code = await main(['node', 'edgeform', ...args], io);
+    return { code, stdout, stderr, json: () => JSON.parse(stdout) };
+  } finally {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
+}
+
+/** Writes manifest files into a fresh directory; returns its path. */
+export function manifestDir(files: Record<string, string>): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-manifests-'));
+  for (const [name, text] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    fs.writeFileSync(path.join(dir, name), text);
+  }
+  return dir;
+}
