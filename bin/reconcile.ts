@@ -59,7 +59,8 @@ function targetOptions(cmd: Command) {
 }
 
 const manifestOption = (cmd: Command) =>
-  cmd.option('-f, --file <path>', 'manifest file or directory of *.yaml files (repeatable)', collect, [] as string[]);
+  cmd.option('-f, --file <path>', 'manifest file or directory of *.yaml files (repeatable)', collect, [] as string[])
+    .option('--cdktf <dir>', 'a synthesized CDKTF stack (a folder with cdk.tf.json, or cdktf.out) instead of, or besides, manifests (repeatable)', collect, [] as string[]);
 
 function targetOf(opts: Record<string, any>): Target {
   if (!opts.apiKey) throw new UserError('no API key: set EDGEFORM_API_KEY (or --api-key) to a token; "edgeform serve" prints the first one on its first start');
@@ -69,8 +70,9 @@ function targetOf(opts: Record<string, any>): Target {
 
 function desiredOf(opts: Record<string, any>) {
   const files: string[] = opts.file ?? [];
-  if (!files.length) throw new UserError('no manifests: give -f PATH (a file or a directory of *.yaml files)');
-  return loadDesired(files);
+  const cdktf: string[] = opts.cdktf ?? [];
+  if (!files.length && !cdktf.length) throw new UserError('no manifests: give -f PATH (a file or a directory of *.yaml files) or --cdktf DIR (a CDKTF synth output)');
+  return loadDesired(files, cdktf);
 }
 
 /** Turns what went wrong into one actionable line. */
@@ -204,7 +206,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
         try {
           let plan: Plan;
           if (planFile) {
-            if (opts.file?.length) throw new UserError('give either a saved plan file or -f manifests, not both');
+            if (opts.file?.length || opts.cdktf?.length) throw new UserError('give either a saved plan file or manifests (-f, --cdktf), not both');
             const saved = readPlan(planFile);
             if (saved.plan.stack !== t.stack) throw new UserError(`the plan was made for stack "${saved.plan.stack}", not "${t.stack}"; pass --stack ${saved.plan.stack}`);
             if (saved.plan.apiUrl.replace(/\/+$/, '') !== t.apiUrl.replace(/\/+$/, '')) throw new UserError(`the plan was made against ${saved.plan.apiUrl}, not ${t.apiUrl}`);

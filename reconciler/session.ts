@@ -4,7 +4,8 @@ import fs from 'node:fs';
 import { ApiClient } from '../provider/client/index.js';
 import { kindOf, type KindEntry } from '../provider/catalog/index.js';
 import { manifestKinds } from './manifest/kinds.js';
-import { loadManifests, type RawDocument } from './manifest/load.js';
+import { loadManifests } from './manifest/load.js';
+import { cdktfDocuments } from './sources/cdktf.js';
 import { ManifestError, Problems } from './manifest/problems.js';
 import { validateManifests, type Manifest } from './manifest/validate.js';
 import { refresh, type LiveState } from './live/refresh.js';
@@ -23,10 +24,10 @@ export function clientFor(t: Target): ApiClient {
   return new ApiClient({ baseUrl: t.apiUrl, apiKey: t.apiKey, concurrency: t.parallelism ?? 10, userAgent: 'edgeform-reconciler' });
 }
 
-/** Reads and checks manifests; throws ManifestError listing every problem. */
-export function loadDesired(paths: readonly string[], extra: readonly RawDocument[] = []): Manifest {
+/** Reads and checks manifests (and synthesized CDKTF stacks); throws ManifestError listing every problem. */
+export function loadDesired(paths: readonly string[], cdktfDirs: readonly string[] = []): Manifest {
   const problems = new Problems();
-  const raw = [...loadManifests(paths, problems), ...extra];
+  const raw = [...loadManifests(paths, problems), ...cdktfDirs.flatMap((d) => cdktfDocuments(d, problems))];
   const manifest = validateManifests(raw, problems);
   if (!problems.empty) throw new ManifestError(problems);
   return manifest;
