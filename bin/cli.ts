@@ -18,6 +18,8 @@ export async function main(argv: string[], io?: Io): Promise<number> {
   program.addCommand(serveCommand(setCode));
   const noColor = argv.includes('--no-color');
   for (const c of reconcileCommands(setCode, () => io ?? processIo(noColor))) program.addCommand(c);
+  // Subcommands do not inherit these: a usage error must throw (exit 2), not exit the process.
+  for (const c of program.commands) c.exitOverride().showHelpAfterError('(run with --help for usage)');
   try {
     await program.parseAsync(argv);
     return code;

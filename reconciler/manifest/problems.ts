@@ -8,6 +8,12 @@ export interface Problem {
   message: string;
 }
 
+/** A path relative to the working directory when it lies beneath it, else as given. */
+function shortPath(cwd: string, file: string) {
+  const rel = path.relative(cwd, path.resolve(file));
+  return rel && !rel.startsWith('..') ? rel : file;
+}
+
 export class Problems {
   readonly list: Problem[] = [];
 
@@ -22,7 +28,7 @@ export class Problems {
   /** `file:line: message` lines, paths relative to the working directory. */
   text(cwd = process.cwd()): string {
     return this.list
-      .map((p) => `${p.file ? path.relative(cwd, p.file) || p.file : '<input>'}${p.line ? `:${p.line}` : ''}: ${p.message}`)
+      .map((p) => `${p.file ? shortPath(cwd, p.file) : '<input>'}${p.line ? `:${p.line}` : ''}: ${p.message}`)
       .join('\n');
   }
 }
