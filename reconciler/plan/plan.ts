@@ -308,9 +308,13 @@ class Planner {
     const ops = [create];
     const kids: Array<Omit<Change, 'patch' | 'operations'> & { operations: number[] }> = [];
     for (const list of Object.values(d.children)) {
+      // Children are created one after another, so they list (oldest first) in declared order.
+      let previous: number[] = [];
       for (const c of list) {
         const entry = c.spec.entry;
-        kids.push({ address: childAddress(d.address, c.spec, c.key), kind: entry.kind, name: c.key, actions: ['create'], before: null, after: this.shown(entry, this.resolve(entry, c.body), c.secrets), operations: [this.createChild(d, c, d.address)] });
+        const op = this.createChildAfter(d, c, d.address, previous);
+        previous = [op];
+        kids.push({ address: childAddress(d.address, c.spec, c.key), kind: entry.kind, name: c.key, actions: ['create'], before: null, after: this.shown(entry, this.resolve(entry, c.body), c.secrets), operations: [op] });
       }
     }
     this.change({
@@ -379,12 +383,14 @@ class Planner {
       if (!managed) continue;
       // A child whose natural key changed shows as its replacement (a route renamed).
       const pairs = Math.min(unmatchedDesired.length, unmatchedLive.length);
+      let previous: number[] = [];
       for (let i = 0; i < unmatchedDesired.length; i++) {
         const c = unmatchedDesired[i];
         const old = i < pairs ? unmatchedLive[i] : undefined;
         const address = childAddress(d.address, c.spec, c.key);
         const first = old ? [this.op(this.deleteChildOp(l, old, address))] : [];
-        const create = this.createChildAfter(d, c, l.id, first);
+        const create = this.createChildAfter(d, c, l.id, [...first, ...previous]);
+        previous = [create];
         const entry = c.spec.entry;
         this.change({
           address,

@@ -26,6 +26,8 @@ async function liveState(s: TestServer) {
     if (!k.envelope) continue;
     const items = (await s.get(`${k.path}?limit=100`)).body[k.envelope] as any[];
     const rules = k.kind === 'IPPolicy' ? ((await s.get('/ip_policy_rules?limit=100')).body.ip_policy_rules as any[]) : [];
+    // Terraform creates routes in parallel, so their order is not part of the comparison.
+    for (const i of items) if (Array.isArray(i.routes)) i.routes.sort((x: any, y: any) => x.match.localeCompare(y.match));
     out[k.kind] = items.map((i) => JSON.stringify(scrub({ ...i, rules: rules.filter((r) => r.ip_policy.id === i.id).map((r) => ({ cidr: r.cidr, action: r.action })).sort((a, b) => a.cidr.localeCompare(b.cidr)) }))).sort();
   }
   return out;

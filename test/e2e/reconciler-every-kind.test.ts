@@ -22,6 +22,7 @@ describe('reconciler: every kind and every module', () => {
   let dir: string;
   let env: Record<string, string>;
   let tlsKey: string;
+  let declaredMatches: string[];
 
   beforeAll(async () => {
     s = await startTestServer();
@@ -35,6 +36,7 @@ describe('reconciler: every kind and every module', () => {
       { match_type: 'path_prefix', match: `/${m}/full`, [m]: sample.full.input },
       { match_type: 'exact_path', match: `/${m}/minimal`, description: `only ${m}`, [m]: sample.minimal.input },
     ]);
+    declaredMatches = ['/', ...moduleRoutes.map((r) => r.match)];
     const edgeModules = (kind: string, which: 'full' | 'minimal') => Object.fromEntries(Object.entries(moduleSamples(kindOf(kind), refs, s.url)).map(([m, v]) => [m, v[which].input]));
     const docs: Doc[] = [
       { kind: 'BotUser', name: 'ci-bot', active: false },
@@ -114,6 +116,10 @@ describe('reconciler: every kind and every module', () => {
     const r = await run(['apply', '-f', dir, '--auto-approve']);
     expect(r.code, r.stdout + r.stderr).toBe(0);
     expect(r.stdout).toMatch(/Apply complete! Resources: \d+ added, 0 changed, 0 destroyed\./);
+    // Routes are created one after another: the edge lists them (oldest first) as declared.
+    const edges = (await s.get('/edges/https')).body.https_edges;
+    const web = edges.find((e: Doc) => e.description === 'every route module');
+    expect(web.routes.map((r: Doc) => r.match)).toEqual(declaredMatches);
   });
 
   it('then plans no changes, in text and in JSON, for every resource and child', async () => {
