@@ -1,12 +1,7 @@
 // The OpenAPI 3.1 document, generated from the route table (and so from the catalog).
-import { z } from 'zod';
+import { toJsonSchema as jsonSchema } from '../provider/catalog/json-schema.js';
 import { ERRORS } from './http/errors.js';
 import type { ApiRoute } from './resources/routes.js';
-
-const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') => {
-  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'draft-2020-12' }) as Record<string, unknown>;
-  return rest;
-};
 
 const errorBody = {
   type: 'object',
