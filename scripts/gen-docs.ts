@@ -12,7 +12,7 @@ import { catalog, type KindEntry } from '../provider/catalog/index.js';
 import { ERRORS } from '../server/http/errors.js';
 import '../server/resources/register.js';
 import { apiRoutes, type ApiRoute } from '../server/resources/routes.js';
-import { fieldPaths } from '../reconciler/manifest/field-paths.js';
+import { documentFieldPaths } from '../reconciler/manifest/field-paths.js';
 import { manifestJsonSchema } from '../reconciler/manifest/json-schema.js';
 import { childSpecsOf, manifestKinds } from '../reconciler/manifest/kinds.js';
 
@@ -74,10 +74,7 @@ export function manifestKindsTable(): string {
   const code = (items: string[]) => (items.length ? items.map((i) => `\`${i}\``).join(', ') : '-');
   const rows = manifestKinds.map((k) => {
     const children = childSpecsOf(k.kind);
-    const fields = [
-      ...fieldPaths(k.fields),
-      ...children.flatMap((c) => fieldPaths(Object.fromEntries(Object.entries(c.entry.fields).filter(([f]) => f !== c.parentField)), `${c.key}[]`)),
-    ];
+    const fields = documentFieldPaths(k);
     const refs = fields.filter((f) => f.traits.ref).map((f) => `${f.path}${f.traits.ref!.inKeys ? ' (keys)' : ''} → ${f.traits.ref!.to.join(' / ')}`);
     const secrets = fields.filter((f) => f.traits.writeOnly).map((f) => f.path);
     const identity = !('metadata' in k.fields)

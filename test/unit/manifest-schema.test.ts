@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { fieldPaths } from '../../reconciler/manifest/field-paths.js';
+import { documentFieldPaths } from '../../reconciler/manifest/field-paths.js';
 import { manifestJsonSchema } from '../../reconciler/manifest/json-schema.js';
 import { childSpecsOf, manifestKind, manifestKinds } from '../../reconciler/manifest/kinds.js';
 import { findKind } from '../../provider/catalog/index.js';
@@ -146,14 +146,7 @@ function nodeAt(root: Json, path: string): Json {
   return node;
 }
 
-/** Every field of a kind's document with its traits: the body's own, then each child's (without its parent field). */
-function documentFields(kind: string) {
-  const entry = manifestKind(kind)!;
-  return [
-    ...fieldPaths(entry.fields),
-    ...childSpecsOf(kind).flatMap((c) => fieldPaths(Object.fromEntries(Object.entries(c.entry.fields).filter(([f]) => f !== c.parentField)), `${c.key}[]`)),
-  ];
-}
+const documentFields = (kind: string) => documentFieldPaths(manifestKind(kind)!);
 
 describe.each(manifestKinds.map((k) => [k.kind] as const))('%s in the schema', (kind) => {
   const def = schema.$defs[kind];
