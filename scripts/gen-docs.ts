@@ -1,8 +1,9 @@
 // Writes the documentation that is derived, never hand-written: the resources table in
 // README.md, the error-code table in docs/api.md, the manifest kinds table in
 // docs/manifest.md (all between generated-section markers), docs/routes.md (every route
-// the server has) and docs/manifest.schema.json (the manifest document's JSON Schema). Run `npm run docs:gen` after changing
-// the catalog, a route or the error registry; test/docs.test.ts fails while they differ.
+// the server has) and docs/manifest.schema.json (the manifest document's JSON Schema).
+// Run `npm run docs:gen` after changing the catalog, a route or the error registry;
+// test/docs.test.ts fails while they differ.
 //   tsx scripts/gen-docs.ts           write the files
 //   tsx scripts/gen-docs.ts --check   exit 1 if any file would change
 import fs from 'node:fs';
