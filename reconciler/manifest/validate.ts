@@ -2,11 +2,11 @@
 // against the catalog's create schema (defaults filled, values normalised), references
 // resolving to declared documents of the right kind, and natural keys not declared twice.
 // The result is the desired state the planner compares with the live one.
-import type { z } from 'zod';
+import { z } from 'zod';
 import type { KindEntry } from '../../provider/catalog/index.js';
-import { traitsOf } from '../../provider/catalog/index.js';
+import { shapeOf, traitsOf } from '../../provider/catalog/index.js';
 import { prefixOfKind } from '../../provider/catalog/fields.js';
-import { mapRefs, splitSecrets, type Path } from '../../provider/catalog/walk.js';
+import { mapRefs, schemaAt, splitSecrets, type Path } from '../../provider/catalog/walk.js';
 import { addressOf, childSpecsOf, manifestKind, manifestKinds, NAME_PATTERN, parseRef, RESERVED_KEYS, type ChildSpec } from './kinds.js';
 import type { RawDocument, Source } from './load.js';
 import { Problems } from './problems.js';
@@ -91,7 +91,11 @@ class Checker {
     if (!ok) return undefined;
     const parsed = entry.create.safeParse({ ...swapped, ...extra });
     if (!parsed.success) {
-      for (const issue of parsed.error.issues) report(issuePath(issue), issue.message);
+      for (const issue of parsed.error.issues) {
+        // An unknown key is reported at the key's own line, not at its object's.
+        if (issue.code === 'unrecognized_keys') for (const key of issue.keys) report([...issuePath(issue), key], unknownField(entry, issuePath(issue), at.length === 0, Object.keys(extra)));
+        else report(issuePath(issue), issue.message);
+      }
       return undefined;
     }
     const back = mapRefs(entry.fields, parsed.data, (value) => this.placeholders.get(value) ?? value);
@@ -99,6 +103,14 @@ class Checker {
     const [, secrets] = splitSecrets(entry.fields, back);
     return { body: back, secrets };
   }
+}
+
+/** What to say about an unknown key: the fields that may stand there instead. */
+function unknownField(entry: KindEntry, path: Path, topLevel: boolean, omit: string[]): string {
+  const shape = shapeOf(schemaAt(z.object(entry.fields), path) ?? z.never()) ?? {};
+  const known = Object.keys(shape).filter((k) => !traitsOf(shape[k]).computed && !(path.length === 0 && omit.includes(k)));
+  if (topLevel && path.length === 0) known.push(...childSpecsOf(entry.kind).map((c) => c.key));
+  return `unknown field${known.length ? `; ${path.length ? 'this object' : entry.kind} takes ${known.join(', ')}` : ''}`;
 }
 
 /** The path of a zod issue, extended into a traffic policy when the validator names one. */
