@@ -20,6 +20,8 @@ export interface RawDocument {
   source: Source;
   /** The line of the value at a path inside the document (or the document's own line). */
   lineAt(path: readonly (string | number)[]): number;
+  /** An `${env:...}` or `${file:...}` could not be resolved (already reported). */
+  interpolationFailed?: boolean;
 }
 
 /** The manifest files a list of paths names, in a stable order. */
@@ -72,8 +74,12 @@ export function parseManifestText(text: string, file: string, problems: Problems
       problems.add(source, 'a manifest document must be a mapping with kind, name and the fields of that kind');
       continue;
     }
-    const interpolated = interpolate(value, path.dirname(path.resolve(file)), (p, message) => problems.add({ file, line: lineAt(p) }, message));
-    out.push({ value: interpolated, source, lineAt });
+    let interpolationFailed = false;
+    const interpolated = interpolate(value, path.dirname(path.resolve(file)), (p, message) => {
+      interpolationFailed = true;
+      problems.add({ file, line: lineAt(p) }, message);
+    });
+    out.push({ value: interpolated, source, lineAt, interpolationFailed });
   }
   return out;
 }

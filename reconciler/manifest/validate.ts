@@ -39,6 +39,8 @@ export interface Desired {
   /** Addresses of the documents this one (or its children) refers to. */
   dependsOn: Set<string>;
   source: Source;
+  /** Where a value of the document is written (a problem found after checking points there). */
+  lineAt(path: Path): number;
 }
 
 export interface Manifest {
@@ -145,7 +147,8 @@ export function validateManifests(raw: readonly RawDocument[], problems: Problem
       continue;
     }
     names.set(address, doc.source);
-    accepted.push(doc);
+    // Its values are incomplete: checking them would only repeat the interpolation problem.
+    if (!doc.interpolationFailed) accepted.push(doc);
   }
 
   const checker = new Checker(names, problems);
@@ -237,6 +240,7 @@ function desiredOf(doc: RawDocument, checker: Checker, problems: Problems): Desi
     children,
     dependsOn: deps,
     source: doc.source,
+    lineAt: (p) => doc.lineAt(p),
   };
 }
 
@@ -251,7 +255,8 @@ function checkUnique(documents: Desired[], problems: Problems) {
       for (const v of Array.isArray(value) ? value : value == null ? [] : [value]) {
         const key = `${u.scope}\u0000${v}`;
         const other = seen.get(key);
-        if (other) problems.add(d.source, `${u.what} ${v} of ${d.address} is also declared by ${other}; each belongs to one resource`);
+        const line = d.lineAt(Array.isArray(value) ? [field, value.indexOf(v)] : [field]) || d.source.line;
+        if (other) problems.add({ file: d.source.file, line }, `${u.what} ${v} of ${d.address} is also declared by ${other}; each belongs to one resource`);
         else seen.set(key, d.address);
       }
     }
