@@ -119,11 +119,21 @@ export async function execute(client: ApiClient, plan: Plan, opts: { parallelism
       pump();
       if (settled === total) finish();
     };
+    /** Operation i is over (run, failed or skipped): what waited only for it may start. */
+    const release = (i: number) => {
+      for (const d of dependents.get(i) ?? []) {
+        const n = waiting.get(d)! - 1;
+        waiting.set(d, n);
+        if (n === 0) ready.push(d);
+      }
+    };
     const pump = () => {
       while (running < opts.parallelism && ready.length) {
         const i = ready.shift()!;
         if (blocked.has(i)) {
+          // Skipped, but settled like any other, so that its own dependents settle too.
           running++;
+          release(i);
           queueMicrotask(complete);
           continue;
         }
@@ -150,11 +160,7 @@ export async function execute(client: ApiClient, plan: Plan, opts: { parallelism
             block(i, o.address);
           })
           .finally(() => {
-            for (const d of dependents.get(i) ?? []) {
-              const n = waiting.get(d)! - 1;
-              waiting.set(d, n);
-              if (n === 0) ready.push(d);
-            }
+            release(i);
             complete();
           });
       }
