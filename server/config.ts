@@ -10,6 +10,8 @@ export interface ServerConfig {
   publicUrl?: string;
   /** Requests per minute per API key; 0 turns the limit off. */
   apiRateLimit: number;
+  /** The rate limit's window in ms (default a minute; tests shorten it, as with `delivery`). */
+  apiRateWindowMs?: number;
   bootstrapToken?: string;
   bootstrapTokenFile: string;
   /** 32-byte key (hex or base64) that encrypts secrets at rest; else the key file. */

@@ -37,6 +37,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       server,
       routes,
       apiRateLimit: config.apiRateLimit,
+      apiRateWindowMs: config.apiRateWindowMs,
       log: config.log,
       openapi: () => (openapi ??= openapiDocument(routes, server.publicUrl, version)),
     });

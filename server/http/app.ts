@@ -24,6 +24,8 @@ export interface AppOptions {
   server: ServerContext;
   routes: ApiRoute[];
   apiRateLimit: number;
+  /** The rate limit's window in ms (default a minute). */
+  apiRateWindowMs?: number;
   /** Where request log lines go (one JSON object per line). */
   log?: (line: string) => void;
   openapi: () => unknown;
@@ -43,7 +45,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     frameworkErrors: (error, request, reply) => sendError(request, reply, fromRouterError(error)),
     clientErrorHandler: (error, socket) => answerClientError(error as { code?: string }, socket, `op_${newIdBody()}`),
   });
-  const limiter = new RateLimiter(opts.apiRateLimit);
+  const limiter = new RateLimiter(opts.apiRateLimit, opts.apiRateWindowMs);
   const log = opts.log ?? ((line: string) => process.stdout.write(`${line}\n`));
 
   let closing = false;
