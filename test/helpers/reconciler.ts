@@ -1,6 +1,7 @@
 // Running the reconciler's commands against a test server, as a user would, keeping every
 // output so a test can check afterwards that no secret ever appeared in one.
 import path from 'node:path';
+import { stringify } from 'yaml';
 import { runCli, type CliResult } from './cli.js';
 import type { TestServer } from './server.js';
 
@@ -45,3 +46,46 @@ export function stackRunner(s: TestServer, env: Record<string, string | undefine
 export function activeChanges(plan: any): Record<string, any> {
   return Object.fromEntries(plan.resource_changes.filter((c: any) => c.change.actions[0] !== 'no-op').map((c: any) => [c.address, c]));
 }
+
+type Doc = Record<string, any>;
+
+const POLICIES = 20;
+const EDGES = 8;
+/** Policies with two rules, backends, and edges whose three routes refer to both: 100 resources. */
+export function bigManifest(): string {
+  const docs: Doc[] = [];
+  for (let i = 0; i < POLICIES; i++) {
+    docs.push({ kind: 'IPPolicy', name: `site-${i}`, description: `site ${i}`, rules: [{ cidr: `10.${i}.1.0/24`, action: 'allow' }, { cidr: `10.${i}.2.0/24`, action: 'deny' }] });
+  }
+  for (let i = 0; i < EDGES; i++) {
+    docs.push({ kind: 'HTTPResponseBackend', name: `page-${i}`, body: `page ${i}` });
+    docs.push({
+      kind: 'HTTPSEdge',
+      name: `edge-${i}`,
+      hostports: [`e${i}.example.com:443`],
+      routes: ['/', '/api', '/static'].map((match, j) => ({
+        match_type: 'path_prefix',
+        match,
+        backend: { backend_id: `HTTPResponseBackend/page-${i}` },
+        ip_restriction: { ip_policy_ids: [`IPPolicy/site-${(i + j) % POLICIES}`] },
+      })),
+    });
+  }
+  return docs.map((d) => stringify(d)).join('---\n');
+}
+/** Resources bigManifest declares. */
+export const DECLARED = POLICIES * 3 + EDGES * 5;
+
+/** What exists, counted so that a duplicate shows. */
+export async function census(s: TestServer) {
+  const edges = (await s.get('/edges/https?limit=100')).body.https_edges;
+  return {
+    policies: (await s.get('/ip_policies?limit=100')).body.ip_policies.length,
+    rules: (await s.get('/ip_policy_rules?limit=100')).body.ip_policy_rules.length,
+    backends: (await s.get('/backends/http_response?limit=100')).body.backends.length,
+    edges: edges.length,
+    routes: edges.map((e: Doc) => e.routes.map((r: Doc) => r.match).join(' ')).sort(),
+  };
+}
+/** The census once bigManifest is applied. */
+export const COMPLETE = { policies: POLICIES, rules: POLICIES * 2, backends: EDGES, edges: EDGES, routes: Array(EDGES).fill('/ /api /static') };

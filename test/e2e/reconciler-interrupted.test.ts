@@ -1,0 +1,106 @@
+// Apply is re-runnable: an apply cut off part-way (responses lost after the server did the
+// work, or the server stopped) exits 1 naming what failed, and the next apply finishes
+// the job with no duplicates. Identity lives on the server (stamps, natural keys), so the
+// second run recognises what the first one made, even when it never heard back.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { manifestDir } from '../helpers/cli.js';
+import { bigManifest, census, COMPLETE as complete, DECLARED, stackRunner } from '../helpers/reconciler.js';
+
+const NO_CHANGES = 'No changes. Your infrastructure matches the configuration.';
+
+/**
+ * A proxy in front of the server. Once `dropAfter` POSTs have been answered, it still
+ * forwards each POST (the server creates the resource) but cuts the connection instead of
+ * answering, as when the network or the client dies at the worst moment.
+ */
+async function lossyProxy(upstream: string, dropAfter: number) {
+  let posts = 0;
+  const state = { dropping: true, dropped: 0 };
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', async () => {
+      const drop = state.dropping && req.method === 'POST' && ++posts > dropAfter;
+      const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => !['host', 'connection', 'content-length'].includes(k))) as Record<string, string>;
+      const up = await fetch(`${upstream}${req.url}`, { method: req.method, headers, body: chunks.length ? Buffer.concat(chunks) : undefined });
+      const body = Buffer.from(await up.arrayBuffer());
+      if (drop) {
+        state.dropped++;
+        req.socket.destroy();
+        return;
+      }
+      res.writeHead(up.status, Object.fromEntries([...up.headers].filter(([k]) => !['content-length', 'transfer-encoding', 'connection', 'keep-alive'].includes(k))));
+      res.end(body);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, state, close: () => new Promise<void>((r) => server.close(() => r())) };
+}
+
+describe('reconciler: an interrupted apply finishes on the next run', () => {
+  const servers: TestServer[] = [];
+  afterEach(async () => {
+    for (const s of servers.splice(0)) await s.close();
+  });
+
+  it('when responses to creates are lost after the server made them', async () => {
+    const s = await startTestServer();
+    servers.push(s);
+    const proxy = await lossyProxy(s.url, 30);
+    try {
+      const dir = manifestDir({ 'big.yaml': bigManifest() });
+      const cut = stackRunner(s, { EDGEFORM_API_URL: proxy.url });
+      const first = await cut.run(['apply', '-f', dir, '--auto-approve']);
+      expect(first.code).toBe(1);
+      expect(proxy.state.dropped).toBeGreaterThan(0);
+      expect(first.stdout).toMatch(/Error: \S+: create failed: /);
+      expect(first.stdout).toMatch(/Apply failed: \d+ operations? failed\. \d+ added, 0 changed, 0 destroyed before that\. Fix the cause and run apply again to finish\./);
+      const partial = await census(s);
+      expect(partial).not.toEqual(complete);
+      // The second run goes through the same proxy, now passing everything.
+      proxy.state.dropping = false;
+      const second = await cut.run(['apply', '-f', dir, '--auto-approve']);
+      expect(second.code, second.stdout + second.stderr).toBe(0);
+      expect(second.stdout).toMatch(/Apply complete! Resources: \d+ added, \d+ changed, 0 destroyed\./);
+      expect(await census(s)).toEqual(complete);
+      const plan = await cut.planJson(['-f', dir]);
+      expect(plan.changes).toBe(false);
+      expect(plan.resource_changes).toHaveLength(DECLARED);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('when the server stops part-way and starts again', async () => {
+    let responses = 0;
+    let stopped: Promise<void> | undefined;
+    let s: TestServer;
+    // Stop the server after 85 of the apply's ~104 requests, from inside its own request log
+    // (late, because each request left then retries for ~8 s before the apply gives up).
+    s = await startTestServer({
+      log: () => {
+        if (++responses === 85) stopped = s.server.close();
+      },
+    });
+    servers.push(s);
+    const dir = manifestDir({ 'big.yaml': bigManifest() });
+    const r = stackRunner(s);
+    const first = await r.run(['apply', '-f', dir, '--auto-approve']);
+    expect(stopped).toBeDefined();
+    await stopped;
+    expect(first.code).toBe(1);
+    expect(first.stdout).toContain('Apply failed: ');
+    await s.restart();
+    const partial = await census(s);
+    expect(partial).not.toEqual(complete);
+    const second = await r.run(['apply', '-f', dir, '--auto-approve']);
+    expect(second.code, second.stdout + second.stderr).toBe(0);
+    expect(await census(s)).toEqual(complete);
+    const plan = await r.run(['plan', '-f', dir, '--detailed-exitcode']);
+    expect(plan.stdout).toContain(NO_CHANGES);
+    expect(plan.code).toBe(0);
+  });
+});
