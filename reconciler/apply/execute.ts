@@ -172,7 +172,8 @@ export async function execute(client: ApiClient, plan: Plan, opts: { parallelism
 
 function failureOf(o: Operation, e: unknown): Failure {
   if (e instanceof ApiClientError) {
-    return { address: o.address, operation: o, message: e.message, status: e.status, errorCode: e.code, operationId: e.operationId };
+    // The server's sentence alone: status, code and operation id are fields of their own.
+    return { address: o.address, operation: o, message: e.serverMessage, status: e.status, errorCode: e.code, operationId: e.operationId };
   }
   return { address: o.address, operation: o, message: (e as Error).message };
 }

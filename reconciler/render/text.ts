@@ -152,7 +152,7 @@ export const progressDone = (c: Change, seconds: number, id?: string) =>
 
 export function failureText(f: Failure): string {
   const code = f.errorCode ? ` ${f.errorCode}` : '';
-  return `${f.address}: ${f.operation.method} failed${f.status ? ` (HTTP ${f.status}${code})` : ''}: ${f.message}`;
+  return `${f.address}: ${f.operation.method} failed${f.status ? ` (HTTP ${f.status}${code})` : ''}: ${f.message}${f.operationId ? ` (operation ${f.operationId})` : ''}`;
 }
 
 export function renderApplyResult(mode: Plan['mode'], result: ExecuteResult, s: Style): string {
