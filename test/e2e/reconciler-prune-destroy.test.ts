@@ -165,9 +165,24 @@ describe('reconciler: --prune, prevent_destroy and destroy', () => {
     expect(plan.code).toBe(1);
     expect(plan.stderr).toContain('--auto-approve');
     expect(plan.stdout).toContain('Plan: 0 to add, 0 to change, 5 to destroy.');
+    // An unmanaged route sends traffic to the stack's backend: the API refuses to delete it. The
+    // destroy carries on with the rest, reports the refusal with its code and operation id,
+    // and exits 1; once the reference is gone, destroy again finishes.
+    const hello = (await list('/backends/http_response', 'backends'))[0];
+    const route = await s.post(`/edges/https/${unmanaged.edge}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: hello.id } });
+    expect(route.status).toBe(201);
+    const refused = await me.run(['destroy', '-f', dir, '--auto-approve']);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toMatch(/^Error: HTTPResponseBackend\/hello: delete failed \(HTTP 409 ERR_SERVICE_\d+\): [^:]+ is still referenced by edghtsrt_\w+; remove those references first \(operation op_\w+\)$/m);
+    const json = await me.run(['destroy', '-f', dir, '--auto-approve', '--json']);
+    expect(json.code).toBe(1);
+    expect(json.json().failures).toEqual([{ address: 'HTTPResponseBackend/hello', method: 'delete', message: expect.any(String), status: expect.any(Number), error_code: expect.stringMatching(/^ERR_SERVICE_\d+$/), operation_id: expect.stringMatching(/\S+/) }]);
+    expect(json.json().failures[0].message).toMatch(/^HTTP response backend bkdhr_\w+ is still referenced by edghtsrt_\w+/);
+    expect((await all()).responseBackends).toEqual(['mine']);
+    expect((await s.del(`/edges/https/${unmanaged.edge}/routes/${route.body.id}`)).status).toBe(204);
     const r = await me.run(['destroy', '-f', dir, '--auto-approve']);
     expect(r.code, r.stdout + r.stderr).toBe(0);
-    expect(r.stdout).toContain('Destroy complete! Resources: 5 destroyed.');
+    expect(r.stdout).toContain('Destroy complete! Resources: 1 destroyed.');
     expect(await all()).toEqual({
       policies: ['theirs: old', 'unmanaged'],
       rules: ['10.9.0.0/16'],
