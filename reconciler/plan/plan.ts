@@ -270,7 +270,9 @@ class Planner {
       return;
     }
     this.known.set(d.address, l.id);
-    const needStamp = !!stamp && (!owned || l.stamp?.name !== d.address);
+    // Stamp what this stack manages under another name, and what --adopt takes over; a
+    // resource bound by id without --adopt is only read, so it needs no stamp.
+    const needStamp = !!stamp && (owned ? l.stamp?.name !== d.address : !!this.opts.adopt);
     const ops = diff.changed.length || diff.metadataChanged || needStamp ? this.updateOps(d.entry, l.id, undefined, want, diff, stamp, d.address, needStamp) : [];
     const at = this.changes.length;
     const change = this.change({
