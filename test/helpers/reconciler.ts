@@ -14,7 +14,7 @@ export interface StackRunner {
   outputs: string[];
   run(args: string[], extraEnv?: Record<string, string | undefined>, answer?: string): Promise<CliResult>;
   /** `plan --json` that must succeed; the parsed document. */
-  planJson(args: string[]): Promise<any>;
+  planJson(args: string[], extraEnv?: Record<string, string | undefined>): Promise<any>;
   /** `apply --auto-approve` that must succeed. */
   apply(args: string[]): Promise<CliResult>;
 }
@@ -28,8 +28,8 @@ export function stackRunner(s: TestServer, env: Record<string, string | undefine
       runner.outputs.push(r.stdout, r.stderr);
       return r;
     },
-    async planJson(args) {
-      const r = await runner.run(['plan', ...args, '--json']);
+    async planJson(args, extraEnv) {
+      const r = await runner.run(['plan', ...args, '--json'], extraEnv);
       if (r.code !== 0) throw new Error(`plan ${args.join(' ')} exited ${r.code}: ${r.stdout}${r.stderr}`);
       return r.json();
     },
