@@ -359,8 +359,10 @@ class Planner {
       this.createDocument(d, want, stamp, ['delete', 'create'], diff.before, extra, [first]);
     } else {
       this.createDocument(d, want, stamp, ['create', 'delete'], diff.before, extra);
-      const change = this.changes[this.changes.length - 1];
-      change.operations.push(this.op(del));
+      // The document's change (its children's changes follow it).
+      const change = [...this.changes].reverse().find((c) => c.address === d.address)!;
+      // The old one goes only once the new one exists: a failed create keeps it.
+      change.operations.push(this.op({ ...del, after: [this.creators.get(d.address)!] }));
       change.after = diff.after;
     }
   }
