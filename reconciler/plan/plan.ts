@@ -259,7 +259,10 @@ class Planner {
     const adopting = !owned && hasMetadata(d.entry);
     const liveIn = this.liveInputOf(d.entry, l.id, l.read);
     const diff = this.diff(d.entry, want, liveIn, l.userMetadata, l.stamp, owned, stamp, d.secrets, []);
-    const drift = owned && !!l.stamp?.h && l.stamp.h === stamp?.h && (diff.changed.length > 0 || diff.metadataChanged);
+    // A field that refers to a resource being created or replaced changes because of this
+    // plan, not because someone changed it outside edgeform.
+    const pending = new Set(collectRefs(d.entry.fields, want).filter((r) => r.ids.some((id) => parseRef(id))).map((r) => r.path.split(/[.[]/)[0]));
+    const drift = owned && !!l.stamp?.h && l.stamp.h === stamp?.h && (diff.changed.some((f) => !pending.has(f)) || diff.metadataChanged);
     if (diff.replaceFields.length) {
       if (d.preventDestroy) {
         this.problems.push(`${d.address} has prevent_destroy set, but changing ${diff.replaceFields.join(', ')} replaces it; remove prevent_destroy to allow the replacement, or undo the change`);
