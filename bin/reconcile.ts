@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { ApiClientError } from '../provider/client/index.js';
 import { manifestKind, manifestKinds } from '../reconciler/manifest/kinds.js';
 import { ManifestError } from '../reconciler/manifest/problems.js';
@@ -119,7 +119,8 @@ function parallelismOption(cmd: Command) {
   return cmd.addOption(
     new Option('--parallelism <n>', 'API operations in flight at once').default('10').argParser((v) => {
       const n = Number(v);
-      if (!Number.isInteger(n) || n < 1 || n > 256) throw new UserError(`--parallelism must be an integer from 1 to 256, not ${v}`);
+      // A usage error (exit 2), as commander reports other bad options.
+      if (!Number.isInteger(n) || n < 1 || n > 256) throw new InvalidArgumentError("It must be an integer from 1 to 256.");
       return String(n);
     }),
   );
