@@ -3,7 +3,7 @@
 // into changes for people and operations for the executor, ordered by references.
 import { isDeepStrictEqual } from 'node:util';
 import jsonPatch from 'fast-json-patch';
-import { shapeOf, traitsOf, type KindEntry } from '../../provider/catalog/index.js';
+import { kindOf, shapeOf, traitsOf, type KindEntry } from '../../provider/catalog/index.js';
 import { comparable, liveInput } from '../../provider/catalog/normalize.js';
 import { collectRefs, mapRefs, mergeSecrets, splitSecrets } from '../../provider/catalog/walk.js';
 import { BACKEND_KINDS } from '../../provider/catalog/modules.js';
@@ -506,8 +506,7 @@ class Planner {
         for (const kids of Object.values(l.children)) for (const k of kids) note(k.id, k.spec.entry, this.liveInputOf(k.spec.entry, k.id, k.read, k.spec.parentField));
       }
     }
-    const byTouched = new Map<string, number[]>();
-    for (const o of this.operations) for (const t of o.touches) byTouched.set(t, [...(byTouched.get(t) ?? []), o.index]);
+    const byTouched = this.opsByTouched();
     for (const o of this.operations) {
       if (o.method !== 'delete') continue;
       for (const t of o.touches) {
@@ -517,6 +516,59 @@ class Planner {
       }
       o.after = [...new Set(o.after)];
     }
+  }
+
+  /**
+   * A create or update that takes a unique value (a hostport) from another resource waits
+   * for that resource's operations, which free it; without this, moving a hostport from one
+   * edge to another failed with a conflict whenever the taker ran first. A swap cannot be
+   * ordered (each waits for the other) and is left to fail with the API's conflict.
+   */
+  orderUniqueValues() {
+    const uniqueFields = (entry: KindEntry) =>
+      Object.entries(entry.fields).flatMap(([f, schema]) => {
+        const u = traitsOf(schema).unique;
+        return u && !u.perParent ? [[f, u.scope] as const] : [];
+      });
+    const holders = new Map<string, string>();
+    for (const list of this.live.byKind.values()) {
+      for (const l of list) {
+        for (const [f, scope] of uniqueFields(l.entry)) for (const v of [this.liveInputOf(l.entry, l.id, l.read)[f] ?? []].flat()) holders.set(`${scope}\u0000${v}`, l.id);
+      }
+    }
+    if (!holders.size) return;
+    const byTouched = this.opsByTouched();
+    for (const o of this.operations) {
+      if ((o.method !== 'create' && o.method !== 'update') || !o.body) continue;
+      for (const [f, scope] of uniqueFields(kindOf(o.kind))) {
+        for (const v of [o.body[f] ?? []].flat()) {
+          const holder = holders.get(`${scope}\u0000${v}`);
+          if (!holder || holder === o.id) continue;
+          for (const i of byTouched.get(holder) ?? []) if (i !== o.index && !this.dependsOn(i, o.index)) o.after.push(i);
+        }
+      }
+      o.after = [...new Set(o.after)];
+    }
+  }
+
+  private opsByTouched(): Map<string, number[]> {
+    const byTouched = new Map<string, number[]>();
+    for (const o of this.operations) for (const t of o.touches) byTouched.set(t, [...(byTouched.get(t) ?? []), o.index]);
+    return byTouched;
+  }
+
+  /** Whether operation `from` waits, directly or not, for operation `on`. */
+  private dependsOn(from: number, on: number): boolean {
+    const seen = new Set<number>();
+    const stack = [from];
+    while (stack.length) {
+      const i = stack.pop()!;
+      if (i === on) return true;
+      if (seen.has(i)) continue;
+      seen.add(i);
+      stack.push(...this.operations[i].after);
+    }
+    return false;
   }
 }
 
@@ -558,6 +610,7 @@ export function makePlan(manifest: Manifest, live: LiveState, opts: PlanOptions)
   else p.claimUnstampable();
   p.planDeletes();
   p.orderDeletes();
+  p.orderUniqueValues();
   const fingerprints = planFingerprints(p.changes, live);
   const changes = opts.mode === 'refresh-only' ? p.changes.filter((c) => c.drift).map((c) => ({ ...c, operations: [] })) : p.changes;
   return {
