@@ -113,11 +113,24 @@ export async function execute(client: ApiClient, plan: Plan, opts: { parallelism
     let settled = 0;
     const total = ops.length;
     if (total === 0) return finish();
-    const complete = () => {
+    const over = new Set<number>();
+    const complete = (i: number) => {
+      over.add(i);
       settled++;
       running--;
       pump();
       if (settled === total) finish();
+      else stuck();
+    };
+    // Nothing runs and nothing can start, yet operations are left: they wait on each other.
+    // The planner never orders a cycle; if it ever did, report it rather than wait forever.
+    const stuck = () => {
+      if (running > 0 || ready.length > 0) return;
+      for (const o of ops) {
+        if (over.has(o.index) || blocked.has(o.index)) continue;
+        failures.push({ address: o.address, operation: o, message: 'not attempted: it waits, through other operations, for itself (a cycle in the plan); nothing was sent for it' });
+      }
+      finish();
     };
     /** Operation i is over (run, failed or skipped): what waited only for it may start. */
     const release = (i: number) => {
@@ -134,7 +147,7 @@ export async function execute(client: ApiClient, plan: Plan, opts: { parallelism
           // Skipped, but settled like any other, so that its own dependents settle too.
           running++;
           release(i);
-          queueMicrotask(complete);
+          queueMicrotask(() => complete(i));
           continue;
         }
         const o = ops[i];
@@ -161,11 +174,12 @@ export async function execute(client: ApiClient, plan: Plan, opts: { parallelism
           })
           .finally(() => {
             release(i);
-            complete();
+            complete(i);
           });
       }
     };
     pump();
+    stuck();
   });
   return { failures, skipped: [...skipped], done };
 }
