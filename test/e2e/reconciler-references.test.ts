@@ -82,6 +82,30 @@ describe('reconciler: references and replacement', () => {
   });
 });
 
+describe('reconciler: hostports moving between edges', () => {
+  it('moves hostports to a new edge and between existing edges in one apply', async () => {
+    const s = await startTestServer();
+    try {
+      const r = stackRunner(s);
+      const many = Array.from({ length: 12 }, (_, i) => `h${i}.example.com:443`);
+      const dir = manifestDir({ 'edges.yaml': yaml([{ kind: 'HTTPSEdge', name: 'a', hostports: many }, { kind: 'HTTPSEdge', name: 'c', hostports: ['c.example.com:443'] }]) });
+      await r.apply(['-f', dir]);
+      // Half of a's hostports go to a new edge b; c's goes to a, and c takes a new one. The
+      // taker of each hostport must wait for its holder's update, or the API says 409.
+      const moved = [{ kind: 'HTTPSEdge', name: 'a', hostports: [...many.slice(0, 6), 'c.example.com:443'] }, { kind: 'HTTPSEdge', name: 'b', hostports: many.slice(6) }, { kind: 'HTTPSEdge', name: 'c', hostports: ['c2.example.com:443'] }];
+      fs.writeFileSync(path.join(dir, 'edges.yaml'), yaml(moved));
+      const applied = await r.run(['apply', '-f', dir, '--auto-approve']);
+      expect(applied.code, applied.stdout).toBe(0);
+      expect(applied.stdout).toContain('Apply complete! Resources: 1 added, 2 changed, 0 destroyed.');
+      const edges = (await s.get('/edges/https')).body.https_edges as Doc[];
+      expect(edges.map((e) => e.hostports.sort()).sort()).toEqual(moved.map((d) => d.hostports.sort()).sort());
+      expect((await r.run(['plan', '-f', dir])).stdout).toContain(NO_CHANGES);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe('reconciler: adoption by natural key', () => {
   let s: TestServer;
   beforeAll(async () => {
