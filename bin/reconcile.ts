@@ -134,7 +134,8 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
       setCode(await fn(opts, ...args.slice(0, -2)));
     } catch (e) {
       const out = io();
-      if (opts.json && !(e instanceof UserError)) out.out(`${JSON.stringify({ error: explain(e, opts.apiUrl), ...(e instanceof ManifestError ? { problems: e.problems.list } : {}) })}\n`);
+      // --json readers get one document whatever went wrong (a refused plan included).
+      if (opts.json) out.out(`${JSON.stringify({ error: explain(e, opts.apiUrl), ...(e instanceof ManifestError ? { problems: e.problems.list } : {}) })}\n`);
       out.err(`${out.errStyle.red('Error:')} ${explain(e, opts.apiUrl)}\n`);
       setCode(1);
     }
