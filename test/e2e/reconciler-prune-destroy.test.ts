@@ -147,6 +147,9 @@ describe('reconciler: --prune, prevent_destroy and destroy', () => {
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/CertificateAuthority\/clients has prevent_destroy set, but changing ca_pem replaces it/);
     }
+    const json = await me.run(['plan', '-f', dir, '--json']);
+    expect(json.code).toBe(1);
+    expect(json.json().error).toMatch(/CertificateAuthority\/clients has prevent_destroy set/);
     expect((await all()).cas).toBe(1);
   });
 
