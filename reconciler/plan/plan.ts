@@ -103,7 +103,11 @@ class Planner {
       return take(l);
     }
     const all = this.live.byKind.get(d.kind) ?? [];
-    const stamped = all.find((l) => !this.matched.has(l.id) && l.stamp?.stack === stack && l.stamp.name === d.address);
+    // Two stamped alike are the two halves of an interrupted replacement: the one that was
+    // applied from these manifests (equal hash), else the newest (lists are newest first).
+    const candidates = all.filter((l) => !this.matched.has(l.id) && l.stamp?.stack === stack && l.stamp.name === d.address);
+    const h = candidates.length > 1 && hasMetadata(d.entry) ? this.stampFor(d.address, d.entry, d.body, d.secrets, true)?.h : undefined;
+    const stamped = candidates.find((l) => h && l.stamp?.h === h) ?? candidates[0];
     if (stamped) return take(stamped);
     const keyField = d.entry.naturalKey ?? (!hasMetadata(d.entry) && 'name' in d.entry.fields ? 'name' : undefined);
     if (!keyField) return { owned: false };
@@ -466,9 +470,15 @@ class Planner {
         // Kinds without metadata cannot carry a stamp: destroy takes the declared ones, found by name.
         const mine = l.stamp?.stack === stack || (mode === 'destroy' && this.matched.has(l.id) && !hasMetadata(l.entry));
         if (!mine) continue;
-        const address = l.stamp?.name ?? `${kind}/${l.read.name ?? l.id}`;
-        const doc = declared.get(address);
-        if (mode !== 'destroy' && !prune) {
+        const name = l.stamp?.name ?? `${kind}/${l.read.name ?? l.id}`;
+        const doc = declared.get(name);
+        // Stamped as a declared document that another resource is (or, in destroy, as one
+        // already deleted here): the old half of a create-before-delete replacement that was
+        // cut off. Apply finishes the replacement; it is no leftover of the manifests.
+        const deposed = (mode !== 'destroy' && !!doc) || this.deleted.has(name);
+        const address = deposed ? `${name} (deposed ${l.id})` : name;
+        this.deleted.add(name);
+        if (mode !== 'destroy' && !prune && !(deposed && mode === 'apply' && !doc?.preventDestroy)) {
           this.orphans.push(address);
           continue;
         }
@@ -478,12 +488,14 @@ class Planner {
         }
         const childIds = Object.values(l.children).flat().map((c) => c.id);
         const op = this.op({ method: 'delete', kind, id: l.id, address, touches: [l.id, ...childIds] });
-        this.change({ address, kind, name: address.slice(kind.length + 1), actions: ['delete'], before: { ...this.liveInputOf(l.entry, l.id, l.read), ...(hasMetadata(l.entry) ? { metadata: l.userMetadata } : {}) }, after: null, id: l.id, operations: [op] });
+        this.change({ address, kind, name: name.slice(kind.length + 1), actions: ['delete'], before: { ...this.liveInputOf(l.entry, l.id, l.read), ...(hasMetadata(l.entry) ? { metadata: l.userMetadata } : {}) }, after: null, id: l.id, operations: [op] });
       }
     }
   }
 
   readonly orphans: string[] = [];
+  /** Addresses planDeletes has deleted (a second resource stamped alike is deposed). */
+  private readonly deleted = new Set<string>();
 
   /** Destroy: the declared resources of kinds that cannot be stamped, found by their name. */
   claimUnstampable() {
