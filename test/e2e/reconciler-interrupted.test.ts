@@ -2,11 +2,15 @@
 // work, or the server stopped) exits 1 naming what failed, and the next apply finishes
 // the job with no duplicates. Identity lives on the server (stamps, natural keys), so the
 // second run recognises what the first one made, even when it never heard back.
+import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { stringify } from 'yaml';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { manifestDir } from '../helpers/cli.js';
+import { caPem } from '../helpers/edge-fixtures.js';
 import { bigManifest, census, COMPLETE as complete, DECLARED, stackRunner } from '../helpers/reconciler.js';
 
 const NO_CHANGES = 'No changes. Your infrastructure matches the configuration.';
@@ -102,5 +106,35 @@ describe('reconciler: an interrupted apply finishes on the next run', () => {
     const plan = await r.run(['plan', '-f', dir, '--detailed-exitcode']);
     expect(plan.stdout).toContain(NO_CHANGES);
     expect(plan.code).toBe(0);
+  });
+
+  it('when a replacement made the new resource but could not delete the old one', async () => {
+    const s = await startTestServer();
+    servers.push(s);
+    const r = stackRunner(s);
+    const doc = (pem: string) => stringify({ kind: 'CertificateAuthority', name: 'clients', ca_pem: pem });
+    const dir = manifestDir({ 'ca.yaml': doc(caPem('replaced CA 1')) });
+    await r.apply(['-f', dir]);
+    const [old] = (await s.get('/certificate_authorities')).body.certificate_authorities;
+    // An unmanaged edge uses the old CA, so the API refuses its delete: the replacement stops half-way.
+    const edge = (await s.post('/edges/https', { mutual_tls: { certificate_authority_ids: [old.id] } })).body;
+    fs.writeFileSync(path.join(dir, 'ca.yaml'), doc(caPem('replaced CA 2')));
+    const first = await r.run(['apply', '-f', dir, '--auto-approve']);
+    expect(first.code).toBe(1);
+    expect(first.stdout).toContain('Error: CertificateAuthority/clients: delete failed (HTTP 409');
+    expect((await s.get('/certificate_authorities')).body.certificate_authorities).toHaveLength(2);
+    expect((await s.del(`/edges/https/${edge.id}`)).status).toBe(204);
+    // The old one is stamped as the same document: apply deletes it, without --prune, as the
+    // rest of the replacement, and does not call it undeclared.
+    const plan = await r.run(['plan', '-f', dir]);
+    expect(plan.stdout).toContain(`# CertificateAuthority/clients (deposed ${old.id}) will be destroyed`);
+    expect(plan.stdout).not.toContain('no longer declared');
+    const second = await r.run(['apply', '-f', dir, '--auto-approve']);
+    expect(second.code, second.stdout).toBe(0);
+    expect(second.stdout).toContain('Apply complete! Resources: 0 added, 0 changed, 1 destroyed.');
+    const left = (await s.get('/certificate_authorities')).body.certificate_authorities;
+    expect(left).toHaveLength(1);
+    expect(left[0].id).not.toBe(old.id);
+    expect((await r.run(['plan', '-f', dir, '--detailed-exitcode'])).code).toBe(0);
   });
 });
