@@ -9,10 +9,9 @@ import { issueCertificate } from '../../server/crypto/x509-build.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { manifestDir } from '../helpers/cli.js';
 import { caPem, TCP_POLICY } from '../helpers/edge-fixtures.js';
-import { activeChanges, stackRunner, type StackRunner } from '../helpers/reconciler.js';
+import { activeChanges, NO_CHANGES, type StackRunner, stackRunner } from '../helpers/reconciler.js';
 
 type Doc = Record<string, any>;
-const NO_CHANGES = 'No changes. Your infrastructure matches the configuration.';
 const SECRETS = { oauth: 'export-oauth-secret-51f0', webhook: 'whsec_export_secret_77d2', hook: 'export-hook-secret-0c9a' };
 
 describe('reconciler: export', () => {

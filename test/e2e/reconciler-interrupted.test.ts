@@ -11,9 +11,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { manifestDir } from '../helpers/cli.js';
 import { caPem } from '../helpers/edge-fixtures.js';
-import { bigManifest, census, COMPLETE as complete, DECLARED, stackRunner } from '../helpers/reconciler.js';
+import { bigManifest, census, COMPLETE as complete, DECLARED, NO_CHANGES, stackRunner } from '../helpers/reconciler.js';
 
-const NO_CHANGES = 'No changes. Your infrastructure matches the configuration.';
 
 /**
  * A proxy in front of the server. Once `dropAfter` POSTs have been answered, it still

@@ -7,10 +7,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { manifestDir } from '../helpers/cli.js';
-import { activeChanges, QUICKSTART, stackRunner, type StackRunner } from '../helpers/reconciler.js';
+import { activeChanges, NO_CHANGES, QUICKSTART, stackRunner, type StackRunner } from '../helpers/reconciler.js';
 
 const GH_SECRET = 'gh-lifecycle-secret-7c1e';
-const NO_CHANGES = 'No changes. Your infrastructure matches the configuration.';
 
 describe('reconciler life cycle (the issue example)', () => {
   let s: TestServer;

@@ -4,16 +4,13 @@
 // the stack manages and nothing else.
 import fs from 'node:fs';
 import path from 'node:path';
-import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { manifestDir } from '../helpers/cli.js';
 import { caPem } from '../helpers/edge-fixtures.js';
-import { activeChanges, stackRunner, type StackRunner } from '../helpers/reconciler.js';
+import { activeChanges, NO_CHANGES, stackRunner, type StackRunner, toYaml } from '../helpers/reconciler.js';
 
 type Doc = Record<string, any>;
-const yaml = (docs: Doc[]) => docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n');
-const NO_CHANGES = 'No changes. Your infrastructure matches the configuration.';
 
 const CA_1 = caPem('prune test CA 1');
 const CA_2 = caPem('prune test CA 2');
@@ -52,7 +49,7 @@ describe('reconciler: --prune, prevent_destroy and destroy', () => {
   let theirDir: string;
   const unmanaged: Record<string, string> = {};
 
-  const write = (docs: Doc[]) => fs.writeFileSync(path.join(dir, 'stack.yaml'), yaml(docs));
+  const write = (docs: Doc[]) => fs.writeFileSync(path.join(dir, 'stack.yaml'), toYaml(docs));
   const list = async (p: string, key: string) => (await s.get(`${p}?limit=100`)).body[key] as Doc[];
   const all = async () => ({
     policies: (await list('/ip_policies', 'ip_policies')).map((p) => p.description).sort(),
@@ -68,8 +65,8 @@ describe('reconciler: --prune, prevent_destroy and destroy', () => {
     s = await startTestServer();
     me = stackRunner(s);
     other = stackRunner(s, { EDGEFORM_STACK: 'other' });
-    dir = manifestDir({ 'stack.yaml': yaml(mine) });
-    theirDir = manifestDir({ 'stack.yaml': yaml(theirs) });
+    dir = manifestDir({ 'stack.yaml': toYaml(mine) });
+    theirDir = manifestDir({ 'stack.yaml': toYaml(theirs) });
     await me.apply(['-f', dir]);
     await other.apply(['-f', theirDir]);
     // Made through the API directly: no stack manages them.

@@ -4,17 +4,14 @@
 // needs --adopt. And the option checks that are usage errors exit 2.
 import fs from 'node:fs';
 import path from 'node:path';
-import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { manifestDir } from '../helpers/cli.js';
 import { caPem } from '../helpers/edge-fixtures.js';
 import { SshTools } from '../helpers/ssh.js';
-import { activeChanges, stackRunner, type StackRunner } from '../helpers/reconciler.js';
+import { activeChanges, NO_CHANGES, stackRunner, type StackRunner, toYaml } from '../helpers/reconciler.js';
 
 type Doc = Record<string, any>;
-const yaml = (docs: Doc[]) => docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n');
-const NO_CHANGES = 'No changes. Your infrastructure matches the configuration.';
 
 describe('reconciler: references and replacement', () => {
   let s: TestServer;
@@ -33,7 +30,7 @@ describe('reconciler: references and replacement', () => {
   beforeAll(async () => {
     s = await startTestServer();
     r = stackRunner(s);
-    dir = manifestDir({ 'stack.yaml': yaml(docs(caPem('refs CA 1'), 'ed25519')) });
+    dir = manifestDir({ 'stack.yaml': toYaml(docs(caPem('refs CA 1'), 'ed25519')) });
     await r.apply(['-f', dir]);
   });
   afterAll(async () => {
@@ -42,7 +39,7 @@ describe('reconciler: references and replacement', () => {
 
   it('replaces a referenced CA: new one first, referrers updated to it, old one deleted last; not drift', async () => {
     const [oldCa] = await list('/certificate_authorities', 'certificate_authorities');
-    fs.writeFileSync(path.join(dir, 'stack.yaml'), yaml(docs(caPem('refs CA 2'), 'ed25519')));
+    fs.writeFileSync(path.join(dir, 'stack.yaml'), toYaml(docs(caPem('refs CA 2'), 'ed25519')));
     const plan = await r.run(['plan', '-f', dir]);
     expect(plan.stdout).not.toContain('changed outside edgeform');
     expect(plan.stdout).toContain('~ mutual_tls.certificate_authority_ids[0] = "' + oldCa.id + '" -> (known after apply: CertificateAuthority/clients)');
@@ -65,7 +62,7 @@ describe('reconciler: references and replacement', () => {
   it('replaces an SSH user certificate whose authority is replaced (a reference that cannot change in place)', async () => {
     const [oldCert] = await list('/ssh_user_certificates', 'ssh_user_certificates');
     const ca = (await list('/certificate_authorities', 'certificate_authorities'))[0];
-    fs.writeFileSync(path.join(dir, 'stack.yaml'), yaml(docs(ca.ca_pem, 'ecdsa')));
+    fs.writeFileSync(path.join(dir, 'stack.yaml'), toYaml(docs(ca.ca_pem, 'ecdsa')));
     const p = activeChanges(await r.planJson(['-f', dir]));
     expect(Object.fromEntries(Object.entries(p).map(([a, c]) => [a, c.change.actions]))).toEqual({
       'SSHCertificateAuthority/ssh': ['create', 'delete'],
@@ -88,12 +85,12 @@ describe('reconciler: hostports moving between edges', () => {
     try {
       const r = stackRunner(s);
       const many = Array.from({ length: 12 }, (_, i) => `h${i}.example.com:443`);
-      const dir = manifestDir({ 'edges.yaml': yaml([{ kind: 'HTTPSEdge', name: 'a', hostports: many }, { kind: 'HTTPSEdge', name: 'c', hostports: ['c.example.com:443'] }]) });
+      const dir = manifestDir({ 'edges.yaml': toYaml([{ kind: 'HTTPSEdge', name: 'a', hostports: many }, { kind: 'HTTPSEdge', name: 'c', hostports: ['c.example.com:443'] }]) });
       await r.apply(['-f', dir]);
       // Half of a's hostports go to a new edge b; c's goes to a, and c takes a new one. The
       // taker of each hostport must wait for its holder's update, or the API says 409.
       const moved = [{ kind: 'HTTPSEdge', name: 'a', hostports: [...many.slice(0, 6), 'c.example.com:443'] }, { kind: 'HTTPSEdge', name: 'b', hostports: many.slice(6) }, { kind: 'HTTPSEdge', name: 'c', hostports: ['c2.example.com:443'] }];
-      fs.writeFileSync(path.join(dir, 'edges.yaml'), yaml(moved));
+      fs.writeFileSync(path.join(dir, 'edges.yaml'), toYaml(moved));
       const applied = await r.run(['apply', '-f', dir, '--auto-approve']);
       expect(applied.code, applied.stdout).toBe(0);
       expect(applied.stdout).toContain('Apply complete! Resources: 1 added, 2 changed, 0 destroyed.');
@@ -118,7 +115,7 @@ describe('reconciler: adoption by natural key', () => {
   it('refuses an edge whose hostport an unmanaged edge holds, until --adopt takes it over', async () => {
     const made = await s.post('/edges/https', { hostports: ['taken.example.com:443'], description: 'made by hand' });
     const r = stackRunner(s);
-    const dir = manifestDir({ 'edge.yaml': yaml([{ kind: 'HTTPSEdge', name: 'taken', hostports: ['Taken.Example.com:443'], description: 'managed now' }]) });
+    const dir = manifestDir({ 'edge.yaml': toYaml([{ kind: 'HTTPSEdge', name: 'taken', hostports: ['Taken.Example.com:443'], description: 'managed now' }]) });
     const refused = await r.run(['apply', '-f', dir, '--auto-approve']);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain(`HTTPSEdge/taken: hostports taken.example.com:443 belongs to ${made.body.id}, which edgeform does not manage; pass --adopt to take it over`);

@@ -4,15 +4,12 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { manifestDir } from '../helpers/cli.js';
-import { stackRunner, type StackRunner } from '../helpers/reconciler.js';
+import { NO_CHANGES, type StackRunner, stackRunner, toYaml } from '../helpers/reconciler.js';
 
 type Doc = Record<string, any>;
-const yaml = (docs: Doc[]) => docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n');
-const NO_CHANGES = 'No changes. Your infrastructure matches the configuration.';
 const HOOK_SECRET = 'saved-plan-hook-secret-93ab';
 
 const base: Doc[] = [
@@ -27,13 +24,13 @@ describe('reconciler: saved plans', () => {
   let r: StackRunner;
   let dir: string;
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-plans-'));
-  const write = (docs: Doc[]) => fs.writeFileSync(path.join(dir, 'stack.yaml'), yaml(docs));
+  const write = (docs: Doc[]) => fs.writeFileSync(path.join(dir, 'stack.yaml'), toYaml(docs));
   const descriptions = async () => (await s.get('/ip_policies')).body.ip_policies.map((p: Doc) => p.description).sort();
 
   beforeAll(async () => {
     s = await startTestServer();
     r = stackRunner(s, { HOOK_SECRET });
-    dir = manifestDir({ 'stack.yaml': yaml(base) });
+    dir = manifestDir({ 'stack.yaml': toYaml(base) });
   });
   afterAll(async () => {
     await s?.close();
@@ -128,7 +125,7 @@ describe('reconciler: confirmation before apply and destroy', () => {
   beforeAll(async () => {
     s = await startTestServer();
     r = stackRunner(s);
-    dir = manifestDir({ 'stack.yaml': yaml([{ kind: 'IPPolicy', name: 'office' }]) });
+    dir = manifestDir({ 'stack.yaml': toYaml([{ kind: 'IPPolicy', name: 'office' }]) });
   });
   afterAll(async () => {
     await s?.close();

@@ -4,16 +4,13 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueCertificate } from '../../server/crypto/x509-build.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { manifestDir } from '../helpers/cli.js';
-import { stackRunner, type StackRunner } from '../helpers/reconciler.js';
+import { NO_CHANGES, type StackRunner, stackRunner, toYaml } from '../helpers/reconciler.js';
 
 type Doc = Record<string, any>;
-const yaml = (docs: Doc[]) => docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n');
-const NO_CHANGES = 'No changes. Your infrastructure matches the configuration.';
 
 const leaf = issueCertificate({ subject: { commonName: 'secret.example.com' }, key: 'p256' } as never);
 const otherKey = issueCertificate({ subject: { commonName: 'other.example.com' }, key: 'p256' } as never).privateKeyPem;
@@ -59,7 +56,7 @@ describe('reconciler: secrets never appear in output', () => {
   beforeAll(async () => {
     s = await startTestServer();
     r = stackRunner(s);
-    dir = manifestDir({ 'stack.yaml': yaml(docs) });
+    dir = manifestDir({ 'stack.yaml': toYaml(docs) });
   });
   afterAll(async () => {
     await s?.close();
@@ -129,7 +126,7 @@ describe('reconciler: secrets never appear in output', () => {
   });
 
   it('validate problems about secret fields do not quote them', async () => {
-    const bad = manifestDir({ 'bad.yaml': yaml([{ kind: 'TLSCertificate', name: 'bad', certificate_pem: leaf.certificatePem, private_key_pem: '${env:BAD_KEY}' }, { kind: 'HTTPSEdge', name: 'e', routes: [{ match_type: 'path_prefix', match: '/', webhook_verification: { provider: 'stripe', secret: '${env:LONG_SECRET}' } }] }]) });
+    const bad = manifestDir({ 'bad.yaml': toYaml([{ kind: 'TLSCertificate', name: 'bad', certificate_pem: leaf.certificatePem, private_key_pem: '${env:BAD_KEY}' }, { kind: 'HTTPSEdge', name: 'e', routes: [{ match_type: 'path_prefix', match: '/', webhook_verification: { provider: 'stripe', secret: '${env:LONG_SECRET}' } }] }]) });
     const badKey = `-----BEGIN PRIVATE KEY-----\nbm90LWEta2V5LXNlY3JldC1tYXRlcmlhbA==\n-----END PRIVATE KEY-----\n`;
     const longSecret = `whsec_${'x'.repeat(5000)}`;
     const res = await run(['validate', '-f', bad], { BAD_KEY: badKey, LONG_SECRET: longSecret });

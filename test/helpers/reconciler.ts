@@ -5,6 +5,12 @@ import { stringify } from 'yaml';
 import { runCli, type CliResult } from './cli.js';
 import type { TestServer } from './server.js';
 
+/** What plan prints when live state matches the manifests. */
+export const NO_CHANGES = 'No changes. Your infrastructure matches the configuration.';
+
+/** Manifest documents as one multi-document YAML text. */
+export const toYaml = (docs: Record<string, any>[]) => docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n');
+
 /** The example manifest (the README's quick start); its secret comes from GH_SECRET. */
 export const QUICKSTART = path.resolve(import.meta.dirname, '../../examples/manifests/quickstart');
 
