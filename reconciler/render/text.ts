@@ -2,6 +2,7 @@
 // field. It reads only the plan's changes; colour only when the output is a terminal.
 import type { Change, Plan } from '../plan/types.js';
 import { isNoop, summarize } from '../plan/types.js';
+import { SENSITIVE } from '../plan/plan.js';
 import { parseRef, manifestKind } from '../manifest/kinds.js';
 import type { ExecuteResult, Failure } from '../apply/execute.js';
 
@@ -27,6 +28,7 @@ export function styleFor(stream: NodeJS.WriteStream, disabled = false): Style {
 }
 
 function value(v: unknown): string {
+  if (v === SENSITIVE) return '(sensitive value)';
   if (typeof v === 'string') {
     const ref = parseRef(v);
     if (ref && manifestKind(ref.kind)) return `(known after apply: ${v})`;
@@ -81,6 +83,39 @@ const headline: Record<Verb, string> = {
   'no-op': 'has no changes',
 };
 
+const isObject = (v: unknown): v is Record<string, unknown> => v != null && typeof v === 'object' && !Array.isArray(v);
+const isScalar = (v: unknown) => v === null || typeof v !== 'object';
+
+/**
+ * A value as Terraform shows it: scalars on the line, objects and lists of objects as
+ * indented blocks, each nested line with the change's symbol. `label` is `key = ` (padded)
+ * or empty for a list item.
+ */
+function valueLines(sym: string, label: string, v: unknown, indent: string, trail = ''): string[] {
+  if (Array.isArray(v) && v.every(isScalar)) {
+    const inline = `[${v.map(value).join(', ')}]`;
+    if (inline.length <= 100) return [`${indent}${sym} ${label}${inline}${trail}`];
+    return [`${indent}${sym} ${label}[`, ...v.map((x) => `${indent}    ${value(x)},`), `${indent}  ]${trail}`];
+  }
+  if (Array.isArray(v)) {
+    if (!v.length) return [`${indent}${sym} ${label}[]${trail}`];
+    return [`${indent}${sym} ${label}[`, ...v.flatMap((x) => valueLines(sym, '', x, `${indent}    `, ',')), `${indent}  ]${trail}`];
+  }
+  if (isObject(v)) {
+    const keys = Object.keys(v);
+    if (!keys.length) return [`${indent}${sym} ${label}{}${trail}`];
+    const width = Math.max(...keys.map((k) => k.length));
+    return [`${indent}${sym} ${label}{`, ...keys.flatMap((k) => valueLines(sym, `${k.padEnd(width)} = `, v[k], `${indent}    `)), `${indent}  }${trail}`];
+  }
+  return [`${indent}${sym} ${label}${value(v)}${trail}`];
+}
+
+/** Every field of a document under one symbol, keys aligned. */
+function documentLines(sym: string, doc: Record<string, unknown>): string[] {
+  const width = Math.max(0, ...Object.keys(doc).map((k) => k.length));
+  return Object.entries(doc).flatMap(([k, v]) => valueLines(sym, `${k.padEnd(width)} = `, v, '      '));
+}
+
 /** The lines for one change: a header and one line per field. */
 export function renderChange(c: Change, s: Style): string[] {
   const verb = verbOf(c);
@@ -90,16 +125,17 @@ export function renderChange(c: Change, s: Style): string[] {
   out.push(`${verb === 'replace' ? '' : '  '}${symbol(verb, s)} ${c.address}${c.id ? s.dim(` [id=${c.id}]`) : ''}`);
   const forces = new Set(c.replacePaths ?? []);
   const mark = (path: string) => ([...forces].some((f) => path === f || path.startsWith(`${f}/`)) ? s.red(' # forces replacement') : '');
-  if (verb === 'create') {
-    for (const [k, v] of Object.entries(c.after ?? {})) out.push(`      ${s.green('+')} ${k} = ${value(v)}`);
-  } else if (verb === 'delete') {
-    for (const [k, v] of Object.entries(c.before ?? {})) out.push(`      ${s.red('-')} ${k} = ${value(v)}`);
-  } else {
+  const add = s.green('+');
+  const del = s.red('-');
+  if (verb === 'create') out.push(...documentLines(add, c.after ?? {}));
+  else if (verb === 'delete') out.push(...documentLines(del, c.before ?? {}));
+  else {
     for (const op of c.patch) {
-      const f = fieldOf(op.path);
-      if (op.op === 'add') out.push(`      ${s.green('+')} ${f} = ${value(op.value)}${mark(op.path)}`);
-      else if (op.op === 'remove') out.push(`      ${s.red('-')} ${f} = ${value(get(c.before, op.path))}${mark(op.path)}`);
-      else if (op.op === 'replace') out.push(`      ${s.yellow('~')} ${f} = ${value(get(c.before, op.path))} -> ${value(op.value)}${mark(op.path)}`);
+      const f = `${fieldOf(op.path)} = `;
+      const was = get(c.before, op.path);
+      if (op.op === 'add' || (op.op === 'replace' && was == null && !isScalar(op.value))) out.push(...valueLines(add, f, op.value, '      ', mark(op.path)));
+      else if (op.op === 'remove' || (op.op === 'replace' && op.value == null && !isScalar(was))) out.push(...valueLines(del, f, was, '      ', mark(op.path)));
+      else if (op.op === 'replace') out.push(`      ${s.yellow('~')} ${f}${value(was)} -> ${value(op.value)}${mark(op.path)}`);
     }
   }
   if (c.sensitiveChanged) out.push(`      ${s.yellow('~')} ${s.dim('(sensitive value)')}${c.replacePaths?.length && !c.patch.length ? s.red(' # forces replacement') : ''}`);
