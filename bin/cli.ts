@@ -19,12 +19,16 @@ export async function main(argv: string[], io?: Io): Promise<number> {
   const noColor = argv.includes('--no-color');
   for (const c of reconcileCommands(setCode, () => io ?? processIo(noColor))) program.addCommand(c);
   // Subcommands do not inherit these: a usage error must throw (exit 2), not exit the process.
-  for (const c of program.commands) c.exitOverride().showHelpAfterError('(run with --help for usage)');
+  // Commander's help and usage errors go where the command's own output goes (captured in tests).
+  const output = { writeOut: (t: string) => (io ? io.out(t) : process.stdout.write(t)), writeErr: (t: string) => (io ? io.err(t) : process.stderr.write(t)) };
+  program.configureOutput(output);
+  for (const c of program.commands) c.exitOverride().showHelpAfterError('(run with --help for usage)').configureOutput(output);
   try {
     await program.parseAsync(argv);
     return code;
   } catch (e) {
-    if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : 2;
+    // With --detailed-exitcode, 2 means "changes present", so a usage error is 1 there.
+    if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : argv.includes('--detailed-exitcode') ? 1 : 2;
     process.stderr.write(`Error: ${(e as Error).message}\n`);
     return 1;
   }

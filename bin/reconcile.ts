@@ -47,6 +47,8 @@ export function processIo(noColor = false): Io {
 
 /** A failure the user can act on: printed as `Error: ...` with exit code 1. */
 export class UserError extends Error {}
+/** A command used wrongly (a missing or bad option): exit code 2, like commander's own usage errors. */
+export class UsageError extends UserError {}
 
 const collect = (v: string, prior: string[] = []) => [...prior, v];
 
@@ -64,14 +66,14 @@ const manifestOption = (cmd: Command) =>
 
 function targetOf(opts: Record<string, any>): Target {
   if (!opts.apiKey) throw new UserError('no API key: set EDGEFORM_API_KEY (or --api-key) to a token; "edgeform serve" prints the first one on its first start');
-  if (!/^[a-z0-9._-]{1,64}$/i.test(opts.stack)) throw new UserError(`stack name "${opts.stack}" must be 1-64 letters, digits, '.', '_' or '-'`);
+  if (!/^[a-z0-9._-]{1,64}$/i.test(opts.stack)) throw new UsageError(`stack name "${opts.stack}" must be 1-64 letters, digits, '.', '_' or '-'`);
   return { apiUrl: opts.apiUrl, apiKey: opts.apiKey, stack: opts.stack, parallelism: opts.parallelism ? Number(opts.parallelism) : undefined };
 }
 
 function desiredOf(opts: Record<string, any>) {
   const files: string[] = opts.file ?? [];
   const cdktf: string[] = opts.cdktf ?? [];
-  if (!files.length && !cdktf.length) throw new UserError('no manifests: give -f PATH (a file or a directory of *.yaml files) or --cdktf DIR (a CDKTF synth output)');
+  if (!files.length && !cdktf.length) throw new UsageError('no manifests: give -f PATH (a file or a directory of *.yaml files) or --cdktf DIR (a CDKTF synth output)');
   return loadDesired(files, cdktf);
 }
 
@@ -137,7 +139,8 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
       // --json readers get one document whatever went wrong (a refused plan included).
       if (opts.json) out.out(`${JSON.stringify({ error: explain(e, opts.apiUrl), ...(e instanceof ManifestError ? { problems: e.problems.list } : {}) })}\n`);
       out.err(`${out.errStyle.red('Error:')} ${explain(e, opts.apiUrl)}\n`);
-      setCode(1);
+      // With --detailed-exitcode, 2 means "changes present": a CI job must not read a mistake as that.
+      setCode(e instanceof UsageError && !opts.detailedExitcode ? 2 : 1);
     }
   };
 
@@ -208,7 +211,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
         try {
           let plan: Plan;
           if (planFile) {
-            if (opts.file?.length || opts.cdktf?.length) throw new UserError('give either a saved plan file or manifests (-f, --cdktf), not both');
+            if (opts.file?.length || opts.cdktf?.length) throw new UsageError('give either a saved plan file or manifests (-f, --cdktf), not both');
             const saved = readPlan(planFile);
             if (saved.plan.stack !== t.stack) throw new UserError(`the plan was made for stack "${saved.plan.stack}", not "${t.stack}"; pass --stack ${saved.plan.stack}`);
             if (saved.plan.apiUrl.replace(/\/+$/, '') !== t.apiUrl.replace(/\/+$/, '')) throw new UserError(`the plan was made against ${saved.plan.apiUrl}, not ${t.apiUrl}`);
@@ -272,7 +275,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
       wrap(async (opts) => {
         const t = targetOf(opts);
         const out = io();
-        for (const k of opts.kind ?? []) if (!manifestKind(k)) throw new UserError(`unknown kind ${k}; one of ${manifestKinds.map((m) => m.kind).join(', ')}`);
+        for (const k of opts.kind ?? []) if (!manifestKind(k)) throw new UsageError(`unknown kind ${k}; one of ${manifestKinds.map((m) => m.kind).join(', ')}`);
         const client = clientFor(t);
         try {
           const result = await exportManifests(client, { stack: t.stack, kinds: opts.kind ?? [], adopt: !!opts.adopt });

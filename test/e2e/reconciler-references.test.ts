@@ -133,11 +133,25 @@ describe('reconciler: adoption by natural key', () => {
   });
 
   it.each([
-    { args: ['--parallelism', '0'], reason: 'parallelism below 1' },
-    { args: ['--parallelism', 'many'], reason: 'parallelism not a number' },
-    { args: ['--no-such-option'], reason: 'an unknown option' },
+    { args: ['apply', '-f', '{dir}', '--auto-approve', '--parallelism', '0'], reason: 'parallelism below 1' },
+    { args: ['apply', '-f', '{dir}', '--auto-approve', '--parallelism', 'many'], reason: 'parallelism not a number' },
+    { args: ['apply', '-f', '{dir}', '--auto-approve', '--no-such-option'], reason: 'an unknown option' },
+    { args: ['plan'], reason: 'no manifests given' },
+    { args: ['plan', '-f', '{dir}', '--stack', 'no spaces'], reason: 'a stack name that cannot be stamped' },
+    { args: ['export', '--kind', 'NoSuchKind'], reason: 'an unknown kind to export' },
   ])('exits 2 on a usage error: $reason', async ({ args }) => {
-    const res = await stackRunner(s).run(['apply', '-f', manifestDir({}), '--auto-approve', ...args]);
+    const dir = manifestDir({});
+    const res = await stackRunner(s).run(args.map((a) => (a === '{dir}' ? dir : a)));
     expect(res.code).toBe(2);
+    expect(res.stderr).not.toBe('');
+  });
+
+  it.each([
+    { args: ['plan', '--detailed-exitcode'], reason: 'no manifests given' },
+    { args: ['plan', '-f', '{dir}', '--detailed-exitcode', '--no-such-option'], reason: 'an unknown option' },
+  ])('exits 1, not 2, on a usage error with --detailed-exitcode, where 2 means changes: $reason', async ({ args }) => {
+    const dir = manifestDir({});
+    const res = await stackRunner(s).run(args.map((a) => (a === '{dir}' ? dir : a)));
+    expect(res.code).toBe(1);
   });
 });
