@@ -91,7 +91,7 @@ describe('reconciler: saved plans', () => {
     expect(otherServer.code).toBe(1);
     expect(otherServer.stderr).toContain(`the plan was made against ${s.url}, not http://127.0.0.1:9`);
     const both = await r.run(['apply', file, '-f', dir]);
-    expect(both.code).toBe(1);
+    expect(both.code, 'a plan file and manifests together is a usage error').toBe(2);
     expect(both.stderr).toContain('give either a saved plan file or manifests');
     const missing = await r.run(['apply', path.join(tmp, 'nope.plan')]);
     expect(missing.code).toBe(1);
