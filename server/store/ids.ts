@@ -35,6 +35,8 @@ export function newIdBody(): string {
 
 export const newId = (prefix: string) => `${prefix}_${newIdBody()}`;
 
-const BODY = /^[0-9A-Za-z]{1,64}$/;
+// SPEC: identifier bodies are opaque. Only the prefix says which collection an id belongs
+// to (another prefix is 400); any body after the right prefix is an id, known or not (404).
+const BODY = /^[^\s/?#]{1,100}$/u;
 /** Whether a string is shaped like an id of the given prefix. */
 export const isIdOf = (prefix: string, id: string) => id.startsWith(`${prefix}_`) && BODY.test(id.slice(prefix.length + 1));
