@@ -133,6 +133,10 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     app.route({
       method: route.method,
       url,
+      // Without a content type or length Fastify reads no body, so none can be refused.
+      ...(route.ignoresBody ? { preParsing: async (request: FastifyRequest) => {
+        for (const h of ['content-type', 'content-length', 'transfer-encoding']) delete request.headers[h];
+      } } : {}),
       handler: async (request: FastifyRequest, reply) => {
         const query = request.query as Record<string, string | string[] | undefined>;
         const unknown = Object.keys(query).filter((q) => !route.query.includes(q));

@@ -17,6 +17,7 @@ for (const action of tunnelSession.spec.actions ?? []) {
     kind: tunnelSession,
     tag: tunnelSession.kind,
     status: 204,
+    ignoresBody: true,
     handle: async (ctx, req) => {
       await getResource(ctx, tunnelSession, req.params.id);
     },

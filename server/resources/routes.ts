@@ -25,6 +25,8 @@ export interface ApiRoute {
   /** Query parameters accepted; anything else is 400. */
   query: readonly string[];
   request?: z.ZodType;
+  /** The body is ignored whatever it is, even if not JSON (DECISIONS: agent commands). */
+  ignoresBody?: boolean;
   /** The 2xx status and the response schema (none for 204). */
   status: 200 | 201 | 204;
   response?: z.ZodType;
