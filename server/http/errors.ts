@@ -37,14 +37,19 @@ export type ErrorCode = keyof typeof ERRORS;
 /** An API error: a code from the registry, a sentence a user can act on, and details. */
 export class ApiError extends Error {
   readonly status: number;
+  readonly details: Record<string, unknown>;
   constructor(
     readonly code: ErrorCode,
     message: string,
-    readonly details: Record<string, unknown> = {},
+    details: Record<string, unknown> = {},
     readonly headers: Record<string, string> = {},
   ) {
     super(message);
     this.status = ERRORS[code].status;
+    // DECISIONS: an error naming a field also says why (details.reason), whichever check found it.
+    const field = details.field;
+    const reason = typeof field === 'string' && message.startsWith(`${field}: `) ? message.slice(field.length + 2) : message;
+    this.details = typeof field === 'string' && details.reason === undefined ? { ...details, reason } : details;
   }
 }
 

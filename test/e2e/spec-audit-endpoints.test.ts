@@ -331,3 +331,41 @@ describe('SPEC "Limits" at the boundary', () => {
     else expectInvalid(r, field!);
   });
 });
+
+describe('every error naming a field also gives the reason (DECISIONS, error body)', () => {
+  const cases: { reason: string; send: () => Promise<import('../helpers/server.js').Reply>; status: number; field: string }[] = [
+    { reason: 'an unknown query parameter', send: () => s.get('/ip_policies?colour=red'), status: 400, field: 'colour' },
+    { reason: 'a limit out of range', send: () => s.get('/ip_policies?limit=0'), status: 400, field: 'limit' },
+    { reason: 'a path id of another collection', send: () => s.get(`/ip_policies/${unknownId('ipr')}`), status: 400, field: 'id' },
+    { reason: 'a reference to nothing', send: () => s.post('/ip_policy_rules', { ip_policy_id: unknownId('ipp'), cidr: '10.0.0.0/8', action: 'allow' }), status: 400, field: 'ip_policy_id' },
+    { reason: 'a body id that differs from the path', send: async () => s.patch(`/ip_policies/${(await s.post('/ip_policies', {})).body.id}`, { id: unknownId('ipp') }), status: 400, field: 'id' },
+    { reason: 'a field that cannot change', send: async () => s.patch(`/api_keys/${(await s.post('/api_keys', {})).body.id}`, { owner_id: unknownId('usr') }), status: 400, field: 'owner_id' },
+    {
+      reason: 'a non-admin naming another owner',
+      send: async () => {
+        const bot = (await s.post('/bot_users', { name: 'not-admin' })).body;
+        const key = (await s.post('/api_keys', { owner_id: bot.id })).body;
+        return s.post('/api_keys', { owner_id: s.server.bootstrap.userId }, { token: key.token });
+      },
+      status: 403,
+      field: 'owner_id',
+    },
+    {
+      reason: 'a uniqueness conflict',
+      send: async () => {
+        const p = (await s.post('/ip_policies', {})).body;
+        await s.post('/ip_policy_rules', { ip_policy_id: p.id, cidr: '10.9.0.0/16', action: 'allow' });
+        return s.post('/ip_policy_rules', { ip_policy_id: p.id, cidr: '10.9.0.0/16', action: 'deny' });
+      },
+      status: 409,
+      field: 'cidr',
+    },
+  ];
+  it.each(cases)('$reason: $status with details.field $field and details.reason', async ({ send, status, field }) => {
+    const body = expectError(await send(), status);
+    expect(body.details.field).toBe(field);
+    expect(typeof body.details.reason).toBe('string');
+    expect((body.details.reason as string).length).toBeGreaterThan(0);
+    expect(body.msg).toContain(body.details.reason as string);
+  });
+});
