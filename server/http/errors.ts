@@ -25,7 +25,11 @@ export const ERRORS = {
   ERR_SERVICE_310: { status: 405, summary: 'The method is not allowed on this path.' },
   ERR_SERVICE_320: { status: 409, summary: 'A unique value is already taken.' },
   ERR_SERVICE_321: { status: 409, summary: 'The resource is still referenced and cannot be deleted.' },
-  ERR_SERVICE_322: { status: 409, summary: 'The agent cannot update now.' },
+  // SPEC's four reasons an agent update fails, one code each (DECISIONS: "a code per reason").
+  ERR_SERVICE_322: { status: 409, summary: 'The agent cannot update: no update is available.' },
+  ERR_SERVICE_323: { status: 409, summary: 'The agent cannot update: its configuration disables update checks.' },
+  ERR_SERVICE_324: { status: 409, summary: 'The agent cannot update: it is already updating.' },
+  ERR_SERVICE_325: { status: 409, summary: 'The agent cannot update: it has updated and must restart first.' },
   ERR_SERVICE_330: { status: 413, summary: 'The request body is larger than 1 MiB.' },
   ERR_SERVICE_331: { status: 431, summary: 'The request headers are larger than 16 KiB.' },
   ERR_SERVICE_500: { status: 500, summary: 'An internal error occurred.' },
