@@ -90,6 +90,13 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     request.caller = { keyId: found.keyId, ownerId: found.ownerId, admin: found.admin };
   });
 
+  // A request with no body has no content type to judge: a DELETE or POST that names one
+  // (text/plain, a form) but sends nothing is read as sending nothing.
+  app.addHook('preParsing', async (request) => {
+    const h = request.headers;
+    if (h['transfer-encoding'] === undefined && (h['content-length'] === undefined || h['content-length'] === '0')) delete h['content-type'];
+  });
+
   app.addHook('onResponse', async (request, reply) => {
     const ms = Number(process.hrtime.bigint() - request.startedAt) / 1e6;
     log(JSON.stringify({

@@ -369,3 +369,22 @@ describe('every error naming a field also gives the reason (DECISIONS, error bod
     expect(body.msg).toContain(body.details.reason as string);
   });
 });
+
+describe('a request with no body is not judged on a content type it names (DECISIONS, content type)', () => {
+  it.each([
+    { reason: 'DELETE naming text/plain', method: 'DELETE', contentType: 'text/plain', status: 204 },
+    { reason: 'DELETE naming a form', method: 'DELETE', contentType: 'application/x-www-form-urlencoded', status: 204 },
+    { reason: 'POST naming a form (curl -d \'\')', method: 'POST', contentType: 'application/x-www-form-urlencoded', status: 201 },
+    { reason: 'PATCH naming text/plain', method: 'PATCH', contentType: 'text/plain', status: 200 },
+  ])('$reason: $status', async ({ method, contentType, status }) => {
+    const p = (await s.post('/ip_policies', {})).body;
+    const at = method === 'POST' ? '/ip_policies' : `/ip_policies/${p.id}`;
+    expect((await s.request(method, at, undefined, { raw: '', contentType })).status).toBe(status);
+  });
+
+  it('a body that is there must still be JSON', async () => {
+    const p = (await s.post('/ip_policies', {})).body;
+    expectError(await s.request('DELETE', `/ip_policies/${p.id}`, undefined, { raw: 'x', contentType: 'text/plain' }), 400, 'ERR_SERVICE_101');
+    expectError(await s.request('POST', '/ip_policies', undefined, { raw: 'a=1', contentType: 'application/x-www-form-urlencoded' }), 400, 'ERR_SERVICE_101');
+  });
+});
