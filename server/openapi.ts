@@ -60,6 +60,8 @@ export function openapiDocument(routes: ApiRoute[], serverUrl: string, version: 
       tags: [route.tag],
       parameters: [{ $ref: '#/components/parameters/ServiceVersion' }, ...params, ...query],
       ...(route.request ? { requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(route.request, 'input') } } } } : {}),
+      // SPEC shows these with an empty JSON object as the body; the server ignores whatever is sent.
+      ...(route.ignoresBody ? { requestBody: { required: false, description: 'Ignored; SPEC sends an empty JSON object.', content: { 'application/json': { schema: { type: 'object' } } } } } : {}),
       responses: {
         [String(route.status)]: success,
         default: { description: 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },

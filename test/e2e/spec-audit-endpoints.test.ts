@@ -388,3 +388,12 @@ describe('a request with no body is not judged on a content type it names (DECIS
     expectError(await s.request('POST', '/ip_policies', undefined, { raw: 'a=1', contentType: 'application/x-www-form-urlencoded' }), 400, 'ERR_SERVICE_101');
   });
 });
+
+describe('the OpenAPI document describes agent commands as SPEC does', () => {
+  it.each(['restart', 'stop', 'update'])('%s: an optional JSON object as the body, 204 with no body', async (action) => {
+    const doc = (await s.get('/openapi.json', { token: null, version: null })).body;
+    const op = doc.paths[`/tunnel_sessions/{id}/${action}`].post;
+    expect(op.requestBody).toMatchObject({ required: false, content: { 'application/json': { schema: { type: 'object' } } } });
+    expect(op.responses['204']).toBeDefined();
+  });
+});
