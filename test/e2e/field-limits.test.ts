@@ -1,9 +1,12 @@
-// Per kind of the accounts, IP policy and event families: on create and on PATCH, a field
-// of the wrong type and a description or metadata over SPEC's limit are 400 naming the
-// field. Limits are bytes (UTF-8) except on event subscriptions, where SPEC says characters.
+// Per kind with a create body (every family): on create and on PATCH, a field of the wrong
+// type and a description or metadata over SPEC's limit are 400 naming the field, and the
+// limit itself is accepted. Limits are bytes (UTF-8) except on event subscriptions, where
+// SPEC says characters. The catalog drives the list, so a new kind without a sample fails.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kindOf } from '../../provider/catalog/index.js';
+import { catalog, kindOf } from '../../provider/catalog/index.js';
+import { issueCertificate } from '../../server/crypto/x509-build.js';
 import { expectInvalid } from '../helpers/api.js';
+import { caPem, freshHostport } from '../helpers/edge-fixtures.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;
@@ -20,17 +23,47 @@ const samples: Record<string, () => Promise<Record<string, unknown>>> = {
   IPPolicyRule: async () => ({ ip_policy_id: (await s.post('/ip_policies', {})).body.id, cidr: `10.${Math.floor(++counter / 256) % 256}.${counter % 256}.0/24`, action: 'allow' }),
   EventDestination: async () => ({ target: { log: {} } }),
   EventSubscription: async () => ({ sources: [{ type: 'ip_policy_created.v0' }], destination_ids: [(await s.post('/event_destinations', { target: { log: {} } })).body.id] }),
+  CertificateAuthority: async () => ({ ca_pem: caPem() }),
+  TLSCertificate: async () => {
+    const c = issueCertificate({ subject: { commonName: 'limits.example.com' } });
+    return { certificate_pem: c.certificatePem, private_key_pem: c.privateKeyPem };
+  },
+  SSHCertificateAuthority: async () => ({ private_key_type: 'ed25519' }),
+  SSHUserCertificate: async () => {
+    // Any ed25519 public key will do as the key to sign: take a second authority's.
+    const ca = await s.post('/ssh_certificate_authorities', { private_key_type: 'ed25519' });
+    return { ssh_certificate_authority_id: ca.body.id, public_key: ca.body.public_key };
+  },
+  TunnelGroupBackend: async () => ({ labels: { app: 'web' } }),
+  HTTPResponseBackend: async () => ({ body: 'ok', status_code: 200 }),
+  WeightedBackend: async () => ({}),
+  HTTPSEdge: async () => ({ hostports: [freshHostport()] }),
+  TCPEdge: async () => ({ hostports: [freshHostport(20000)] }),
+  TLSEdge: async () => ({ hostports: [freshHostport()] }),
+  HTTPSEdgeRoute: async () => ({ match_type: 'path_prefix', match: `/r${++counter}` }),
 };
 const CHARS = new Set(['EventSubscription']);
+
+it('every kind with a create body and a description has a sample', () => {
+  const kinds = catalog.filter((k) => k.operations.includes('create') && 'description' in k.fields).map((k) => k.kind);
+  expect(kinds.filter((k) => !(k in samples))).toEqual([]);
+});
+
+/** The collection path, with a fresh parent edge for kinds nested under one. */
+async function collection(path: string): Promise<string> {
+  if (!path.includes('{edge_id}')) return path;
+  const edge = await s.post('/edges/https', { hostports: [freshHostport()] });
+  return path.replace('{edge_id}', edge.body.id);
+}
 
 describe.each(Object.keys(samples))('%s', (kindName) => {
   const kind = kindOf(kindName);
   const sample = samples[kindName];
-  const create = async (extra: object) => s.post(kind.path, { ...(await sample()), ...extra });
+  const create = async (extra: object) => s.post(await collection(kind.path), { ...(await sample()), ...extra });
   const patch = async (extra: object) => {
     const made = await create({});
     expect(made.status, made.text).toBe(201);
-    return s.patch(`${kind.path}/${made.body.id}`, extra);
+    return s.patch(new URL(made.body.uri).pathname, extra);
   };
   const bounded = ['description', 'metadata'].filter((f) => f in kind.fields);
 
