@@ -23,6 +23,20 @@ const NAMEID_FORMATS = [
   'urn:oasis:names:tc:SAML:1.1:nameid-format:emailAddress',
   'urn:oasis:names:tc:SAML:1.1:nameid-format:unspecified',
 ] as const;
+/**
+ * Other spellings of the same four formats, accepted and echoed as given: DECISIONS names
+ * them by their short names (`persistent`, `emailAddress`), and SAML 2.0 lists
+ * emailAddress and unspecified among its formats, so clients also write them under the 2.0
+ * namespace. The default stays the full 2.0 persistent URN, as SPEC words it.
+ */
+const NAMEID_ALIASES = [
+  'persistent',
+  'transient',
+  'emailAddress',
+  'unspecified',
+  'urn:oasis:names:tc:SAML:2.0:nameid-format:emailAddress',
+  'urn:oasis:names:tc:SAML:2.0:nameid-format:unspecified',
+] as const;
 
 const shortList = () => z.array(z.string().min(1).max(255)).max(256).default([]);
 const sessionFields = () => ({
@@ -69,7 +83,7 @@ export const routeModules = {
   circuit_breaker: module({
     tripped_duration: uint32().default(10).describe('Seconds a tripped circuit waits before re-checking upstream health.'),
     rolling_window: uint32().default(10).describe('Seconds of the statistical rolling window.'),
-    num_buckets: uint32().min(1).max(128, 'num_buckets is at most 128').default(10).describe('Buckets metrics are kept in (1..128).'),
+    num_buckets: uint32().max(128, 'num_buckets is at most 128').default(10).describe('Buckets metrics are kept in (0..128; 0 means the default, 10).'),
     volume_threshold: uint32().default(20).describe('Requests in a rolling window that can trip the circuit.'),
     error_threshold_percentage: z
       .number()
@@ -134,7 +148,10 @@ export const routeModules = {
     force_authn: z.boolean().default(false).describe('When true the IdP must re-prompt for credentials.'),
     allow_idp_initiated: z.boolean().default(false).describe('When true the IdP may start a login.'),
     authorized_groups: shortList().describe('Only members of these groups may access the endpoint.'),
-    nameid_format: z.enum(NAMEID_FORMATS).default(NAMEID_FORMATS[0]).describe('Name-identifier format expected in assertions.'),
+    nameid_format: z
+      .enum([...NAMEID_FORMATS, ...NAMEID_ALIASES], { error: `must be one of the formats persistent, transient, emailAddress or unspecified, by short name or full URN (e.g. ${NAMEID_FORMATS[0]})` })
+      .default(NAMEID_FORMATS[0])
+      .describe('Name-identifier format expected in assertions.'),
     entity_id: computed(z.string().optional()),
     metadata_url: computed(z.string().optional()),
     assertion_consumer_service_url: computed(z.string().optional()),

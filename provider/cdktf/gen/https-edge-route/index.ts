@@ -259,7 +259,7 @@ export interface HttpsEdgeRouteCircuitBreaker {
   */
   readonly errorThresholdPercentage?: number;
   /**
-  * Buckets metrics are kept in (1..128).
+  * Buckets metrics are kept in (0..128; 0 means the default, 10).
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#num_buckets HttpsEdgeRoute#num_buckets}
   */
