@@ -75,9 +75,6 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     if (closing) throw new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry', {}, { Connection: 'close', 'Retry-After': '1' });
     const path = request.url.split('?')[0].replace(/\/+$/, '') || '/';
     if (PUBLIC.has(path)) return;
-    const version = request.headers[VERSION_HEADER];
-    if (version === undefined) throw new ApiError('ERR_SERVICE_218', 'the Service-Version header is missing; send Service-Version: 2');
-    if (version !== '2') throw new ApiError('ERR_SERVICE_217', `Service-Version ${JSON.stringify(version)} is not supported; send Service-Version: 2`);
     const auth = request.headers.authorization;
     const bearer = auth && /^Bearer\s+(\S+)\s*$/i.exec(auth);
     const challenge = { 'WWW-Authenticate': 'Bearer' };
@@ -85,6 +82,11 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     const found = await authenticate(opts.server.db.prisma as unknown as Tx, bearer[1]);
     if (!found) throw new ApiError('ERR_SERVICE_202', 'the API key is not valid; it may have been deleted', {}, challenge);
     if (!found.active) throw new ApiError('ERR_SERVICE_203', 'the API key belongs to an inactive bot user; activate the bot or use another key', {}, challenge);
+    // Credentials first: a caller without a valid key learns nothing else about the request,
+    // and a bare request is told it needs authenticating (401), not which header it lacks.
+    const version = request.headers[VERSION_HEADER];
+    if (version === undefined) throw new ApiError('ERR_SERVICE_218', 'the Service-Version header is missing; send Service-Version: 2');
+    if (version !== '2') throw new ApiError('ERR_SERVICE_217', `Service-Version ${JSON.stringify(version)} is not supported; send Service-Version: 2`);
     const wait = limiter.take(found.keyId);
     if (wait > 0) throw new ApiError('ERR_SERVICE_226', `too many requests for this API key; retry in ${wait} s`, { retry_after: wait }, { 'Retry-After': String(wait) });
     request.caller = { keyId: found.keyId, ownerId: found.ownerId, admin: found.admin };

@@ -22,6 +22,14 @@ describe('version header', () => {
     expect(body.msg).toContain('Service-Version: 2');
   });
 
+  it.each([
+    { reason: 'neither header', token: null, version: null, status: 401, code: 'ERR_SERVICE_201' as const },
+    { reason: 'an unknown token and no version', token: 'not-a-key', version: null, status: 401, code: 'ERR_SERVICE_202' as const },
+    { reason: 'a valid token and no version', token: undefined, version: null, status: 400, code: 'ERR_SERVICE_218' as const },
+  ])('checks credentials before the version header: $reason gives $status $code', async ({ token, version, status, code }) => {
+    expectError(await s.get('/ip_policies', { token, version }), status, code);
+  });
+
   it('is matched case-insensitively by name', async () => {
     const r = await s.get('/ip_policies', { version: null, headers: { 'SERVICE-VERSION': '2' } });
     expect(r.status).toBe(200);
