@@ -9,12 +9,14 @@ export const OAUTH_PROVIDERS = ['github', 'facebook', 'microsoft', 'google', 'li
 
 /** Webhook senders whose signatures the service can verify; matched case-insensitively. */
 export const WEBHOOK_PROVIDERS = [
-  'bitbucket', 'buildkite', 'calendly', 'castle', 'chargify', 'circleci', 'clearbit', 'clerk', 'coinbase', 'dropbox',
-  'facebook_graph_api', 'frameio', 'github', 'gitlab', 'go1', 'hostedhooks', 'hubspot', 'instagram_graph_api',
-  'intercom', 'launchdarkly', 'linear', 'mailchimp', 'mailgun', 'modern_treasury', 'mongodb', 'mux', 'okta',
-  'orbit', 'pagerduty', 'pinwheel', 'plaid', 'pusher', 'sanity', 'sendgrid', 'sentry', 'shopify', 'signalwire',
-  'slack', 'sns', 'square', 'stripe', 'svix', 'terraform', 'tiktok', 'treezor', 'twilio', 'twitter', 'typeform',
-  'vmware', 'whatsapp', 'worldline', 'xero', 'zendesk', 'zoom',
+  'aftership', 'airship', 'autodesk_forge', 'bitbucket', 'box', 'braintree', 'buildkite', 'calendly', 'castle',
+  'chargify', 'circleci', 'clearbit', 'clerk', 'coinbase', 'contentful', 'docusign', 'dropbox', 'facebook_graph_api',
+  'facebook_messenger', 'frameio', 'github', 'gitlab', 'go1', 'graphcms', 'heroku', 'hostedhooks', 'hubspot',
+  'hygraph', 'instagram_graph_api', 'intercom', 'launchdarkly', 'linear', 'mailchimp', 'mailgun', 'mandrill',
+  'microsoft_teams', 'modern_treasury', 'monday', 'mongodb', 'mux', 'nylas', 'okta', 'opsgenie', 'orbit',
+  'pagerduty', 'paypal', 'pinwheel', 'plaid', 'postmark', 'pusher', 'sanity', 'segment', 'sendgrid', 'sentry',
+  'shopify', 'signalwire', 'slack', 'sns', 'sonatype', 'square', 'stripe', 'svix', 'terraform', 'tiktok', 'treezor',
+  'trello', 'twilio', 'twitter', 'typeform', 'vmware', 'webex', 'whatsapp', 'worldline', 'xero', 'zendesk', 'zoom',
 ] as const;
 
 const NAMEID_FORMATS = [

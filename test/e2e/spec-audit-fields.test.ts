@@ -278,3 +278,21 @@ describe('values SPEC fixes in the representation', () => {
     },
   ])('$reason', async ({ check }) => { await check(); });
 });
+
+describe('webhook_verification provider: senders a client is likely to name are known', () => {
+  // SPEC leaves the list open and DECISIONS says "a known provider id"; these are common
+  // webhook senders whose signatures are verifiable with a shared secret.
+  const senders = ['github', 'stripe', 'slack', 'twilio', 'shopify', 'paypal', 'heroku', 'segment', 'postmark', 'mandrill', 'trello', 'box', 'docusign', 'microsoft_teams', 'contentful', 'braintree'];
+  let edge: string;
+  beforeAll(async () => { edge = (await s.post('/edges/https', { hostports: [freshHostport()] })).body.id; });
+
+  it.each(senders)('%s is accepted (upper case too) and echoed as given, its secret null', async (provider) => {
+    const route = (await s.post(`/edges/https/${edge}/routes`, { match_type: 'exact_path', match: `/hooks/${provider}` })).body;
+    const at = `/edges/https/${edge}/routes/${route.id}/webhook_verification`;
+    for (const given of [provider, provider.toUpperCase()]) {
+      const r = await s.put(at, { provider: given, secret: 'whsec_abc' });
+      expect(r.status, r.text).toBe(200);
+      expect(r.body).toEqual({ enabled: true, provider: given, secret: null });
+    }
+  });
+});
