@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import { pathText, schemaAt } from '../../provider/catalog/walk.js';
 import { shapeOf } from '../../provider/catalog/traits.js';
 import { ApiError } from './errors.js';
+import { nullsAsAbsent } from './nulls.js';
 
 type Issue = z.core.$ZodIssue;
 
@@ -25,9 +26,12 @@ function toError(schema: z.ZodType, issue: Issue, base: (string | number)[]): Ap
   return new ApiError('ERR_SERVICE_103', field ? `${field}: ${reason}` : reason, details);
 }
 
-/** Parses input with a catalog schema or throws the first problem as a 400 (unknown fields first). */
+/**
+ * Parses input with a catalog schema or throws the first problem as a 400 (unknown fields
+ * first). A null given for an optional field that takes no null is read as absent.
+ */
 export function parseInput<T>(schema: z.ZodType<T>, input: unknown, base: (string | number)[] = []): T {
-  const result = schema.safeParse(input);
+  const result = schema.safeParse(nullsAsAbsent(schema, input));
   if (result.success) return result.data;
   const issues = result.error.issues;
   const first = issues.find((i) => i.code === 'unrecognized_keys') ?? issues[0];

@@ -296,3 +296,36 @@ describe('webhook_verification provider: senders a client is likely to name are 
     }
   });
 });
+
+describe('null on input: an optional field given null has no value, as SPEC reads null in responses', () => {
+  const ipPolicy = async () => (await s.post('/ip_policies', {})).body.id;
+  it.each([
+    { reason: 'description and metadata null on create read as ""', path: async () => '/ip_policies', body: async () => ({ description: null, metadata: null }), want: { description: '', metadata: '' } },
+    { reason: 'owner_id null on API key create defaults to the caller', path: async () => '/api_keys', body: async () => ({ owner_id: null }), want: { owner_id: expect.stringMatching(/^usr_/) } },
+    { reason: "an ed25519 SSH CA's read form (elliptic_curve and key_size null) sent back", path: async () => '/ssh_certificate_authorities', body: async () => ({ private_key_type: 'ed25519', elliptic_curve: null, key_size: null }), want: { key_type: 'ed25519', elliptic_curve: null, key_size: null } },
+    { reason: 'HTTP-response backend body and status_code null take their defaults', path: async () => '/backends/http_response', body: async () => ({ body: null, status_code: null, headers: null }), want: { body: '', status_code: 200, headers: {} } },
+    { reason: 'module fields null inside a module take their defaults', path: async () => '/edges/https', body: async () => ({ hostports: [freshHostport()], tls_termination: { enabled: null, min_version: null } }), want: { tls_termination: { enabled: true, terminate_at: 'edge', min_version: '1.2' } } },
+    { reason: "an OAuth member's read form with client_id and client_secret null (the managed app)", path: async () => `/edges/https/${(await s.post('/edges/https', { hostports: [freshHostport()] })).body.id}/routes`, body: async () => ({ match_type: 'path_prefix', match: '/', oauth: { provider: { google: { client_id: null, client_secret: null, scopes: [], email_addresses: ['a@example.com'], email_domains: [] }, github: null } } }), want: { oauth: expect.objectContaining({ provider: expect.objectContaining({ google: { client_id: null, client_secret: null, scopes: [], email_addresses: ['a@example.com'], email_domains: [] }, github: null }) }) } },
+  ])('$reason', async ({ path, body, want }) => {
+    const r = await s.post(await path(), await body());
+    expect(r.status, r.text).toBe(201);
+    expect(r.body).toMatchObject(want);
+  });
+
+  it.each([
+    { reason: 'a required field (rule action) null is still refused, naming it', body: async () => ({ ip_policy_id: await ipPolicy(), cidr: '198.51.100.0/24', action: null }), field: 'action' },
+    { reason: 'the owning policy id null is still refused', body: async () => ({ ip_policy_id: null, cidr: '198.51.100.0/24', action: 'allow' }), field: 'ip_policy_id' },
+  ])('$reason', async ({ body, field }) => {
+    const r = await s.post('/ip_policy_rules', await body());
+    expect(r.status, r.text).toBe(400);
+    expect(r.body.details.field).toBe(field);
+  });
+
+  it('a module PUT with null for optional fields takes their defaults', async () => {
+    const edge = (await s.post('/edges/https', { hostports: [freshHostport()] })).body.id;
+    const route = (await s.post(`/edges/https/${edge}/routes`, { match_type: 'path_prefix', match: '/' })).body.id;
+    const r = await s.put(`/edges/https/${edge}/routes/${route}/circuit_breaker`, { enabled: null, num_buckets: null, error_threshold_percentage: 0.25 });
+    expect(r.status, r.text).toBe(200);
+    expect(r.body).toMatchObject({ enabled: true, num_buckets: 10, error_threshold_percentage: 0.25 });
+  });
+});
