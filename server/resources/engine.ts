@@ -291,7 +291,9 @@ async function rewrite(ctx: Ctx, kind: KindEntry, id: string, parentId: string |
 }
 
 export async function updateResource(ctx: Ctx, kind: KindEntry, id: string, input: unknown, pathParams: Record<string, string> = {}) {
-  const body = requireObject(dropPathIds(kind, input, pathParams));
+  const given = requireObject(dropPathIds(kind, input, pathParams)) as Doc;
+  // null names no value: for a field that cannot change it asks for no change, like absence.
+  const body = Object.fromEntries(Object.entries(given).filter(([k, v]) => !(v === null && kind.immutable.includes(k))));
   const fixed = kind.immutable.filter((f) => f in body);
   if (fixed.length) {
     throw new ApiError('ERR_SERVICE_106', `${fixed[0]}: cannot be changed after creation; create a new ${label(kind)} instead`, { field: fixed[0], reason: 'cannot be changed after creation' });

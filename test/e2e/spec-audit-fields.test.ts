@@ -321,6 +321,18 @@ describe('null on input: an optional field given null has no value, as SPEC read
     expect(r.body.details.field).toBe(field);
   });
 
+  it.each([
+    { reason: 'action null (no value) leaves it as it was', body: { action: null, description: 'kept' }, status: 200 },
+    { reason: 'ip_policy_id null leaves it as it was', body: { ip_policy_id: null }, status: 200 },
+    { reason: 'action with a value is still refused: it cannot change', body: { action: 'deny' }, status: 400 },
+  ])('PATCH of an IP policy rule: $reason', async ({ body, status }) => {
+    const rule = (await s.post('/ip_policy_rules', { ip_policy_id: await ipPolicy(), cidr: '203.0.113.0/24', action: 'allow' })).body;
+    const r = await s.patch(`/ip_policy_rules/${rule.id}`, body);
+    expect(r.status, r.text).toBe(status);
+    if (status === 200) expect(r.body).toMatchObject({ action: 'allow', ip_policy: rule.ip_policy });
+    else expect(r.body.details.field).toBe('action');
+  });
+
   it('a module PUT with null for optional fields takes their defaults', async () => {
     const edge = (await s.post('/edges/https', { hostports: [freshHostport()] })).body.id;
     const route = (await s.post(`/edges/https/${edge}/routes`, { match_type: 'path_prefix', match: '/' })).body.id;
