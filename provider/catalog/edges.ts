@@ -52,6 +52,9 @@ export const httpsEdgeRoute = defineKind({
     metadata: metadata(),
     ...routeModules,
   },
+  // SPEC's sample route carries `policy: null` and says nothing more of it; clients written
+  // against the sample may read it, so it is always there and always null.
+  computed: { policy: z.string().nullable().describe('Always null (present in the sample route representation; its meaning is not specified).') },
   refine: ((doc, ctx) => {
     const auth = AUTH_MODULES.filter((m) => doc[m] != null);
     if (auth.length > 1) ctx.addIssue({ code: 'custom', path: [auth[1]], message: `a route may carry at most one of ${AUTH_MODULES.join(', ')}; this one has ${auth.join(' and ')}` });

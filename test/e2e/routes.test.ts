@@ -59,6 +59,8 @@ describe('routes', () => {
       edge_id: edge.id,
       match_type: 'exact_path',
       match: '/health',
+      // SPEC: the sample route carries a policy member set to null.
+      policy: null,
       description: 'probe',
       metadata: '{"team":"sre"}',
       ...noModules,
@@ -235,7 +237,7 @@ describe('an edge with 20 routes, each carrying every module', () => {
       const auth = AUTH[i % AUTH.length];
       const r = await s.post(routes(edge.id), { match_type: i % 2 ? 'exact_path' : 'path_prefix', match: `/r${i}`, description: `route ${i}`, ...everyModule(auth, 'input') });
       expect(r.status, r.text).toBe(201);
-      const want = { id: r.body.id, uri: `${edge.uri}/routes/${r.body.id}`, created_at: expect.stringMatching(RFC3339), edge_id: edge.id, match_type: i % 2 ? 'exact_path' : 'path_prefix', match: `/r${i}`, description: `route ${i}`, metadata: '', ...withEveryModule(auth) };
+      const want = { id: r.body.id, uri: `${edge.uri}/routes/${r.body.id}`, created_at: expect.stringMatching(RFC3339), edge_id: edge.id, match_type: i % 2 ? 'exact_path' : 'path_prefix', match: `/r${i}`, description: `route ${i}`, metadata: '', policy: null, ...withEveryModule(auth) };
       expect(r.body).toEqual(want);
       expected.push(want);
     }

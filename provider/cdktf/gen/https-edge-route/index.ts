@@ -5189,6 +5189,11 @@ export class HttpsEdgeRoute extends cdktf.TerraformResource {
     return this._metadata;
   }
 
+  // policy - computed: true, optional: false, required: false
+  public get policy() {
+    return this.getStringAttribute('policy');
+  }
+
   // uri - computed: true, optional: false, required: false
   public get uri() {
     return this.getStringAttribute('uri');
