@@ -110,7 +110,7 @@ async function bench(n: number, opts: ReturnType<typeof args>) {
       `| run (median of ${opts.runs}) | wall s (range) | process s | API calls | peak RSS MB | phases s |`,
       '|---|---|---|---|---|---|',
       row('no-op plan', noop),
-      row(`plan with 1% drift (${drifted} changed out of band, ${drift.drift} top-level shown as drift)`, drift),
+      row(`plan with 1% drift (${drifted} changed out of band, ${drift.drift} shown as drift)`, drift),
       row('one GET per resource (how Terraform refreshes, parallelism 10)', getEach),
       '',
       `Ratio, one GET per resource / no-op plan: ${(getEach.ms / noop.ms).toFixed(1)}x the wall time, ${(getEach.calls / noop.calls).toFixed(0)}x the API calls (${(n / noop.calls).toFixed(0)} declared resources per call). Targets: ${n >= 10000 ? `no-op plan under 5 s: ${noop.ms < 5000 ? 'met' : 'MISSED'}; under 300 MB: ${noop.peakRssMb < 300 ? 'met' : 'MISSED'}` : `at most 1 call per 50 resources (${n / 50}): ${noop.calls <= n / 50 ? 'met' : 'MISSED'}`}.`,

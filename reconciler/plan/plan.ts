@@ -55,6 +55,10 @@ function moduleOrder(entry: KindEntry, names: string[]): string[] {
 interface Diff {
   /** Top-level fields whose values differ (or must be re-sent). */
   changed: string[];
+  /** Of those, the fields whose readable values differ (not only a changed write-only value). */
+  publicChanged: string[];
+  /** The live stamp equals the one this plan would write. */
+  stampCurrent: boolean;
   replaceFields: string[];
   metadataChanged: boolean;
   sensitiveChanged: boolean;
@@ -106,7 +110,7 @@ class Planner {
     // Two stamped alike are the two halves of an interrupted replacement: the one that was
     // applied from these manifests (equal hash), else the newest (lists are newest first).
     const candidates = all.filter((l) => !this.matched.has(l.id) && l.stamp?.stack === stack && l.stamp.name === d.address);
-    const h = candidates.length > 1 && hasMetadata(d.entry) ? this.stampFor(d.address, d.entry, d.body, d.secrets, true)?.h : undefined;
+    const h = candidates.length > 1 ? this.stampFor(d.address, d.entry, d.body, d.secrets, true)?.h : undefined;
     const stamped = candidates.find((l) => h && l.stamp?.h === h) ?? candidates[0];
     if (stamped) return take(stamped);
     const keyField = d.entry.naturalKey ?? (!hasMetadata(d.entry) && 'name' in d.entry.fields ? 'name' : undefined);
@@ -179,11 +183,34 @@ class Planner {
     return `${this.opts.stack}\u0000${address}`;
   }
 
+  /**
+   * The stamp a resource gets: its stack, its address (top level only: a child is found by
+   * its natural key within its parent), the hash of its public document (to tell drift from
+   * a changed manifest) and the hash of its write-only values.
+   */
   private stampFor(address: string, entry: KindEntry, body: Doc, secrets: Record<string, unknown>, top: boolean): Stamp | undefined {
+    if (!hasMetadata(entry)) return undefined;
     const sWant = Object.keys(secrets).length ? fingerprint(`${this.salt(address)}#s`, secrets) : undefined;
-    if (!top) return sWant ? { stack: this.opts.stack, s: sWant } : undefined;
     const [pub] = splitSecrets(entry.fields, body);
-    return { stack: this.opts.stack, name: address, h: fingerprint(this.salt(address), pub), s: sWant };
+    const stamp: Stamp = { stack: this.opts.stack, name: top ? address : undefined, h: fingerprint(this.salt(address), pub), s: sWant };
+    // A child needs its stamp only for drift and secrets: when the user's metadata leaves no
+    // room for it, a child without secrets goes unstamped (drift then shows as an ordinary
+    // update) rather than the manifest being refused. Top-level stamps are identity: a
+    // stamp that does not fit is a problem (`stamped`).
+    if (!top && !sWant && Buffer.byteLength(encodeMetadata(body.metadata ?? '', stamp)) > METADATA_LIMIT) return undefined;
+    return stamp;
+  }
+
+  /**
+   * Whether the live resource moved away from what edgeform applied while the manifest stayed
+   * the same: the stamp's hash equals the manifest's, yet fields differ. Fields that refer to
+   * a resource this plan creates or replaces change because of the plan, not by hand; a stamp
+   * without a hash (an older edgeform) tells nothing.
+   */
+  private isDrift(entry: KindEntry, want: Doc, diff: Diff, liveStamp: Stamp | undefined, owned: boolean, stamp: Stamp | undefined): boolean {
+    if (!owned || !liveStamp?.h || liveStamp.h !== stamp?.h) return false;
+    const pending = new Set(collectRefs(entry.fields, want).filter((r) => r.ids.some((id) => parseRef(id))).map((r) => r.path.split(/[.[]/)[0]));
+    return diff.publicChanged.some((f) => !pending.has(f)) || diff.metadataChanged;
   }
 
   /** The body with the user's metadata replaced by metadata carrying the stamp (when there is one). */
@@ -199,7 +226,8 @@ class Planner {
   private diff(entry: KindEntry, want: Doc, liveIn: Doc, liveUser: string, liveStamp: Stamp | undefined, owned: boolean, stamp: Stamp | undefined, secrets: Record<string, unknown>, skip: string[]): Diff {
     const shape = Object.fromEntries(Object.entries(entry.fields).filter(([k]) => k !== 'metadata' && !skip.includes(k)));
     const [d, l] = comparable(shape, want, liveIn);
-    const changed = Object.keys(shape).filter((f) => (d![f] !== undefined || l![f] !== undefined) && !equal(d![f], l![f]));
+    const publicChanged = Object.keys(shape).filter((f) => (d![f] !== undefined || l![f] !== undefined) && !equal(d![f], l![f]));
+    const changed = [...publicChanged];
     const metadataChanged = hasMetadata(entry) && !sameUserMetadata(want.metadata ?? '', liveUser);
     const secretFields = [...new Set(Object.keys(secrets).map((p) => p.split(/[.[]/)[0]))];
     // Write-only values are compared only when edgeform recorded what it sent.
@@ -211,6 +239,8 @@ class Planner {
     const before = Object.fromEntries(Object.entries(l!).filter(([k, v]) => v !== null || d![k] != null));
     return {
       changed,
+      publicChanged,
+      stampCurrent: !!liveStamp && !!stamp && (['stack', 'name', 'h', 's'] as const).every((k) => liveStamp[k] === stamp[k]),
       replaceFields,
       metadataChanged,
       sensitiveChanged,
@@ -236,7 +266,9 @@ class Planner {
     const put = moduleOrder(entry, fields.filter((f) => isModule(entry, f) && want[f] != null));
     const patch: Doc = {};
     for (const f of fields) if (!isModule(entry, f)) patch[f] = want[f] ?? null;
-    const body = diff.metadataChanged || needStamp || fields.length ? this.stamped(address, entry, { ...patch, metadata: want.metadata ?? '' }, stamp) : patch;
+    // Module calls alone need no PATCH when the live stamp already says what they leave.
+    const rewrite = diff.metadataChanged || needStamp || Object.keys(patch).length > 0 || (fields.length > 0 && !diff.stampCurrent);
+    const body = rewrite ? this.stamped(address, entry, { ...patch, metadata: want.metadata ?? '' }, stamp) : patch;
     if (!hasMetadata(entry)) delete body.metadata;
     else if (!stamp && !diff.metadataChanged) delete body.metadata;
     const after = [...this.waitsFor(entry, patch), ...put.flatMap((m) => this.waitsFor(entry, { [m]: want[m] }))];
@@ -255,7 +287,7 @@ class Planner {
     if (!found) return;
     const { live: l, owned } = found;
     const want = this.resolve(d.entry, d.body);
-    const stamp = hasMetadata(d.entry) ? this.stampFor(d.address, d.entry, d.body, d.secrets, true) : undefined;
+    const stamp = this.stampFor(d.address, d.entry, d.body, d.secrets, true);
     if (!l) {
       this.createDocument(d, want, stamp, ['create']);
       return;
@@ -263,10 +295,7 @@ class Planner {
     const adopting = !owned && hasMetadata(d.entry);
     const liveIn = this.liveInputOf(d.entry, l.id, l.read);
     const diff = this.diff(d.entry, want, liveIn, l.userMetadata, l.stamp, owned, stamp, d.secrets, []);
-    // A field that refers to a resource being created or replaced changes because of this
-    // plan, not because someone changed it outside edgeform.
-    const pending = new Set(collectRefs(d.entry.fields, want).filter((r) => r.ids.some((id) => parseRef(id))).map((r) => r.path.split(/[.[]/)[0]));
-    const drift = owned && !!l.stamp?.h && l.stamp.h === stamp?.h && (diff.changed.some((f) => !pending.has(f)) || diff.metadataChanged);
+    const drift = this.isDrift(d.entry, want, diff, l.stamp, owned, stamp);
     if (diff.replaceFields.length) {
       if (d.preventDestroy) {
         this.problems.push(`${d.address} has prevent_destroy set, but changing ${diff.replaceFields.join(', ')} replaces it; remove prevent_destroy to allow the replacement, or undo the change`);
@@ -456,7 +485,8 @@ class Planner {
     }
     const needStamp = !!stamp && lk.stamp?.s !== stamp.s && (diff.changed.length > 0 || diff.metadataChanged || owned);
     const ops = diff.changed.length || diff.metadataChanged || needStamp ? this.updateOps(entry, lk.id, l.id, want, diff, stamp, address, needStamp) : [];
-    this.change({ ...base, actions: [ops.length ? 'update' : 'no-op'], operations: ops });
+    const drift = this.isDrift(entry, want, diff, lk.stamp, owned, stamp);
+    this.change({ ...base, actions: [ops.length ? 'update' : 'no-op'], drift: (drift && ops.length > 0) || undefined, operations: ops });
   }
 
   // ------------------------------------------------------------------------------ deletes
