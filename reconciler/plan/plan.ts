@@ -12,6 +12,7 @@ import type { Desired, DesiredChild, Manifest } from '../manifest/validate.js';
 import type { LiveChild, LiveResource, LiveState } from '../live/refresh.js';
 import { ADOPTED, encodeMetadata, fingerprint, sameUserMetadata, type Stamp } from '../live/stamp.js';
 import type { Action, Change, Operation, Plan } from './types.js';
+import { LiveIndex } from './live-index.js';
 
 type Doc = Record<string, any>;
 
@@ -79,12 +80,15 @@ class Planner {
   private readonly creators = new Map<string, number>();
   private readonly inputs = new Map<string, Doc>();
   private readonly matched = new Set<string>();
+  private readonly index: LiveIndex;
 
   constructor(
     private readonly manifest: Manifest,
     private readonly live: LiveState,
     private readonly opts: PlanOptions,
-  ) {}
+  ) {
+    this.index = new LiveIndex(live, opts.stack);
+  }
 
   // ----------------------------------------------------------------------- identity
 
@@ -106,17 +110,16 @@ class Planner {
       }
       return take(l);
     }
-    const all = this.live.byKind.get(d.kind) ?? [];
     // Two stamped alike are the two halves of an interrupted replacement: the one that was
     // applied from these manifests (equal hash), else the newest (lists are newest first).
-    const candidates = all.filter((l) => !this.matched.has(l.id) && l.stamp?.stack === stack && l.stamp.name === d.address);
+    const candidates = this.index.stamped(d.kind, d.address).filter((l) => !this.matched.has(l.id));
     const h = candidates.length > 1 ? this.stampFor(d.address, d.entry, d.body, d.secrets, true)?.h : undefined;
     const stamped = candidates.find((l) => h && l.stamp?.h === h) ?? candidates[0];
     if (stamped) return take(stamped);
     const keyField = d.entry.naturalKey ?? (!hasMetadata(d.entry) && 'name' in d.entry.fields ? 'name' : undefined);
     if (!keyField) return { owned: false };
-    const keys = new Set([d.body[keyField]].flat().map(String));
-    const holder = all.find((l) => !this.matched.has(l.id) && [l.read[keyField]].flat().some((v) => keys.has(String(v))));
+    const keys = new Set([d.body[keyField]].flat().filter((v) => v != null).map(String));
+    const holder = this.index.holding(d.kind, keyField, [...keys]).find((l) => !this.matched.has(l.id));
     if (!holder) return { owned: false };
     const what = `${keyField} ${[holder.read[keyField]].flat().filter((v) => keys.has(String(v))).join(', ')}`;
     if (holder.stamp?.stack === stack) return take(holder); // renamed document, same resource
@@ -338,7 +341,8 @@ class Planner {
     this.problems.push(`${d.address} is bound to ${l.id}, which edgeform does not manage, and the manifest differs from it; pass --adopt to let edgeform change it`);
   }
 
-  private createDocument(d: Desired, want: Doc, stamp: Stamp | undefined, actions: Action[], before: Doc | null = null, extra: Partial<Change> = {}, deleteFirst: number[] = []) {
+  /** Creates the document and its children; returns the document's change. */
+  private createDocument(d: Desired, want: Doc, stamp: Stamp | undefined, actions: Action[], before: Doc | null = null, extra: Partial<Change> = {}, deleteFirst: number[] = []): Change {
     const body = this.stamped(d.address, d.entry, want, stamp);
     const create = this.op({ method: 'create', kind: d.kind, body, assigns: d.address, address: d.address, touches: [], after: [...this.waitsFor(d.entry, body), ...deleteFirst] });
     this.creators.set(d.address, create);
@@ -355,7 +359,7 @@ class Planner {
         kids.push({ address: childAddress(d.address, c.spec, c.key), kind: entry.kind, name: c.key, actions: ['create'], before: null, after: this.shown(entry, this.resolve(entry, c.body), c.secrets), operations: [op] });
       }
     }
-    this.change({
+    const change = this.change({
       address: d.address,
       kind: d.kind,
       name: d.name,
@@ -366,6 +370,7 @@ class Planner {
       ...extra,
     });
     for (const k of kids) this.change(k);
+    return change;
   }
 
   /** A desired document as shown: comparable fields, write-only values masked, the user's metadata. */
@@ -394,9 +399,7 @@ class Planner {
       const first = this.op(del);
       this.createDocument(d, want, stamp, ['delete', 'create'], diff.before, extra, [first]);
     } else {
-      this.createDocument(d, want, stamp, ['create', 'delete'], diff.before, extra);
-      // The document's change (its children's changes follow it).
-      const change = [...this.changes].reverse().find((c) => c.address === d.address)!;
+      const change = this.createDocument(d, want, stamp, ['create', 'delete'], diff.before, extra);
       // The old one goes only once the new one exists: a failed create keeps it.
       change.operations.push(this.op({ ...del, after: [this.creators.get(d.address)!] }));
       change.after = diff.after;
@@ -531,7 +534,7 @@ class Planner {
   claimUnstampable() {
     for (const d of this.manifest.documents) {
       if (hasMetadata(d.entry) || !('name' in d.entry.fields)) continue;
-      const l = (this.live.byKind.get(d.kind) ?? []).find((r) => r.read.name === d.body.name && !this.matched.has(r.id));
+      const l = this.index.holding(d.kind, 'name', [String(d.body.name)]).find((r) => !this.matched.has(r.id));
       if (l) this.matched.add(l.id);
     }
   }
