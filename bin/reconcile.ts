@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ApiClientError } from '../provider/client/index.js';
+import { ApiClientError, networkErrorCode } from '../provider/client/index.js';
 import { manifestKind, manifestKinds } from '../reconciler/manifest/kinds.js';
 import { ManifestError } from '../reconciler/manifest/problems.js';
 import { execute, type ProgressEvent } from '../reconciler/apply/execute.js';
@@ -84,10 +84,26 @@ export function explain(e: unknown, apiUrl?: string): string {
     if (e.status === 401) return `the API refused the key (401 ${e.code ?? ''}): ${e.serverMessage}; check EDGEFORM_API_KEY`;
     return `${e.message}`;
   }
-  const code = (e as { code?: string; cause?: { code?: string } }).code ?? (e as { cause?: { code?: string } }).cause?.code;
-  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') return `cannot reach the API at ${apiUrl} (${code}); is "edgeform serve" running there? Set EDGEFORM_API_URL (or --api-url)`;
+  const code = networkErrorCode(e);
+  const why = code && UNREACHABLE[code];
+  if (why) return `cannot reach the API at ${apiUrl} (${why}): is the edgeform server running at ${apiUrl}? Start it with "edgeform serve", or set --api-url or EDGEFORM_API_URL to where it runs`;
   return (e as Error).message;
 }
+
+/** Network errors that mean nothing answered at the address, in words. */
+const UNREACHABLE: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ENOTFOUND: 'no such host',
+  EAI_AGAIN: 'the host name could not be resolved',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  ETIMEDOUT: 'the connection timed out',
+  UND_ERR_CONNECT_TIMEOUT: 'the connection timed out',
+  ECONNRESET: 'the connection was closed without an answer',
+  UND_ERR_SOCKET: 'the connection was closed without an answer',
+  UND_ERR_CLOSED: 'the connection was closed without an answer',
+  EPROTO: 'the connection failed (an HTTPS server at an http:// URL?)',
+};
 
 async function confirm(io: Io, opts: Record<string, any>, what: string): Promise<boolean> {
   if (opts.autoApprove) return true;

@@ -27,9 +27,20 @@ type Doc = Record<string, any>;
 const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN']);
 const TRANSIENT = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT']);
 
+/** The code of a network error (`ECONNREFUSED`, `UND_ERR_SOCKET`, ...), on the error or its cause. */
+export function networkErrorCode(e: unknown): string | undefined {
+  return (e as { code?: string }).code ?? (e as { cause?: { code?: string } }).cause?.code;
+}
+
 export class ApiClient {
   /** HTTP requests made (each retry counts). */
   calls = 0;
+  /**
+   * Whether the server has answered this client at all. Network errors are retried only
+   * after it has: before, a refused or dropped connection is far likelier a wrong address
+   * than a server restarting, and retrying would only delay the error (README, CLI reference).
+   */
+  answered = false;
   readonly baseUrl: string;
   private readonly limiter: Limiter;
   private readonly agent: Agent;
@@ -67,7 +78,8 @@ export class ApiClient {
       const after = Number(e.details.retry_after_header);
       return Number.isFinite(after) && after > 0 ? Math.min(after * 1000, this.opts.maxWaitMs ?? 30_000) : jitter(backoff);
     }
-    const code = (e as { code?: string; cause?: { code?: string } }).code ?? (e as { cause?: { code?: string } }).cause?.code;
+    if (!this.answered) return undefined;
+    const code = networkErrorCode(e);
     if (code && NOT_SENT.has(code)) return jitter(backoff);
     if (code && TRANSIENT.has(code) && method !== 'POST') return jitter(backoff);
     return undefined;
@@ -87,6 +99,7 @@ export class ApiClient {
       },
       body: body !== undefined ? JSON.stringify(body) : undefined,
     });
+    this.answered = true;
     const text = await res.body.text();
     if (res.statusCode >= 400) {
       let parsed: Doc = {};
