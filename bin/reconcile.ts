@@ -12,7 +12,7 @@ import { execute, type ProgressEvent } from '../reconciler/apply/execute.js';
 import { applyJson, planJson } from '../reconciler/render/json.js';
 import { failureText, progressDone, progressStart, renderApplyResult, renderPlan, styleFor, type Style } from '../reconciler/render/text.js';
 import { isNoop, type Plan } from '../reconciler/plan/types.js';
-import { clientFor, loadDesired, planWith, readPlan, savePlan, staleResources, type Target } from '../reconciler/session.js';
+import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, type Target } from '../reconciler/session.js';
 import { exportManifests } from '../reconciler/export.js';
 
 /** Where a command writes and reads; the process streams, or captured ones in tests. */
@@ -231,8 +231,9 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
             const saved = readPlan(planFile);
             if (saved.plan.stack !== t.stack) throw new UserError(`the plan was made for stack "${saved.plan.stack}", not "${t.stack}"; pass --stack ${saved.plan.stack}`);
             if (saved.plan.apiUrl.replace(/\/+$/, '') !== t.apiUrl.replace(/\/+$/, '')) throw new UserError(`the plan was made against ${saved.plan.apiUrl}, not ${t.apiUrl}`);
-            const stale = await staleResources(client, saved);
+            const { stale, problems } = await checkSavedPlan(client, saved);
             if (stale.length) throw new UserError(`the saved plan is stale: ${stale.join(', ')} changed since it was made; run plan again`);
+            if (problems.length) throw new UserError(`the plan cannot be carried out:\n  ${problems.join('\n  ')}`);
             plan = saved.plan;
             if (!opts.json) out.out(renderPlan(plan, out.outStyle) + '\n');
           } else {

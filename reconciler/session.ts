@@ -11,6 +11,7 @@ import { validateManifests, type Manifest } from './manifest/validate.js';
 import { refresh, type LiveState } from './live/refresh.js';
 import { liveFingerprint, makePlan, planFingerprints, type PlanOptions, type PlanResult } from './plan/plan.js';
 import type { Plan } from './plan/types.js';
+import { callerKeyProblems } from './plan/caller-key.js';
 
 export interface Target {
   apiUrl: string;
@@ -49,7 +50,7 @@ export async function planWith(client: ApiClient, manifest: Manifest, opts: Omit
   const before = client.calls;
   const kinds = kindsToRead(manifest, opts.mode, !!opts.prune);
   const live = await refresh(client, kinds);
-  const result = makePlan(manifest, live, { ...opts, apiCalls: client.calls - before });
+  const result = makePlan(manifest, live, { ...opts, apiCalls: client.calls - before, callerKeyId: client.keyId });
   return { ...result, live, kinds: kinds.map((k) => k.kind) };
 }
 
@@ -80,9 +81,14 @@ export function readPlan(file: string): SavedPlan {
   return saved;
 }
 
-/** The resources that changed since the plan was made (none: the plan can be applied exactly). */
-export async function staleResources(client: ApiClient, saved: SavedPlan): Promise<string[]> {
+/**
+ * Why a saved plan cannot be applied now: the resources that changed since it was made
+ * (`stale`; none: it can be applied exactly), and what it would do to the API key it is now
+ * applied with (`problems`: it may have been made with another key).
+ */
+export async function checkSavedPlan(client: ApiClient, saved: SavedPlan): Promise<{ stale: string[]; problems: string[] }> {
   const live = await refresh(client, saved.kinds.map(kindOf));
+  const problems = callerKeyProblems(saved.plan.changes, saved.plan.operations, live, client.keyId);
   const now = planFingerprints(saved.plan.changes, live);
   const stale: string[] = [];
   for (const [address, was] of Object.entries(saved.plan.fingerprints)) {
@@ -95,7 +101,7 @@ export async function staleResources(client: ApiClient, saved: SavedPlan): Promi
       stale.push(`${address} (${now[address] === 'missing' ? 'deleted' : 'changed'})`);
     }
   }
-  return stale;
+  return { stale, problems };
 }
 
 export { liveFingerprint };

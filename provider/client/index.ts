@@ -41,6 +41,8 @@ export class ApiClient {
    * than a server restarting, and retrying would only delay the error (README, CLI reference).
    */
   answered = false;
+  /** The id of the API key the server says this client authenticates with (its `Service-Api-Key-Id` header), once it has answered. */
+  keyId?: string;
   readonly baseUrl: string;
   private readonly limiter: Limiter;
   private readonly agent: Agent;
@@ -100,6 +102,8 @@ export class ApiClient {
       body: body !== undefined ? JSON.stringify(body) : undefined,
     });
     this.answered = true;
+    const keyId = res.headers['service-api-key-id'];
+    if (typeof keyId === 'string') this.keyId = keyId;
     const text = await res.body.text();
     if (res.statusCode >= 400) {
       let parsed: Doc = {};

@@ -13,6 +13,7 @@ import type { LiveChild, LiveResource, LiveState } from '../live/refresh.js';
 import { ADOPTED, encodeMetadata, fingerprint, sameUserMetadata, type Stamp } from '../live/stamp.js';
 import type { Action, Change, Operation, Plan } from './types.js';
 import { LiveIndex } from './live-index.js';
+import { callerKeyProblems } from './caller-key.js';
 
 type Doc = Record<string, any>;
 
@@ -25,6 +26,8 @@ export interface PlanOptions {
   /** Take over unmanaged resources found by natural key or bound by id. */
   adopt?: boolean;
   apiCalls?: number;
+  /** The id of the API key the plan's operations will run with: they must not remove it. */
+  callerKeyId?: string;
 }
 
 export interface PlanResult {
@@ -656,6 +659,7 @@ export function makePlan(manifest: Manifest, live: LiveState, opts: PlanOptions)
   p.planDeletes();
   p.orderDeletes();
   p.orderUniqueValues();
+  if (opts.mode !== 'refresh-only') p.problems.push(...callerKeyProblems(p.changes, p.operations, live, opts.callerKeyId));
   const fingerprints = planFingerprints(p.changes, live);
   const changes = opts.mode === 'refresh-only' ? p.changes.filter((c) => c.drift).map((c) => ({ ...c, operations: [] })) : p.changes;
   return {

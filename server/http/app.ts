@@ -7,7 +7,7 @@ import type { ApiRoute, Method } from '../resources/routes.js';
 import { newIdBody } from '../store/ids.js';
 import { ApiError } from './errors.js';
 import { RateLimiter } from './rate-limit.js';
-import { answerClientError, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
+import { answerClientError, API_KEY_HEADER, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
 
 export const VERSION_HEADER = 'service-version';
 const PUBLIC = new Set(['/healthz', '/openapi.json']);
@@ -90,6 +90,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     const wait = limiter.take(found.keyId);
     if (wait > 0) throw new ApiError('ERR_SERVICE_226', `too many requests for this API key; retry in ${wait} s`, { retry_after: wait }, { 'Retry-After': String(wait) });
     request.caller = { keyId: found.keyId, ownerId: found.ownerId, admin: found.admin };
+    // Which key this is, so a client can avoid deleting the key it runs on (docs/api.md).
+    reply.header(API_KEY_HEADER, found.keyId);
   });
 
   // A request with no body has no content type to judge: a DELETE or POST that names one

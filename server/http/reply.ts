@@ -3,6 +3,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, ERRORS } from './errors.js';
 
 export const OPERATION_HEADER = 'Service-Operation-Id';
+/** On every authenticated response: the id of the API key that authenticated the request. */
+export const API_KEY_HEADER = 'Service-Api-Key-Id';
 
 /** The error body of DECISIONS.md: code, status, sentence, details with the operation id. */
 export const errorBody = (error: ApiError, operationId: string) => ({
