@@ -48,7 +48,8 @@ export class EdgeStack extends TerraformStack {
   }
 }
 
-export function synth(outdir: string, hostname = 'app.example.com') {
+// Its own hostname by default, so it deploys beside the README's manifest and Terraform quick starts.
+export function synth(outdir: string, hostname = 'cdktf.example.com') {
   const app = new App({ outdir });
   new EdgeStack(app, 'edge', { hostname });
   app.synth();

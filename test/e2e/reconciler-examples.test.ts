@@ -1,5 +1,6 @@
-// The manifests under examples/manifests validate offline, apply cleanly against a fresh
-// server, and plan empty right after: what a reader copies from there works as written.
+// The manifests under examples/manifests validate offline, apply cleanly side by side on one
+// server (each in its own stack), and plan empty right after: what a reader copies from there
+// works as written.
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,24 +18,26 @@ describe('examples/manifests', () => {
     expect(examples).toEqual(expect.arrayContaining(['quickstart', 'every-module']));
   });
 
-  describe.each(examples)('%s', (example) => {
-    let s: TestServer;
-    let env: Record<string, string>;
-    const dir = path.join(ROOT, example);
-    const outputs: string[] = [];
-    const run = async (args: string[]) => {
-      const r = await runCli(args, env);
-      outputs.push(r.stdout, r.stderr);
-      return r;
-    };
+  // One server for all of them, each in its own stack as examples/manifests/README.md says:
+  // a reader applies them side by side, and they must not fight over shared names.
+  let s: TestServer;
+  let env: Record<string, string>;
+  const outputs: string[] = [];
+  const run = async (args: string[]) => {
+    const r = await runCli(args, env);
+    outputs.push(r.stdout, r.stderr);
+    return r;
+  };
+  beforeAll(async () => {
+    s = await startTestServer();
+    env = { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token, ...SECRETS };
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
 
-    beforeAll(async () => {
-      s = await startTestServer();
-      env = { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token, ...SECRETS };
-    });
-    afterAll(async () => {
-      await s?.close();
-    });
+  describe.each(examples)('%s', (example) => {
+    const dir = path.join(ROOT, example);
 
     it('validates offline', async () => {
       const r = await run(['validate', '-f', dir]);
@@ -42,17 +45,24 @@ describe('examples/manifests', () => {
       expect(r.stdout).toMatch(/^Success! \d+ documents? valid\.$/m);
     });
 
-    it('applies to a fresh server, then plans empty', async () => {
-      const applied = await run(['apply', '-f', dir, '--auto-approve']);
+    it('applies in its own stack, then plans empty', async () => {
+      const applied = await run(['apply', '-f', dir, '--stack', example, '--auto-approve']);
       expect(applied.code, applied.stdout + applied.stderr).toBe(0);
       expect(applied.stdout).toMatch(/Apply complete! Resources: [1-9]\d* added, 0 changed, 0 destroyed\./);
-      const plan = await run(['plan', '-f', dir, '--detailed-exitcode']);
+      const plan = await run(['plan', '-f', dir, '--stack', example, '--detailed-exitcode']);
       expect(plan.stdout).toContain('No changes. Your infrastructure matches the configuration.');
       expect(plan.code, plan.stdout).toBe(0);
     });
+  });
 
-    it('never prints the secrets it was given', () => {
-      for (const secret of Object.values(SECRETS)) expect(outputs.join('\n')).not.toContain(secret);
-    });
+  it('each still plans empty once all are applied: no example changed another\'s resources', async () => {
+    for (const example of examples) {
+      const plan = await run(['plan', '-f', path.join(ROOT, example), '--stack', example, '--detailed-exitcode']);
+      expect(plan.code, `${example}: ${plan.stdout}${plan.stderr}`).toBe(0);
+    }
+  });
+
+  it('never prints the secrets it was given', () => {
+    for (const secret of Object.values(SECRETS)) expect(outputs.join('\n')).not.toContain(secret);
   });
 });
