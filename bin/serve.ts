@@ -1,14 +1,16 @@
 // `edgeform serve`: the API server on its embedded SQLite database (or PostgreSQL).
 import { Command, Option } from 'commander';
-import { resolveConfig } from '../server/config.js';
-import { startServer } from '../server/main.js';
+import { resolveConfig, type ServerConfig } from '../server/config.js';
+import { startServer, type RunningServer } from '../server/main.js';
+import { providerOf } from '../server/store/db.js';
+import { startupProblem } from './serve-errors.js';
 
 export function serveCommand(setCode: (code: number) => void) {
   return new Command('serve')
     .description('Run the API server. Applies pending migrations and, on an empty database, creates the admin user and its first API key.')
     .addOption(new Option('--host <host>', 'address to listen on').env('EDGEFORM_HOST').default('127.0.0.1'))
     .addOption(new Option('--port <port>', 'port to listen on (0 picks a free one)').env('EDGEFORM_PORT').default('8080'))
-    .addOption(new Option('--database <url>', 'file:<path> for SQLite or postgresql://... (default file:./data/edgeform.db)').env('EDGEFORM_DATABASE_URL'))
+    .addOption(new Option('--database <url>', 'file:<path> for SQLite or postgresql://... (default file:<data-dir>/edgeform.db)').env('EDGEFORM_DATABASE_URL'))
     .addOption(new Option('--public-url <url>', 'base of every uri and next_page_uri (default http://<host>:<port>)').env('EDGEFORM_PUBLIC_URL'))
     .addOption(new Option('--api-rate-limit <n>', 'requests per minute per API key; 0 turns the limit off').env('EDGEFORM_API_RATE_LIMIT').default('600'))
     .addOption(new Option('--data-dir <dir>', 'where the default database, key file and bootstrap token live').env('EDGEFORM_DATA_DIR').default('data'))
@@ -19,8 +21,22 @@ Environment only:
   EDGEFORM_SECRET_KEY            32-byte key (hex or base64) encrypting secrets at rest
   EDGEFORM_SECRET_KEY_FILE       key file used when EDGEFORM_SECRET_KEY is unset (default <data-dir>/secret.key, created 0600)`)
     .action(async (opts) => {
-      const config = resolveConfig(opts);
-      const server = await startServer(config);
+      let config: ServerConfig;
+      try {
+        config = resolveConfig(opts);
+        providerOf(config.databaseUrl);
+      } catch (e) {
+        // A bad flag or environment value is a usage error (exit 2), as the README says.
+        process.stderr.write(`Error: ${(e as Error).message}\n(run "edgeform serve --help" for the settings)\n`);
+        return setCode(2);
+      }
+      let server: RunningServer;
+      try {
+        server = await startServer(config);
+      } catch (e) {
+        process.stderr.write(`Error: ${startupProblem(e, config)}\n`);
+        return setCode(1);
+      }
       const info = (msg: string, extra: object = {}) =>
         process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'info', msg, ...extra })}\n`);
       if (server.db.migrated.length) info(`applied migrations: ${server.db.migrated.join(', ')}`);

@@ -39,6 +39,21 @@ function int(name: string, value: string | number | undefined, fallback: number,
   return n;
 }
 
+/** Every uri the API returns starts with it, so a value that is not an http(s) URL is refused at start. */
+function publicUrl(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (!url || !/^https?:$/.test(url.protocol) || url.search || url.hash) {
+    throw new Error(`--public-url / EDGEFORM_PUBLIC_URL must be an http(s) URL such as https://api.example.com, not ${JSON.stringify(value)}`);
+  }
+  return value.replace(/\/+$/, '');
+}
+
 /** The first value that is set; an empty string (`EDGEFORM_PORT=` in a shell or compose file) counts as unset. */
 const pick = <T extends string | number>(...values: (T | undefined)[]): T | undefined => values.find((v) => v !== undefined && v !== '');
 
@@ -48,7 +63,7 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     host: pick(flags.host, env.EDGEFORM_HOST) ?? '127.0.0.1',
     port: int('--port / EDGEFORM_PORT', pick(flags.port, env.EDGEFORM_PORT), 8080, 0, 65535),
     databaseUrl: pick(flags.database, env.EDGEFORM_DATABASE_URL) ?? `file:${path.join(dataDir, 'edgeform.db')}`,
-    publicUrl: pick(flags.publicUrl, env.EDGEFORM_PUBLIC_URL)?.replace(/\/+$/, ''),
+    publicUrl: publicUrl(pick(flags.publicUrl, env.EDGEFORM_PUBLIC_URL)),
     apiRateLimit: int('--api-rate-limit / EDGEFORM_API_RATE_LIMIT', pick(flags.apiRateLimit, env.EDGEFORM_API_RATE_LIMIT), 600, 0, 1_000_000_000),
     bootstrapToken: pick(env.EDGEFORM_BOOTSTRAP_TOKEN),
     bootstrapTokenFile: path.resolve(pick(env.EDGEFORM_BOOTSTRAP_TOKEN_FILE) ?? path.join(dataDir, 'bootstrap-token')),

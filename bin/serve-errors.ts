@@ -1,0 +1,74 @@
+// Why `edgeform serve` could not start, as one line that names the setting to change: an
+// operator reading "EADDRINUSE" or "ECONNREFUSED 127.0.0.1:5432" has to guess which of
+// the flags it came from.
+import type { ServerConfig } from '../server/config.js';
+
+interface SystemError extends Error {
+  code?: string;
+  syscall?: string;
+  path?: string;
+  hostname?: string;
+  address?: string;
+  port?: number;
+  /** Set on errors that wrap another (undici, Prisma adapters). */
+  cause?: unknown;
+}
+
+const DATA = '--data-dir / EDGEFORM_DATA_DIR (or --database file:<path>)';
+const DATABASE = '--database / EDGEFORM_DATABASE_URL';
+
+const FILE_REASONS: Record<string, string> = {
+  EACCES: 'permission denied',
+  EPERM: 'permission denied',
+  EROFS: 'read-only file system',
+  ENOTDIR: 'a part of the path is a file, not a folder',
+  EEXIST: 'a part of the path is a file, not a folder',
+  ENOSPC: 'no space left on the device',
+  EISDIR: 'it is a folder',
+};
+
+/** The database URL as the banner shows it: no password. */
+const redacted = (url: string) => url.replace(/\/\/[^@/]*@/, '//***@');
+
+/** The deepest error with a code: the one that says what actually happened. */
+function rootOf(e: unknown): SystemError {
+  let at = e as SystemError;
+  while (at?.cause && typeof at.cause === 'object' && !at.code) at = at.cause as SystemError;
+  return at ?? (new Error(String(e)) as SystemError);
+}
+
+export function startupProblem(e: unknown, config: ServerConfig, env: NodeJS.ProcessEnv = process.env): string {
+  const err = rootOf(e);
+  const code = err.code ?? '';
+  const message = err.message ?? String(e);
+  const postgres = /^postgres(ql)?:/.test(config.databaseUrl);
+
+  if (err.syscall === 'listen' || (err.syscall === 'getaddrinfo' && err.hostname === config.host)) {
+    const where = `${config.host}:${config.port}`;
+    if (code === 'EADDRINUSE') return `cannot listen on ${where}: the port is already in use (another edgeform, or another program); stop it, or pick another port with --port / EDGEFORM_PORT (0 picks a free one)`;
+    if (code === 'EACCES') return `cannot listen on ${where}: ports below 1024 need privileges; use a higher --port / EDGEFORM_PORT, or put a proxy in front`;
+    return `cannot listen on ${where}: ${config.host} is not an address of this machine (${code || message}); set --host / EDGEFORM_HOST to one of its addresses, 127.0.0.1 or 0.0.0.0`;
+  }
+  if (err.syscall && err.path && FILE_REASONS[code]) {
+    return `cannot write ${err.path} (${FILE_REASONS[code]}); choose a writable folder with ${DATA}`;
+  }
+  if (/^SQLITE_(CANTOPEN|READONLY|PERM|IOERR)/.test(code)) {
+    return `cannot open the SQLite database ${config.databaseUrl.replace(/^file:/, '')} for writing (${message}); check its permissions, or choose another with ${DATA}`;
+  }
+  if (code === 'SQLITE_NOTADB') {
+    return `${config.databaseUrl.replace(/^file:/, '')} is not a SQLite database; point ${DATABASE} at an edgeform database, or at a new file`;
+  }
+  if (/secret key must be 32 bytes/.test(message)) {
+    const valid = 'it must be 32 bytes, written as 64 hex digits or base64';
+    if (env.EDGEFORM_SECRET_KEY) return `EDGEFORM_SECRET_KEY is not a valid key: ${valid}; set it to the key the database was written with (a new key cannot read the secrets already stored)`;
+    return `the key file ${config.secretKeyFile} (EDGEFORM_SECRET_KEY_FILE) does not hold a valid key: ${valid}; restore the key the database was written with (a new key cannot read the secrets already stored), or, for a new database, remove the file to have one generated`;
+  }
+  if (postgres) {
+    const db = redacted(config.databaseUrl);
+    if (code === 'ECONNREFUSED' || code === 'ETIMEDOUT' || code === 'EHOSTUNREACH') return `cannot reach PostgreSQL for ${db} (${code}): is it running and listening there? Check ${DATABASE}`;
+    if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return `cannot reach PostgreSQL for ${db}: the host ${err.hostname ?? ''} is not known (${code}); check ${DATABASE}`;
+    // PostgreSQL's SQLSTATE classes 28 (authorization) and 3D (no such database).
+    if (/^(28|3D)/.test(code)) return `PostgreSQL refused ${db}: ${message}; check the user, password and database name in ${DATABASE}`;
+  }
+  return message;
+}

@@ -1,0 +1,85 @@
+// `edgeform serve` that cannot start, as an operator meets it: one line on stderr that names
+// the setting to change, no stack trace, exit 2 for a bad flag or environment value (a
+// usage error, as the README's exit codes say) and 1 for what the machine refused.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const BIN = path.resolve('bin/edgeform.js');
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-serve-errors-'));
+const aFile = path.join(dir, 'a-file');
+fs.writeFileSync(aFile, 'not a folder\n');
+const notADatabase = path.join(dir, 'not.db');
+fs.writeFileSync(notADatabase, 'x'.repeat(200));
+const badKeyFile = path.join(dir, 'bad.key');
+fs.writeFileSync(badKeyFile, 'too short\n');
+
+/** A port something else already listens on. */
+let busy: net.Server;
+let busyPort = 0;
+beforeAll(async () => {
+  busy = net.createServer();
+  await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+  busyPort = (busy.address() as net.AddressInfo).port;
+});
+afterAll(async () => {
+  await new Promise((r) => busy.close(r));
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** Runs serve to its exit (asynchronous: the test's own listener must keep answering). */
+function serve(args: string[], env: Record<string, string> = {}) {
+  const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', path.join(dir, 'data'), ...args], {
+    env: { ...process.env, EDGEFORM_PORT: '', EDGEFORM_HOST: '', EDGEFORM_DATABASE_URL: '', EDGEFORM_PUBLIC_URL: '', EDGEFORM_SECRET_KEY: '', EDGEFORM_SECRET_KEY_FILE: '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c) => { stdout += c; });
+  child.stderr.on('data', (c) => { stderr += c; });
+  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+    child.on('close', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); }),
+  );
+}
+
+interface Case {
+  case: string;
+  args: () => string[];
+  env?: Record<string, string>;
+  code: number;
+  /** What the line must say: the cause and the setting to change. */
+  says: RegExp[];
+}
+
+const cases: Case[] = [
+  { case: 'a port out of range is a usage error', args: () => ['--port', '70000'], code: 2, says: [/--port \/ EDGEFORM_PORT must be an integer from 0 to 65535/, /edgeform serve --help/] },
+  { case: 'a port from the environment is judged the same way', args: () => [], env: { EDGEFORM_PORT: 'eighty' }, code: 2, says: [/EDGEFORM_PORT must be an integer/] },
+  { case: 'a rate limit that is not a number', args: () => ['--port', '0', '--api-rate-limit', 'lots'], code: 2, says: [/--api-rate-limit/] },
+  { case: 'a public URL that is not a URL would prefix every uri the API returns', args: () => ['--port', '0', '--public-url', 'api.example.com'], code: 2, says: [/--public-url \/ EDGEFORM_PUBLIC_URL must be an http\(s\) URL/] },
+  { case: 'a database URL of another engine', args: () => ['--port', '0', '--database', 'mysql://root@localhost/edgeform'], code: 2, says: [/unsupported database URL/, /file:<path> or postgresql:\/\//] },
+  { case: 'a port another program holds', args: () => ['--port', String(busyPort)], code: 1, says: [/already in use/, /--port \/ EDGEFORM_PORT \(0 picks a free one\)/] },
+  { case: 'a host that is not an address of this machine', args: () => ['--port', '0', '--host', '192.0.2.1'], code: 1, says: [/cannot listen on 192\.0\.2\.1/, /--host \/ EDGEFORM_HOST/] },
+  { case: 'a data folder that cannot be created (a file is in the way)', args: () => ['--port', '0', '--data-dir', path.join(aFile, 'data')], code: 1, says: [/cannot write .*a-file/, /--data-dir \/ EDGEFORM_DATA_DIR/] },
+  { case: 'a database file that is not SQLite', args: () => ['--port', '0', '--database', `file:${notADatabase}`], code: 1, says: [/not a SQLite database/, /--database \/ EDGEFORM_DATABASE_URL/] },
+  { case: 'PostgreSQL that is not running (port 1 refuses), password kept out of the line', args: () => ['--port', '0', '--database', 'postgresql://edgeform:hunter2@127.0.0.1:1/edgeform'], code: 1, says: [/cannot reach PostgreSQL .*127\.0\.0\.1:1/, /is it running/, /--database \/ EDGEFORM_DATABASE_URL/] },
+  { case: 'a key file that holds no key', args: () => ['--port', '0'], env: { EDGEFORM_SECRET_KEY_FILE: badKeyFile }, code: 1, says: [/bad\.key \(EDGEFORM_SECRET_KEY_FILE\) does not hold a valid key/, /64 hex digits/] },
+  { case: 'a secret key in the environment that is not one', args: () => ['--port', '0'], env: { EDGEFORM_SECRET_KEY: 'abc' }, code: 1, says: [/^Error: EDGEFORM_SECRET_KEY is not a valid key/m] },
+];
+
+describe('edgeform serve that cannot start', () => {
+  it.each(cases)('$case', async (c) => {
+    const r = await serve(c.args(), c.env);
+    expect(r.code, r.stderr).toBe(c.code);
+    const lines = r.stderr.trim().split('\n');
+    expect(lines[0]).toMatch(/^Error: /);
+    for (const re of c.says) expect(r.stderr).toMatch(re);
+    // No stack trace, no password, and nothing claiming it is listening.
+    expect(r.stderr).not.toMatch(/^\s+at /m);
+    expect(r.stderr).not.toContain('hunter2');
+    expect(r.stdout).not.toMatch(/listening/);
+  });
+});
