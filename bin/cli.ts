@@ -28,7 +28,12 @@ export async function main(argv: string[], io?: Io): Promise<number> {
     return code;
   } catch (e) {
     // With --detailed-exitcode, 2 means "changes present", so a usage error is 1 there.
-    if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : argv.includes('--detailed-exitcode') ? 1 : 2;
+    if (e instanceof CommanderError) {
+      if (e.exitCode === 0) return 0;
+      // A --json reader parses stdout whatever went wrong, a mistyped option included.
+      if (argv.includes('--json')) output.writeOut(`${JSON.stringify({ error: e.message.replace(/^error: /, '') })}\n`);
+      return argv.includes('--detailed-exitcode') ? 1 : 2;
+    }
     process.stderr.write(`Error: ${(e as Error).message}\n`);
     return 1;
   }

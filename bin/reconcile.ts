@@ -10,7 +10,7 @@ import { manifestKind, manifestKinds } from '../reconciler/manifest/kinds.js';
 import { ManifestError } from '../reconciler/manifest/problems.js';
 import { execute, type ProgressEvent } from '../reconciler/apply/execute.js';
 import { applyJson, planJson } from '../reconciler/render/json.js';
-import { failureText, progressDone, progressStart, renderApplyResult, renderPlan, styleFor, type Style } from '../reconciler/render/text.js';
+import { failureText, progressDone, progressStart, progressStill, renderApplyResult, renderPlan, styleFor, type Style } from '../reconciler/render/text.js';
 import { isNoop, type Plan } from '../reconciler/plan/types.js';
 import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, type Target } from '../reconciler/session.js';
 import { exportManifests } from '../reconciler/export.js';
@@ -21,6 +21,8 @@ export interface Io {
   err(text: string): void;
   outStyle: Style;
   errStyle: Style;
+  /** How often an operation still running says so (ms; default 10 s, as Terraform). */
+  stillEvery?: number;
   /** A terminal to ask for confirmation on, or undefined. */
   ask?: (question: string) => Promise<string>;
 }
@@ -66,6 +68,7 @@ const manifestOption = (cmd: Command) =>
 
 function targetOf(opts: Record<string, any>): Target {
   if (!opts.apiKey) throw new UserError('no API key: set EDGEFORM_API_KEY (or --api-key) to a token; "edgeform serve" prints the first one on its first start');
+  if (!/^https?:\/\/[^/]/i.test(opts.apiUrl) || !URL.canParse(opts.apiUrl)) throw new UsageError(`--api-url / EDGEFORM_API_URL must be the server's http(s) base URL, such as http://127.0.0.1:8080, not ${JSON.stringify(opts.apiUrl)}`);
   if (!/^[a-z0-9._-]{1,64}$/i.test(opts.stack)) throw new UsageError(`stack name "${opts.stack}" must be 1-64 letters, digits, '.', '_' or '-'`);
   return { apiUrl: opts.apiUrl, apiKey: opts.apiKey, stack: opts.stack, parallelism: opts.parallelism ? Number(opts.parallelism) : undefined };
 }
@@ -126,8 +129,9 @@ async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, an
     if (e.type === 'start') write(`${progressStart(e.change)}\n`);
     else if (e.type === 'done') write(`${progressDone(e.change, e.seconds, e.id)}\n`);
     else if (e.type === 'failed') write(`${s.red(`Error: ${failureText(e.failure)}`)}\n`);
+    else if (e.type === 'still') write(`${progressStill(e.change, e.seconds)}\n`);
   };
-  const result = await execute(client, plan, { parallelism: t.parallelism ?? 10, onProgress: progress });
+  const result = await execute(client, plan, { parallelism: t.parallelism ?? 10, onProgress: progress, stillEvery: io.stillEvery });
   if (json) io.out(`${JSON.stringify(applyJson(plan, result, client.calls))}\n`);
   else io.out(`\n${renderApplyResult(plan.mode, result, io.outStyle)}`);
   return result.failures.length ? 1 : 0;

@@ -72,6 +72,10 @@ export function savePlan(file: string, planned: Planned) {
 
 export function readPlan(file: string): SavedPlan {
   let saved: SavedPlan;
+  // `kubectl apply -f` habits: a manifest given where a saved plan goes.
+  if (/\.ya?ml$/i.test(file) || (fs.existsSync(file) && fs.statSync(file).isDirectory())) {
+    throw new Error(`${file} is a manifest, not a plan saved by "edgeform plan --out"; to apply manifests, give them with -f: edgeform apply -f ${file}`);
+  }
   try {
     saved = JSON.parse(fs.readFileSync(file, 'utf8'));
   } catch (e) {

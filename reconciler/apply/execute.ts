@@ -23,7 +23,9 @@ export type ProgressEvent =
   | { type: 'start'; change: Change }
   | { type: 'done'; change: Change; seconds: number; id?: string }
   | { type: 'failed'; change: Change; failure: Failure }
-  | { type: 'skipped'; change: Change; because: string };
+  | { type: 'skipped'; change: Change; because: string }
+  /** A change that started `seconds` ago and is not over yet (every `stillEvery` ms). */
+  | { type: 'still'; change: Change; seconds: number };
 
 export interface ExecuteResult {
   failures: Failure[];
@@ -35,7 +37,14 @@ export interface ExecuteResult {
 
 class Unresolved extends Error {}
 
-export async function execute(client: ApiClient, plan: Plan, opts: { parallelism: number; onProgress?: (e: ProgressEvent) => void }): Promise<ExecuteResult> {
+export interface ExecuteOptions {
+  parallelism: number;
+  onProgress?: (e: ProgressEvent) => void;
+  /** How often a change still running is reported (ms; default 10 s): a wait on the rate limit must not look like a hang. */
+  stillEvery?: number;
+}
+
+export async function execute(client: ApiClient, plan: Plan, opts: ExecuteOptions): Promise<ExecuteResult> {
   const ops = plan.operations;
   const changeOf = new Map<string, Change>(plan.changes.map((c) => [c.address, c]));
   const remaining = new Map<string, number>(plan.changes.map((c) => [c.address, c.operations.length]));
@@ -49,6 +58,8 @@ export async function execute(client: ApiClient, plan: Plan, opts: { parallelism
   const skipped = new Set<string>();
   const blocked = new Set<number>();
   const done: Change[] = [];
+  /** Changes that started and are over (done or failed). */
+  const ended = new Set<string>();
 
   const resolve = (v: string | undefined) => {
     if (v === undefined || !parseRef(v)) return v;
@@ -107,6 +118,13 @@ export async function execute(client: ApiClient, plan: Plan, opts: { parallelism
     }
   };
 
+  const onProgress = opts.onProgress;
+  const ticker = onProgress
+    ? setInterval(() => {
+        const now = Date.now();
+        for (const [address, at] of startedAt) if (!ended.has(address)) onProgress({ type: 'still', change: changeOf.get(address)!, seconds: (now - at) / 1000 });
+      }, opts.stillEvery ?? 10_000)
+    : undefined;
   await new Promise<void>((finish) => {
     const ready = ops.filter((o) => o.after.length === 0).map((o) => o.index);
     let running = 0;
@@ -163,12 +181,14 @@ export async function execute(client: ApiClient, plan: Plan, opts: { parallelism
             remaining.set(o.address, left);
             if (left === 0 && change) {
               done.push(change);
+              ended.add(o.address);
               opts.onProgress?.({ type: 'done', change, seconds: (Date.now() - startedAt.get(o.address)!) / 1000, id: createdId.get(o.address) ?? change.id });
             }
           })
           .catch((e: unknown) => {
             const failure = failureOf(o, e);
             failures.push(failure);
+            ended.add(o.address);
             if (change) opts.onProgress?.({ type: 'failed', change, failure });
             block(i, o.address);
           })
@@ -180,7 +200,7 @@ export async function execute(client: ApiClient, plan: Plan, opts: { parallelism
     };
     pump();
     stuck();
-  });
+  }).finally(() => clearInterval(ticker));
   return { failures, skipped: [...skipped], done };
 }
 

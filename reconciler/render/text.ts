@@ -186,6 +186,12 @@ export const progressStart = (c: Change) => `${c.address}: ${progressVerb[verbOf
 export const progressDone = (c: Change, seconds: number, id?: string) =>
   `${c.address}: ${progressVerb[verbOf(c)][1]} after ${Math.round(seconds)}s${id && verbOf(c) !== 'delete' ? ` [id=${id}]` : ''}`;
 
+/** Terraform's "Still creating... [10s elapsed]": a long wait (a rate limit) is not a hang. */
+export const progressStill = (c: Change, seconds: number) => {
+  const verb = progressVerb[verbOf(c)][0];
+  return `${c.address}: Still ${verb.charAt(0).toLowerCase()}${verb.slice(1)}${c.id ? ` [id=${c.id}]` : ''} [${Math.round(seconds)}s elapsed]`;
+};
+
 export function failureText(f: Failure): string {
   const code = f.errorCode ? ` ${f.errorCode}` : '';
   return `${f.address}: ${f.operation.method} failed${f.status ? ` (HTTP ${f.status}${code})` : ''}: ${f.message}${f.operationId ? ` (operation ${f.operationId})` : ''}`;

@@ -14,10 +14,12 @@ export interface CliResult {
   json(): any;
 }
 
-export async function runCli(args: string[], env: Record<string, string | undefined> = {}, answer?: string): Promise<CliResult> {
+/** `io` overrides parts of the captured streams' settings (e.g. `stillEvery`). */
+export async function runCli(args: string[], env: Record<string, string | undefined> = {}, answer?: string, io: Partial<Io> = {}): Promise<CliResult> {
   let stdout = '';
   let stderr = '';
-  const io: Io = {
+  const captured: Io = {
+    ...io,
     out: (t) => { stdout += t; },
     err: (t) => { stderr += t; },
     outStyle: plain,
@@ -31,7 +33,7 @@ export async function runCli(args: string[], env: Record<string, string | undefi
     else process.env[k] = v;
   }
   try {
-    const code = await main(['node', 'edgeform', ...args], io);
+    const code = await main(['node', 'edgeform', ...args], captured);
     return { code, stdout, stderr, json: () => JSON.parse(stdout) };
   } finally {
     for (const [k, v] of Object.entries(saved)) {

@@ -1,0 +1,75 @@
+// What a user meets at the edges of the commands: --json readers get one JSON document on
+// stdout even for a mistyped option, a wrong --api-url or a manifest given as a saved plan
+// is told what to type instead, and an apply that waits (a rate limit) keeps saying so.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { manifestDir, runCli } from '../helpers/cli.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { toYaml } from '../helpers/reconciler.js';
+
+const MANIFEST = manifestDir({ 'web.yaml': toYaml([{ kind: 'IPPolicy', name: 'office', rules: [{ cidr: '203.0.113.0/24', action: 'allow' }] }]) });
+const ENV = { EDGEFORM_API_URL: 'http://127.0.0.1:9', EDGEFORM_API_KEY: 'any-token' };
+
+describe('--json on a usage error: one JSON document on stdout, exit 2 (1 with --detailed-exitcode)', () => {
+  it.each([
+    { case: 'an unknown option, which commander refuses', args: ['plan', '-f', MANIFEST, '--json', '--bogus'], code: 2, error: /unknown option '--bogus'/ },
+    { case: 'a bad --parallelism', args: ['apply', '-f', MANIFEST, '--json', '--parallelism', '0'], code: 2, error: /--parallelism/ },
+    { case: 'a bad option of destroy', args: ['destroy', '-f', MANIFEST, '--json', '--parallelism', 'many'], code: 2, error: /--parallelism/ },
+    { case: 'an extra argument to validate', args: ['validate', '-f', MANIFEST, '--json', 'extra'], code: 2, error: /too many arguments/ },
+    { case: 'with --detailed-exitcode, 2 means changes, so a usage error is 1', args: ['plan', '-f', MANIFEST, '--json', '--detailed-exitcode', '--bogus'], code: 1, error: /unknown option/ },
+    { case: 'an --api-url that is not a URL is found before any call', args: ['plan', '-f', MANIFEST, '--json', '--api-url', '127.0.0.1:8080'], code: 2, error: /--api-url \/ EDGEFORM_API_URL must be the server's http\(s\) base URL/ },
+  ])('$case', async (c) => {
+    const r = await runCli(c.args, ENV);
+    expect(r.code, r.stderr).toBe(c.code);
+    expect(r.stdout.trim().split('\n')).toHaveLength(1);
+    expect(r.json().error).toMatch(c.error);
+  });
+});
+
+describe('what to type instead', () => {
+  it.each([
+    { case: 'no scheme: the URL would be read as a path', url: '127.0.0.1:8080' },
+    { case: 'not a URL at all', url: 'edgeform-server' },
+    { case: 'another scheme', url: 'ftp://127.0.0.1:8080' },
+  ])('--api-url $url ($case): exit 2, naming the form wanted', async ({ url }) => {
+    const r = await runCli(['plan', '-f', MANIFEST, '--api-url', url], ENV);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`must be the server's http(s) base URL, such as http://127.0.0.1:8080, not "${url}"`);
+  });
+
+  it('apply FILE.yaml (kubectl habit): says it is a manifest and to give it with -f', async () => {
+    const file = `${MANIFEST}/web.yaml`;
+    for (const args of [['apply', file], ['apply', MANIFEST]]) {
+      const r = await runCli(args, ENV);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`is a manifest, not a plan saved by "edgeform plan --out"; to apply manifests, give them with -f: edgeform apply -f ${args[1]}`);
+    }
+  });
+});
+
+describe('progress while apply waits on the rate limit', () => {
+  let s: TestServer;
+  beforeAll(async () => {
+    // Two requests per 2 s for the key: the apply's calls wait seconds for Retry-After.
+    s = await startTestServer({ apiRateLimit: 2, apiRateWindowMs: 2000 });
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  it('prints "Still creating... [Ns elapsed]" for what is in flight; with --json on stderr, stdout stays one document', async () => {
+    const dir = manifestDir({ 'p.yaml': toYaml(['a', 'b', 'c'].map((name) => ({ kind: 'IPPolicy', name }))) });
+    const env = { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token };
+    const r = await runCli(['apply', '-f', dir, '--auto-approve', '--json'], env, undefined, { stillEvery: 200 });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/^IPPolicy\/[abc]: Still creating\.\.\. \[\d+s elapsed\]$/m);
+    expect(r.stdout.trim().split('\n')).toHaveLength(1);
+    expect(r.json().applied).toEqual({ add: 3, change: 0, destroy: 0 });
+    // Nothing is reported as still running once it is over.
+    const lines = r.stderr.trim().split('\n');
+    for (const name of ['a', 'b', 'c']) {
+      const done = lines.findIndex((l) => l.startsWith(`IPPolicy/${name}: Creation complete`));
+      expect(done).toBeGreaterThan(-1);
+      expect(lines.slice(done + 1).some((l) => l.startsWith(`IPPolicy/${name}: Still`))).toBe(false);
+    }
+  });
+});
