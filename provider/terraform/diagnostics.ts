@@ -77,6 +77,8 @@ export function failureDiagnostic(node: ObjectNode, what: string, e: unknown): D
     const detail = [
       `The edgeform API answered ${e.method} ${e.path} with ${e.status}${e.code ? ` ${e.code}` : ''}: ${e.serverMessage}`,
       e.operationId ? `Operation id: ${e.operationId} (the server's log line for the request carries it).` : '',
+      // The next step for a key the server does not accept is in the provider's settings, not the resource.
+      e.status === 401 ? 'Check api_key in the provider "edgeform" block (or EDGEFORM_API_KEY): it must be the token of an API key that still exists.' : '',
     ].filter(Boolean).join('\n');
     return error(`${what}: ${e.serverMessage}`, detail, node, field ? splitPath(field) : undefined);
   }

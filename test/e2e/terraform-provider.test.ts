@@ -200,4 +200,13 @@ resource "edgeform_ip_policy_rule" "r" {
     expect(r.stderr).toContain('Missing api_url');
     expect(r.stderr).toContain('EDGEFORM_API_KEY');
   });
+
+  it('on a key the server refuses (401), points at api_key, not at the resource', async () => {
+    tf.write('resource "edgeform_ip_policy" "p" {}\n');
+    const r = await new Promise<{ code: number; stderr: string }>((resolve) =>
+      execFile('terraform', ['apply', '-auto-approve', '-no-color'], { cwd: tf.dir, env: { ...tf.env, EDGEFORM_API_KEY: 'not-a-key-of-this-server' } }, (e, _o, stderr) => resolve({ code: (e as { code?: number })?.code ?? 0, stderr })));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/401 ERR_SERVICE_\d+/);
+    expect(r.stderr.replace(/\s+/g, ' ')).toContain('Check api_key in the provider "edgeform" block (or EDGEFORM_API_KEY)');
+  });
 });
