@@ -57,7 +57,10 @@ export function parseManifestText(text: string, file: string, problems: Problems
   for (const doc of list as Document.Parsed[]) {
     const start = lines.linePos(doc.range?.[0] ?? 0).line;
     if (doc.errors.length) {
-      for (const e of doc.errors) problems.add({ file, line: e.linePos?.[0]?.line ?? start }, `YAML: ${e.message.split('\n')[0]}`);
+      // Where the parser stopped (prettyErrors is off, so linePos is unset); an unclosed
+      // quote or bracket stops at the end of the text, which is its last line, not past it.
+      const last = lines.linePos(text.replace(/\s+$/, '').length).line;
+      for (const e of doc.errors) problems.add({ file, line: Math.min(e.pos?.[0] !== undefined ? lines.linePos(e.pos[0]).line : start, last) }, `YAML: ${e.message.split('\n')[0]}`);
       continue;
     }
     if (doc.contents == null) continue;

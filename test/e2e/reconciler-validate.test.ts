@@ -22,6 +22,8 @@ const cases: Array<{ case: string; yaml: string; line: number; message: RegExp }
   { case: 'a hostport declared by two edges', yaml: 'kind: HTTPSEdge\nname: a\nhostports: [app.example.com:443]\n---\nkind: HTTPSEdge\nname: b\nhostports: [www.example.com:443, App.Example.com:443]\n', line: 7, message: /app\.example\.com:443 of HTTPSEdge\/b is also declared by HTTPSEdge\/a/i },
   { case: 'an unset environment variable', yaml: 'kind: EventDestination\nname: hook\ntarget:\n  http:\n    url: https://hooks.example.com/x\n    secret: ${env:EDGEFORM_TEST_UNSET}\n', line: 6, message: /environment variable EDGEFORM_TEST_UNSET is not set/ },
   { case: 'a missing name', yaml: 'kind: IPPolicy\ndescription: x\n', line: 1, message: /IPPolicy needs a name/ },
+  { case: 'a YAML syntax error in the second document: its line, not the document\'s first', yaml: `${POLICY}---\nkind: IPPolicy\nname: vpn\ndescription: [oops\n`, line: 8, message: /YAML: Flow sequence/ },
+  { case: 'an unclosed quote: the last line, not past the end of the file', yaml: 'kind: IPPolicy\nname: x\ndescription: "open\n\n', line: 3, message: /YAML: Missing closing "quote/ },
   { case: 'a nested parent field', yaml: 'kind: IPPolicy\nname: x\nrules:\n  - {cidr: 10.0.0.0/8, action: allow, ip_policy_id: ipp_123}\n', line: 4, message: /leave ip_policy_id out/ },
 ];
 
