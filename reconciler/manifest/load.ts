@@ -42,8 +42,12 @@ export function manifestFiles(paths: readonly string[], problems: Problems): str
       problems.add({ file: p, line: 0 }, `no such file or directory; -f takes a manifest file or a directory of *.yaml files`);
       continue;
     }
-    if (stat.isDirectory()) walk(p);
-    else out.push(p);
+    if (stat.isDirectory()) {
+      const before = out.length;
+      walk(p);
+      // A mistyped folder would otherwise declare nothing, and with --prune delete the stack.
+      if (out.length === before) problems.add({ file: p, line: 0 }, 'no *.yaml or *.yml files in this folder (or below); -f takes a manifest file or a folder of them (to declare nothing, give an empty file)');
+    } else out.push(p);
   }
   return [...new Set(out)];
 }

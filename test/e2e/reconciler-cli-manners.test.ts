@@ -1,6 +1,7 @@
 // What a user meets at the edges of the commands: --json readers get one JSON document on
 // stdout even for a mistyped option, a wrong --api-url or a manifest given as a saved plan
-// is told what to type instead, and an apply that waits (a rate limit) keeps saying so.
+// is told what to type instead, a mistyped folder declares no deletions, and an apply that
+// waits (a rate limit) keeps saying so.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { manifestDir, runCli } from '../helpers/cli.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -43,6 +44,31 @@ describe('what to type instead', () => {
       expect(r.code).toBe(1);
       expect(r.stderr).toContain(`is a manifest, not a plan saved by "edgeform plan --out"; to apply manifests, give them with -f: edgeform apply -f ${args[1]}`);
     }
+  });
+});
+
+describe('a folder with no manifests', () => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startTestServer();
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  it('is refused, not read as "declare nothing": apply --prune on a mistyped folder must not delete the stack', async () => {
+    const env = { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token };
+    expect((await runCli(['apply', '-f', MANIFEST, '--auto-approve'], env)).code).toBe(0);
+    const empty = manifestDir({ 'README.md': '# notes, no manifests\n' });
+    for (const command of [['validate'], ['plan', '--prune'], ['apply', '--prune', '--auto-approve'], ['destroy', '--auto-approve']]) {
+      const r = await runCli([...command, '-f', empty], env);
+      expect(r.code, command.join(' ')).toBe(1);
+      expect(r.stderr).toContain(`${empty}: no *.yaml or *.yml files in this folder (or below)`);
+    }
+    expect((await s.get('/ip_policies')).body.ip_policies).toHaveLength(1);
+    // An empty file still declares nothing on purpose.
+    const nothing = manifestDir({ 'none.yaml': '' });
+    expect((await runCli(['validate', '-f', nothing], env)).stdout).toContain('Success! 0 documents valid.');
   });
 });
 
