@@ -168,7 +168,7 @@ export function renderPlan(plan: Plan, s: Style): string {
     out.push(s.bold(`Plan: ${add} to add, ${change} to change, ${destroy} to destroy.`));
   }
   if (plan.orphans.length) {
-    out.push('', s.yellow(`${plan.orphans.length} resource${plan.orphans.length === 1 ? ' is' : 's are'} managed by stack "${plan.stack}" but no longer declared: ${plan.orphans.join(', ')}.`), s.yellow('Run with --prune to delete them.'));
+    out.push('', s.yellow(`${plan.orphans.length} resource${plan.orphans.length === 1 ? ' is' : 's are'} managed by stack "${plan.stack}" but no longer declared: ${plan.orphans.join(', ')}.`), s.yellow(`Run with --prune to delete ${plan.orphans.length === 1 ? 'it' : 'them'}. Only the kinds these manifests declare were read; --prune reads every kind, and may find more.`));
   }
   out.push('', s.dim(`API calls: ${plan.apiCalls}`));
   return `${out.join('\n')}\n`;
