@@ -50,7 +50,12 @@ export function startupProblem(e: unknown, config: ServerConfig, env: NodeJS.Pro
     return `cannot listen on ${where}: ${config.host} is not an address of this machine (${code || message}); set --host / EDGEFORM_HOST to one of its addresses, 127.0.0.1 or 0.0.0.0`;
   }
   if (err.syscall && err.path && FILE_REASONS[code]) {
-    return `cannot write ${err.path} (${FILE_REASONS[code]}); choose a writable folder with ${DATA}`;
+    // The two files that have a setting of their own are named by it.
+    const under = (file: string) => err.path === file || file.startsWith(`${err.path}/`);
+    const setting = under(config.bootstrapTokenFile) && env.EDGEFORM_BOOTSTRAP_TOKEN_FILE ? 'EDGEFORM_BOOTSTRAP_TOKEN_FILE'
+      : under(config.secretKeyFile) && env.EDGEFORM_SECRET_KEY_FILE ? 'EDGEFORM_SECRET_KEY_FILE'
+      : `a writable folder with ${DATA}`;
+    return `cannot write ${err.path} (${FILE_REASONS[code]}); choose ${setting}`;
   }
   if (/^SQLITE_(CANTOPEN|READONLY|PERM|IOERR)/.test(code)) {
     return `cannot open the SQLite database ${config.databaseUrl.replace(/^file:/, '')} for writing (${message}); check its permissions, or choose another with ${DATA}`;

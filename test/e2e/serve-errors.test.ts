@@ -33,7 +33,7 @@ afterAll(async () => {
 /** Runs serve to its exit (asynchronous: the test's own listener must keep answering). */
 function serve(args: string[], env: Record<string, string> = {}) {
   const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', path.join(dir, 'data'), ...args], {
-    env: { ...process.env, EDGEFORM_PORT: '', EDGEFORM_HOST: '', EDGEFORM_DATABASE_URL: '', EDGEFORM_PUBLIC_URL: '', EDGEFORM_SECRET_KEY: '', EDGEFORM_SECRET_KEY_FILE: '', ...env },
+    env: { ...process.env, EDGEFORM_PORT: '', EDGEFORM_HOST: '', EDGEFORM_DATABASE_URL: '', EDGEFORM_PUBLIC_URL: '', EDGEFORM_SECRET_KEY: '', EDGEFORM_SECRET_KEY_FILE: '', EDGEFORM_BOOTSTRAP_TOKEN: '', EDGEFORM_BOOTSTRAP_TOKEN_FILE: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -64,6 +64,7 @@ const cases: Case[] = [
   { case: 'a port another program holds', args: () => ['--port', String(busyPort)], code: 1, says: [/already in use/, /--port \/ EDGEFORM_PORT \(0 picks a free one\)/] },
   { case: 'a host that is not an address of this machine', args: () => ['--port', '0', '--host', '192.0.2.1'], code: 1, says: [/cannot listen on 192\.0\.2\.1/, /--host \/ EDGEFORM_HOST/] },
   { case: 'a data folder that cannot be created (a file is in the way)', args: () => ['--port', '0', '--data-dir', path.join(aFile, 'data')], code: 1, says: [/cannot write .*a-file/, /--data-dir \/ EDGEFORM_DATA_DIR/] },
+  { case: 'a bootstrap token file that cannot be written is named by its own setting', args: () => ['--port', '0', '--data-dir', path.join(dir, 'token-data')], env: { EDGEFORM_BOOTSTRAP_TOKEN_FILE: path.join(aFile, 'token') }, code: 1, says: [/cannot write .*a-file/, /choose EDGEFORM_BOOTSTRAP_TOKEN_FILE$/m] },
   { case: 'a database file that is not SQLite', args: () => ['--port', '0', '--database', `file:${notADatabase}`], code: 1, says: [/not a SQLite database/, /--database \/ EDGEFORM_DATABASE_URL/] },
   { case: 'PostgreSQL that is not running (port 1 refuses), password kept out of the line', args: () => ['--port', '0', '--database', 'postgresql://edgeform:hunter2@127.0.0.1:1/edgeform'], code: 1, says: [/cannot reach PostgreSQL .*127\.0\.0\.1:1/, /is it running/, /--database \/ EDGEFORM_DATABASE_URL/] },
   { case: 'a key file that holds no key', args: () => ['--port', '0'], env: { EDGEFORM_SECRET_KEY_FILE: badKeyFile }, code: 1, says: [/bad\.key \(EDGEFORM_SECRET_KEY_FILE\) does not hold a valid key/, /64 hex digits/] },
