@@ -139,6 +139,9 @@ export function renderChange(c: Change, s: Style): string[] {
     }
   }
   if (c.sensitiveChanged) out.push(`      ${s.yellow('~')} ${s.dim('(sensitive value)')}${c.replacePaths?.length && !c.patch.length ? s.red(' # forces replacement') : ''}`);
+  // An update with no field to show rewrites the stamp alone (a document renamed, matched by
+  // its natural key): say so, or the reader sees an update of nothing.
+  else if (verb === 'update' && !c.patch.length) out.push(`      ${s.dim(`(no field changes: only edgeform's ownership stamp in metadata, which will record it as ${c.address})`)}`);
   return out;
 }
 

@@ -72,6 +72,25 @@ describe('a folder with no manifests', () => {
   });
 });
 
+describe('an update of nothing visible', () => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startTestServer();
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  it('a document renamed but matched by its natural key: the update says it rewrites only the stamp', async () => {
+    const env = { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token };
+    const edge = (name: string) => manifestDir({ 'e.yaml': toYaml([{ kind: 'HTTPSEdge', name, hostports: ['rename.example.com:443'] }]) });
+    expect((await runCli(['apply', '-f', edge('before'), '--stack', 'rename', '--auto-approve'], env)).code).toBe(0);
+    const renamed = await runCli(['plan', '-f', edge('after'), '--stack', 'rename'], env);
+    expect(renamed.stdout).toContain('~ HTTPSEdge/after');
+    expect(renamed.stdout).toContain("(no field changes: only edgeform's ownership stamp in metadata, which will record it as HTTPSEdge/after)");
+  });
+});
+
 describe('progress while apply waits on the rate limit', () => {
   let s: TestServer;
   beforeAll(async () => {
