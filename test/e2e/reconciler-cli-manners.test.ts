@@ -72,13 +72,20 @@ describe('a folder with no manifests', () => {
   });
 });
 
-describe('an update of nothing visible', () => {
+describe('against a server', () => {
   let s: TestServer;
   beforeAll(async () => {
     s = await startTestServer();
   });
   afterAll(async () => {
     await s?.close();
+  });
+
+  it('an --api-url with a path the server does not serve names the base URL wanted', async () => {
+    const r = await runCli(['plan', '-f', MANIFEST, '--api-url', `${s.url}/v1`], { EDGEFORM_API_KEY: s.token });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/404 ERR_SERVICE_301/);
+    expect(r.stderr).toContain(`set --api-url or EDGEFORM_API_URL to the server's base URL, with no path (such as http://127.0.0.1:8080), not ${s.url}/v1`);
   });
 
   it('a document renamed but matched by its natural key: the update says it rewrites only the stamp', async () => {
