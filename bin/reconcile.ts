@@ -108,6 +108,7 @@ const UNREACHABLE: Record<string, string> = {
   UND_ERR_SOCKET: 'the connection was closed without an answer',
   UND_ERR_CLOSED: 'the connection was closed without an answer',
   EPROTO: 'the connection failed (an HTTPS server at an http:// URL?)',
+  ERR_SSL_WRONG_VERSION_NUMBER: 'the TLS handshake failed: a plain-HTTP server at an https:// URL?',
 };
 
 async function confirm(io: Io, opts: Record<string, any>, what: string): Promise<boolean> {

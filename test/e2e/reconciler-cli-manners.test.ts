@@ -88,6 +88,13 @@ describe('against a server', () => {
     expect(r.stderr).toContain(`set --api-url or EDGEFORM_API_URL to the server's base URL, with no path (such as http://127.0.0.1:8080), not ${s.url}/v1`);
   });
 
+  it('an https:// --api-url for a plain-HTTP server says so, not an OpenSSL record error', async () => {
+    const r = await runCli(['plan', '-f', MANIFEST, '--api-url', s.url.replace('http:', 'https:')], { EDGEFORM_API_KEY: s.token });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('(the TLS handshake failed: a plain-HTTP server at an https:// URL?)');
+    expect(r.stderr).not.toMatch(/SSL routines/);
+  });
+
   it('a document renamed but matched by its natural key: the update says it rewrites only the stamp', async () => {
     const env = { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token };
     const edge = (name: string) => manifestDir({ 'e.yaml': toYaml([{ kind: 'HTTPSEdge', name, hostports: ['rename.example.com:443'] }]) });
