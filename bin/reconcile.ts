@@ -111,6 +111,11 @@ const UNREACHABLE: Record<string, string> = {
   ERR_SSL_WRONG_VERSION_NUMBER: 'the TLS handshake failed: a plain-HTTP server at an https:// URL?',
 };
 
+/** As Terraform's `apply -json`: the question cannot share stdout with the one JSON document. */
+function jsonNeedsApproval(opts: Record<string, any>, command: string) {
+  if (opts.json && !opts.autoApprove) throw new UsageError(`${command} --json needs --auto-approve: the confirmation prompt cannot share stdout with the JSON document (review with "edgeform plan --json" first, or save a plan with "plan --out FILE" and apply that file)`);
+}
+
 async function confirm(io: Io, opts: Record<string, any>, what: string): Promise<boolean> {
   if (opts.autoApprove) return true;
   if (!io.ask) throw new UserError(`${what} needs confirmation, and there is no terminal to ask on; pass --auto-approve (or save a plan with "plan --out FILE" and apply that file)`);
@@ -244,6 +249,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
             plan = saved.plan;
             if (!opts.json) out.out(renderPlan(plan, out.outStyle) + '\n');
           } else {
+            jsonNeedsApproval(opts, 'apply');
             const manifest = desiredOf(opts);
             const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: 'apply', prune: opts.prune, adopt: opts.adopt });
             if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
@@ -269,6 +275,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
     .option('--json', 'print one JSON document (progress goes to stderr)')
     .action(
       wrap(async (opts) => {
+        jsonNeedsApproval(opts, 'destroy');
         const t = targetOf(opts);
         const out = io();
         const manifest = desiredOf(opts);

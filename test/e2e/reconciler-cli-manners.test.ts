@@ -26,6 +26,17 @@ describe('--json on a usage error: one JSON document on stdout, exit 2 (1 with -
   });
 });
 
+describe('apply and destroy --json on a terminal', () => {
+  it.each(['apply', 'destroy'])('%s --json without --auto-approve is a usage error, before any call: the prompt would break the one JSON document', async (command) => {
+    // A terminal that would answer yes, and an API address where nothing listens.
+    const r = await runCli([command, '-f', MANIFEST, '--json'], ENV, 'yes');
+    expect(r.code).toBe(2);
+    expect(r.stdout.trim().split('\n')).toHaveLength(1);
+    expect(r.json().error).toBe(`${command} --json needs --auto-approve: the confirmation prompt cannot share stdout with the JSON document (review with "edgeform plan --json" first, or save a plan with "plan --out FILE" and apply that file)`);
+    expect(r.stdout).not.toContain('Do you want to perform these actions?');
+  });
+});
+
 describe('what to type instead', () => {
   it.each([
     { case: 'no scheme: the URL would be read as a path', url: '127.0.0.1:8080' },

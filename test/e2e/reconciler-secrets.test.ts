@@ -118,7 +118,7 @@ describe('reconciler: secrets never appear in output', () => {
     expect((await run(['plan', '-f', dir, '--out', file])).code).toBe(0);
     expect((await run(['apply', file])).code).toBe(0);
     expect((await run(['export'])).code).toBe(0);
-    expect((await run(['destroy', '-f', dir, '--json'])).code).toBe(1);
+    expect((await run(['destroy', '-f', dir, '--json'])).code).toBe(2);
     const destroyed = await run(['destroy', '-f', dir, '--auto-approve']);
     expect(destroyed.code, destroyed.stdout + destroyed.stderr).toBe(0);
     // The saved plan holds what it will send, secrets included (docs: owner-only file).
