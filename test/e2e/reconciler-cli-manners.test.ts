@@ -58,7 +58,7 @@ describe('what to type instead', () => {
   });
 });
 
-describe('a folder with no manifests', () => {
+describe('against a server', () => {
   let s: TestServer;
   beforeAll(async () => {
     s = await startTestServer();
@@ -67,7 +67,7 @@ describe('a folder with no manifests', () => {
     await s?.close();
   });
 
-  it('is refused, not read as "declare nothing": apply --prune on a mistyped folder must not delete the stack', async () => {
+  it('a folder with no manifests is refused, not read as "declare nothing": apply --prune on a mistyped folder must not delete the stack', async () => {
     const env = { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token };
     expect((await runCli(['apply', '-f', MANIFEST, '--auto-approve'], env)).code).toBe(0);
     const empty = manifestDir({ 'README.md': '# notes, no manifests\n' });
@@ -80,16 +80,6 @@ describe('a folder with no manifests', () => {
     // An empty file still declares nothing on purpose.
     const nothing = manifestDir({ 'none.yaml': '' });
     expect((await runCli(['validate', '-f', nothing], env)).stdout).toContain('Success! 0 documents valid.');
-  });
-});
-
-describe('against a server', () => {
-  let s: TestServer;
-  beforeAll(async () => {
-    s = await startTestServer();
-  });
-  afterAll(async () => {
-    await s?.close();
   });
 
   it('an --api-url with a path the server does not serve names the base URL wanted', async () => {
