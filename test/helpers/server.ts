@@ -3,6 +3,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Agent, fetch, type Headers } from 'undici';
 import { resolveConfig, type ServerConfig } from '../../server/config.js';
 import { startServer, type RunningServer } from '../../server/main.js';
 
@@ -51,6 +52,9 @@ export async function startTestServer(overrides: Partial<ServerConfig> & { dir?:
     ...overrides,
   };
   let server = await startServer(config);
+  // A pool of our own, replaced on restart: a kept-alive connection to the stopped server
+  // would otherwise be picked for the next request before its close was noticed.
+  let agent = new Agent();
   const request = async (method: string, p: string, body?: unknown, opts: RequestOptions = {}): Promise<Reply> => {
     const headers: Record<string, string> = { ...opts.headers };
     const token = opts.token === undefined ? TEST_TOKEN : opts.token;
@@ -61,7 +65,7 @@ export async function startTestServer(overrides: Partial<ServerConfig> & { dir?:
     if (opts.raw !== undefined) payload = opts.raw;
     else if (body !== undefined) payload = JSON.stringify(body);
     if (payload !== undefined && opts.contentType !== null) headers['content-type'] = opts.contentType ?? 'application/json';
-    const res = await fetch(p.startsWith('http') ? p : `${server.url}${p}`, { method, headers, body: payload });
+    const res = await fetch(p.startsWith('http') ? p : `${server.url}${p}`, { method, headers, body: payload, dispatcher: agent });
     const text = await res.text();
     let parsed: unknown = undefined;
     try {
@@ -86,10 +90,13 @@ export async function startTestServer(overrides: Partial<ServerConfig> & { dir?:
     async restart() {
       const port = Number(new URL(server.listening).port);
       await server.close();
+      await agent.close();
+      agent = new Agent();
       server = await startServer({ ...config, port });
     },
     async close() {
       await server.close();
+      await agent.close();
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
