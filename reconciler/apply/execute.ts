@@ -48,6 +48,9 @@ export async function execute(client: ApiClient, plan: Plan, opts: ExecuteOption
   const ops = plan.operations;
   const changeOf = new Map<string, Change>(plan.changes.map((c) => [c.address, c]));
   const remaining = new Map<string, number>(plan.changes.map((c) => [c.address, c.operations.length]));
+  // An operation carries out part of its own change and, for a parent's delete, of each child it takes along.
+  const changesOf = new Map<number, Change[]>();
+  for (const c of plan.changes) for (const i of c.operations) changesOf.set(i, [...(changesOf.get(i) ?? []), c]);
   const startedAt = new Map<string, number>();
   const ids = new Map<string, string>();
   const createdId = new Map<string, string>();
@@ -170,25 +173,28 @@ export async function execute(client: ApiClient, plan: Plan, opts: ExecuteOption
         }
         const o = ops[i];
         const change = changeOf.get(o.address);
-        if (change && !startedAt.has(o.address)) {
-          startedAt.set(o.address, Date.now());
-          opts.onProgress?.({ type: 'start', change });
+        const carried = changesOf.get(i) ?? (change ? [change] : []);
+        for (const c of carried) {
+          if (startedAt.has(c.address)) continue;
+          startedAt.set(c.address, Date.now());
+          opts.onProgress?.({ type: 'start', change: c });
         }
         running++;
         run(o)
           .then(() => {
-            const left = (remaining.get(o.address) ?? 1) - 1;
-            remaining.set(o.address, left);
-            if (left === 0 && change) {
-              done.push(change);
-              ended.add(o.address);
-              opts.onProgress?.({ type: 'done', change, seconds: (Date.now() - startedAt.get(o.address)!) / 1000, id: createdId.get(o.address) ?? change.id });
+            for (const c of carried) {
+              const left = (remaining.get(c.address) ?? 1) - 1;
+              remaining.set(c.address, left);
+              if (left > 0) continue;
+              done.push(c);
+              ended.add(c.address);
+              opts.onProgress?.({ type: 'done', change: c, seconds: (Date.now() - startedAt.get(c.address)!) / 1000, id: createdId.get(c.address) ?? c.id });
             }
           })
           .catch((e: unknown) => {
             const failure = failureOf(o, e);
             failures.push(failure);
-            ended.add(o.address);
+            for (const c of carried) ended.add(c.address);
             if (change) opts.onProgress?.({ type: 'failed', change, failure });
             block(i, o.address);
           })

@@ -260,6 +260,7 @@ class Planner {
   private change(c: Omit<Change, 'patch' | 'operations'> & { operations?: number[] }): Change {
     const change: Change = { ...c, patch: jsonPatch.compare(c.before ?? {}, c.after ?? {}), operations: c.operations ?? [] };
     this.changes.push(change);
+    this.byAddress.set(change.address, change);
     return change;
   }
 
@@ -401,11 +402,36 @@ class Planner {
     if (uniqueKeys) {
       const first = this.op(del);
       this.createDocument(d, want, stamp, ['delete', 'create'], diff.before, extra, [first]);
+      this.cascade(l, d.address, first, ['delete', 'create']);
     } else {
       const change = this.createDocument(d, want, stamp, ['create', 'delete'], diff.before, extra);
       // The old one goes only once the new one exists: a failed create keeps it.
-      change.operations.push(this.op({ ...del, after: [this.creators.get(d.address)!] }));
+      const last = this.op({ ...del, after: [this.creators.get(d.address)!] });
+      change.operations.push(last);
       change.after = diff.after;
+      this.cascade(l, d.address, last, ['create', 'delete']);
+    }
+  }
+
+  /**
+   * Lists the children a parent's delete takes with it (the server deletes them with their
+   * parent, so no call of their own), as Terraform lists every resource it destroys: the plan
+   * counts what goes. A child the replacement creates again under the same key becomes its
+   * replacement (`order`); the others are deletes.
+   */
+  private cascade(l: LiveResource, parentAddress: string, del: number, order: Action[] = ['delete']) {
+    for (const kids of Object.values(l.children)) {
+      for (const k of kids) {
+        const address = childAddress(parentAddress, k.spec, k.key);
+        const before = this.childBefore(k);
+        const again = this.byAddress.get(address);
+        if (again && again.actions.length === 1 && again.actions[0] === 'create') {
+          Object.assign(again, { actions: order, before, id: k.id, parentId: l.id, patch: jsonPatch.compare(before, again.after ?? {}) });
+          again.operations.push(del);
+          continue;
+        }
+        this.change({ address, kind: k.spec.entry.kind, name: k.key, actions: ['delete'], before, after: null, id: k.id, parentId: l.id, operations: [del] });
+      }
     }
   }
 
@@ -525,11 +551,13 @@ class Planner {
         const childIds = Object.values(l.children).flat().map((c) => c.id);
         const op = this.op({ method: 'delete', kind, id: l.id, address, touches: [l.id, ...childIds] });
         this.change({ address, kind, name: name.slice(kind.length + 1), actions: ['delete'], before: { ...this.liveInputOf(l.entry, l.id, l.read), ...(hasMetadata(l.entry) ? { metadata: l.userMetadata } : {}) }, after: null, id: l.id, operations: [op] });
+        this.cascade(l, address, op);
       }
     }
   }
 
   readonly orphans: string[] = [];
+  private readonly byAddress = new Map<string, Change>();
   /** Addresses planDeletes has deleted (a second resource stamped alike is deposed). */
   private readonly deleted = new Set<string>();
 

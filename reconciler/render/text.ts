@@ -128,7 +128,8 @@ export function renderChange(c: Change, s: Style): string[] {
   const add = s.green('+');
   const del = s.red('-');
   if (verb === 'create') out.push(...documentLines(add, c.after ?? {}));
-  else if (verb === 'delete') out.push(...documentLines(del, c.before ?? {}));
+  // As Terraform's destroy: what a resource has, not the modules it never had.
+  else if (verb === 'delete') out.push(...documentLines(del, Object.fromEntries(Object.entries(c.before ?? {}).filter(([, v]) => v !== null))));
   else {
     for (const op of c.patch) {
       const f = `${fieldOf(op.path)} = `;

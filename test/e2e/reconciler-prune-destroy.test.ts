@@ -119,13 +119,16 @@ describe('reconciler: --prune, prevent_destroy and destroy', () => {
   it('with --prune, deletes exactly this stack\'s leftovers: another stack\'s and unmanaged resources survive', async () => {
     const p = await me.planJson(['-f', dir, '--prune']);
     const deletes = Object.fromEntries(Object.entries(activeChanges(p)).map(([a, c]) => [a, c.change.actions]));
-    expect(deletes).toEqual({ 'IPPolicy/old': ['delete'], 'TunnelGroupBackend/agents': ['delete'] });
+    // The rule goes with its policy (no call of its own) and is listed, as Terraform lists each resource it destroys.
+    expect(deletes).toEqual({ 'IPPolicy/old': ['delete'], 'IPPolicy/old.rules["10.2.0.0/16"]': ['delete'], 'TunnelGroupBackend/agents': ['delete'] });
     const text = await me.run(['plan', '-f', dir, '--prune']);
     expect(text.stdout).toContain('# IPPolicy/old will be destroyed');
-    expect(text.stdout).toContain('Plan: 0 to add, 0 to change, 2 to destroy.');
+    expect(text.stdout).toContain('# IPPolicy/old.rules["10.2.0.0/16"] will be destroyed');
+    expect(text.stdout).toContain('Plan: 0 to add, 0 to change, 3 to destroy.');
     const applied = await me.run(['apply', '-f', dir, '--prune', '--auto-approve']);
     expect(applied.code, applied.stdout + applied.stderr).toBe(0);
-    expect(applied.stdout).toContain('Apply complete! Resources: 0 added, 0 changed, 2 destroyed.');
+    expect(applied.stdout).toContain('Apply complete! Resources: 0 added, 0 changed, 3 destroyed.');
+    expect(applied.stdout).toContain('IPPolicy/old.rules["10.2.0.0/16"]: Destruction complete');
     expect(await all()).toEqual({
       ...everything,
       policies: ['mine: office', 'theirs: old', 'unmanaged'],
@@ -165,7 +168,9 @@ describe('reconciler: --prune, prevent_destroy and destroy', () => {
     const plan = await me.run(['destroy', '-f', dir]);
     expect(plan.code).toBe(1);
     expect(plan.stderr).toContain('--auto-approve');
-    expect(plan.stdout).toContain('Plan: 0 to add, 0 to change, 5 to destroy.');
+    // Five documents, and the rule and route that go with their policy and edge.
+    expect(plan.stdout).toContain('Plan: 0 to add, 0 to change, 7 to destroy.');
+    expect(plan.stdout).toContain('# HTTPSEdge/web.routes["/"] will be destroyed');
     // An unmanaged route sends traffic to the stack's backend: the API refuses to delete it. The
     // destroy carries on with the rest, reports the refusal with its code and operation id,
     // and exits 1; once the reference is gone, destroy again finishes.
