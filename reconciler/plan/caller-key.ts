@@ -1,6 +1,7 @@
 // The API key a command authenticates with is never deleted by that command, nor replaced,
-// nor taken away with what it belongs to (a key whose owner is deleted goes with it): the
-// run would lose its access half-way, and everyone using the key theirs. The server names
+// nor taken away with what it belongs to (a key whose owner is deleted goes with it), nor
+// stopped by deactivating its owner: the run would lose its access half-way, and everyone
+// using the key theirs. The server names
 // the key on every response (`Service-Api-Key-Id`, docs/api.md); a plan that would remove
 // it is refused like one that breaks prevent_destroy, with the way out.
 import { liveInput } from '../../provider/catalog/normalize.js';
@@ -24,6 +25,11 @@ export function callerKeyProblems(changes: readonly Change[], operations: readon
   const changeOf = new Map(changes.map((c) => [c.address, c]));
   const problems: string[] = [];
   for (const o of operations) {
+    // Deactivating the key's owner (a bot user) stops the key as surely as deleting it.
+    if (o.method === 'update' && o.body?.active === false && o.id !== undefined && holders.has(o.id)) {
+      problems.push(`${o.address} owns the API key this command authenticates with (${keyId}): deactivating it would lock this run, and everyone using the key, out; ${OTHER_KEY} to deactivate it`);
+      continue;
+    }
     if (o.method !== 'delete') continue;
     const c = changeOf.get(o.address);
     const replaced = c?.actions.length === 2;

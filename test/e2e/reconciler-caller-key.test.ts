@@ -1,6 +1,6 @@
 // edgeform never removes the API key it authenticates with: not by destroy or --prune once
 // the key was adopted into a stack, not by a replacement, not by deleting the bot that owns
-// it (which deletes its keys), not from a saved plan applied with that key. The server names
+// it (which deletes its keys), not by deactivating that bot, not from a saved plan applied with that key. The server names
 // the key on every authenticated response (Service-Api-Key-Id). The plan is refused, naming
 // the key and what to do; another key makes the same change.
 import fs from 'node:fs';
@@ -113,6 +113,25 @@ describe('reconciler: the API key it authenticates with', () => {
     expect(admin.code, admin.stdout + admin.stderr).toBe(0);
     expect((await s.get(`/bot_users/${bot.id}`)).status).toBe(404);
     expect(await exists(s, key.id)).toBe(false);
+  });
+
+  it("a bot's own key: deactivating the bot stops the key, so that apply is refused; with another key it runs", async () => {
+    const s = await start();
+    const { bot, key, token } = await botWithKey(s);
+    const dir = manifestDir({
+      'bots.yaml': toYaml([
+        { kind: 'BotUser', name: 'ci', active: false },
+        { kind: 'APIKey', name: 'ci-key', description: 'ci key', owner_id: 'BotUser/ci' },
+      ]),
+    });
+    const bots = stackRunner(s, { EDGEFORM_STACK: 'bots', EDGEFORM_API_KEY: token });
+    const refused = await bots.run(['apply', '-f', dir, '--auto-approve']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`BotUser/ci owns the API key this command authenticates with (${key.id}): deactivating it would lock this run, and everyone using the key, out; authenticate with another API key (EDGEFORM_API_KEY or --api-key) to deactivate it`);
+    expect((await s.get(`/bot_users/${bot.id}`)).body.active).toBe(true);
+    const admin = await stackRunner(s, { EDGEFORM_STACK: 'bots' }).run(['apply', '-f', dir, '--auto-approve']);
+    expect(admin.code, admin.stdout + admin.stderr).toBe(0);
+    expect((await s.get(`/bot_users/${bot.id}`)).body.active).toBe(false);
   });
 
   it('a saved plan made with another key is refused when applied with the key it deletes', async () => {
