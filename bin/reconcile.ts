@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ApiClientError, networkErrorCode } from '../provider/client/index.js';
+import { ApiClientError, networkErrorCode, NO_SUCH_PATH } from '../provider/client/index.js';
 import { manifestKind, manifestKinds } from '../reconciler/manifest/kinds.js';
 import { ManifestError } from '../reconciler/manifest/problems.js';
 import { execute, type ProgressEvent } from '../reconciler/apply/execute.js';
@@ -86,7 +86,7 @@ export function explain(e: unknown, apiUrl?: string): string {
   if (e instanceof ApiClientError) {
     if (e.status === 401) return `the API refused the key (401 ${e.code ?? ''}): ${e.serverMessage}; check EDGEFORM_API_KEY`;
     // The server knows no such path: the URL most likely carries a path of its own (".../v1").
-    if (e.status === 404 && e.code === 'ERR_SERVICE_301') return `${e.message}; set --api-url or EDGEFORM_API_URL to the server's base URL, with no path (such as http://127.0.0.1:8080), not ${apiUrl}`;
+    if (e.status === 404 && e.code === NO_SUCH_PATH) return `${e.message}; set --api-url or EDGEFORM_API_URL to the server's base URL, with no path (such as http://127.0.0.1:8080), not ${apiUrl}`;
     return `${e.message}`;
   }
   const code = networkErrorCode(e);

@@ -5,7 +5,7 @@ import type { KindEntry } from '../catalog/index.js';
 import { ApiClientError } from './errors.js';
 import { Limiter } from './limiter.js';
 
-export { ApiClientError } from './errors.js';
+export { ApiClientError, NO_SUCH_PATH } from './errors.js';
 
 export interface ClientOptions {
   baseUrl: string;
@@ -140,7 +140,7 @@ export class ApiClient {
     try {
       return await this.call<Doc>('GET', this.item(kind, id, parentId));
     } catch (e) {
-      if (e instanceof ApiClientError && e.status === 404) return undefined;
+      if (e instanceof ApiClientError && e.notFound()) return undefined;
       throw e;
     }
   }
@@ -155,7 +155,7 @@ export class ApiClient {
       await this.call('DELETE', this.item(kind, id, parentId));
       return true;
     } catch (e) {
-      if (e instanceof ApiClientError && e.status === 404) return false;
+      if (e instanceof ApiClientError && e.notFound()) return false;
       throw e;
     }
   }
@@ -169,7 +169,7 @@ export class ApiClient {
       await this.call('DELETE', `${this.item(kind, id, parentId)}/${module}`);
       return true;
     } catch (e) {
-      if (e instanceof ApiClientError && e.status === 404) return false;
+      if (e instanceof ApiClientError && e.notFound()) return false;
       throw e;
     }
   }

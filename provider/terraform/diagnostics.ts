@@ -1,7 +1,7 @@
 // Problems as Terraform diagnostics: API errors keep the server's message and operation
 // id, validation issues and API `details.field` paths point at the configuration line.
 import type { z } from 'zod';
-import { ApiClientError } from '../client/index.js';
+import { ApiClientError, NO_SUCH_PATH } from '../client/index.js';
 import type { BlockNode, ObjectNode } from './schema.js';
 
 export interface Step {
@@ -79,6 +79,7 @@ export function failureDiagnostic(node: ObjectNode, what: string, e: unknown): D
       e.operationId ? `Operation id: ${e.operationId} (the server's log line for the request carries it).` : '',
       // The next step for a key the server does not accept is in the provider's settings, not the resource.
       e.status === 401 ? 'Check api_key in the provider "edgeform" block (or EDGEFORM_API_KEY): it must be the token of an API key that still exists.' : '',
+      e.code === NO_SUCH_PATH ? 'Set api_url (or EDGEFORM_API_URL) to the server\'s base URL, with no path, e.g. http://127.0.0.1:8080.' : '',
     ].filter(Boolean).join('\n');
     return error(`${what}: ${e.serverMessage}`, detail, node, field ? splitPath(field) : undefined);
   }

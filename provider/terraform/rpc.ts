@@ -5,7 +5,7 @@ import { decodeValue, encodeValue, isUnknown, parseStateJson } from './cty.js';
 import { error, type Diagnostic } from './diagnostics.js';
 import { applyChange, importState, planChange, readState, validateConfig } from './resource.js';
 import { protoSchemas } from './schema-out.js';
-import { resourceType, type ResourceType } from './schema.js';
+import { providerNode, resourceType, type ResourceType } from './schema.js';
 
 type Doc = Record<string, any>;
 type DynamicValue = { msgpack?: Uint8Array | null; json?: Uint8Array | null } | null | undefined;
@@ -50,6 +50,10 @@ export function providerService(opts: ProviderOptions) {
       const diagnostics: Diagnostic[] = [];
       if (!baseUrl) diagnostics.push(error('Missing api_url', 'Set api_url in the provider "edgeform" block or the EDGEFORM_API_URL environment variable, e.g. http://127.0.0.1:8080.'));
       if (!apiKey) diagnostics.push(error('Missing api_key', 'Set api_key in the provider "edgeform" block or the EDGEFORM_API_KEY environment variable to an API key\'s token.'));
+      // Caught here once, not as "Invalid URL" against every resource.
+      if (baseUrl && !/^https?:\/\/[^/]/i.test(baseUrl)) {
+        diagnostics.push(error('Invalid api_url', `api_url must be an http:// or https:// URL such as http://127.0.0.1:8080, not "${baseUrl}".`, providerNode, config.api_url ? ['api_url'] : undefined));
+      }
       if (!diagnostics.length) {
         client = new ApiClient({ baseUrl: baseUrl!, apiKey: apiKey!, userAgent: `terraform-provider-edgeform/${opts.version} terraform/${req.terraform_version}` });
       }

@@ -201,6 +201,30 @@ resource "edgeform_ip_policy_rule" "r" {
     expect(r.stderr).toContain('EDGEFORM_API_KEY');
   });
 
+  it('an api_url the server has no route for (".../v1") is an error, never "the resource is gone"', async () => {
+    // It once read every resource as deleted: the plan proposed to create them again, and a
+    // destroy "succeeded", emptying the state and leaving everything on the server.
+    const good = await workspace(s);
+    good.write('resource "edgeform_ip_policy" "kept" {\n  description = "kept"\n}\n');
+    await good.apply();
+    const { id } = (await good.state())['edgeform_ip_policy.kept'];
+    const withPath = await workspace({ url: `${s.url}/v1`, token: s.token } as TestServer, { dir: good.dir });
+    for (const args of [['plan'], ['destroy', '-auto-approve', '-refresh=false']]) {
+      const r = await withPath.run(...args);
+      expect(r.code, `${args[0]}\n${r.stdout}`).toBe(1);
+      expect(r.stderr).toMatch(/404 ERR_SERVICE_301/);
+      expect(r.stderr.replace(/\s+/g, ' ')).toContain("Set api_url (or EDGEFORM_API_URL) to the server's base URL");
+    }
+    expect((await s.get(`/ip_policies/${id}`)).status).toBe(200);
+    expect(Object.keys(await good.state())).toEqual(['edgeform_ip_policy.kept']);
+    // Not a URL at all: said once, at the provider block, before any call.
+    const notUrl = await workspace({ url: s.url.replace('http://', ''), token: s.token } as TestServer, { dir: good.dir });
+    const r = await notUrl.run('plan');
+    expect(r.code).toBe(1);
+    expect(r.stderr.replace(/\s+/g, ' ')).toContain('api_url must be an http:// or https:// URL');
+    expect(r.stderr).not.toContain('Invalid URL');
+  });
+
   it('on a key the server refuses (401), points at api_key, not at the resource', async () => {
     tf.write('resource "edgeform_ip_policy" "p" {}\n');
     const r = await new Promise<{ code: number; stderr: string }>((resolve) =>
