@@ -16,7 +16,9 @@ const bytes = (s: string) => utf8.encode(s).length;
  * maxLength counts them; an emoji is one character, not two UTF-16 units), as SPEC words each limit.
  */
 export function bounded(max: number, unit: 'bytes' | 'chars' = 'bytes') {
-  if (unit === 'bytes') return z.string().max(max, `must be at most ${max} bytes`).refine((v) => bytes(v) <= max, `must be at most ${max} bytes (UTF-8)`);
+  // max() (UTF-16 units, never more than the UTF-8 bytes) gives JSON Schema its maxLength and
+  // refuses most long values; the byte count catches the rest without saying it twice.
+  if (unit === 'bytes') return z.string().max(max, `must be at most ${max} bytes`).refine((v) => v.length > max || bytes(v) <= max, `must be at most ${max} bytes (UTF-8)`);
   return z.string().refine((v) => [...v].length <= max, `must be at most ${max} characters`).meta({ maxLength: max });
 }
 

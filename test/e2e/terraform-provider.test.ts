@@ -130,11 +130,16 @@ describe.skipIf(!hasTerraform)('provider schema and diagnostics through terrafor
   cidr = "10.0.0.1/8"
   action = "allow"
 }
+resource "edgeform_ip_policy" "long" {
+  description = "${'x'.repeat(256)}"
+}
 `);
     const r = await tf.run('validate');
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/cidr: .*host bits/i);
     expect(r.stderr).toContain('cidr = "10.0.0.1/8"');
+    // One problem, one diagnostic: a too-long value once said "at most 255 bytes" twice.
+    expect(r.stderr.match(/description: must be at most 255 bytes/g)).toHaveLength(1);
     expect(s.logs.filter((l) => l.includes('ip_policy_rules'))).toEqual([]);
   });
 
