@@ -44,7 +44,8 @@ export function providerService(opts: ProviderOptions) {
 
     ConfigureProvider: (req: { terraform_version: string; config: DynamicValue }) => {
       const config = read(req.config) ?? {};
-      const pick = (name: string, env: string) => (isUnknown(config[name]) ? undefined : (config[name] ?? opts.env[env] ?? undefined)) || undefined;
+      // An empty value counts as unset (a variable defaulting to ""), so the environment applies.
+      const pick = (name: string, env: string): string | undefined => (isUnknown(config[name]) ? undefined : config[name]) || opts.env[env] || undefined;
       const baseUrl = pick('api_url', 'EDGEFORM_API_URL');
       const apiKey = pick('api_key', 'EDGEFORM_API_KEY');
       const diagnostics: Diagnostic[] = [];

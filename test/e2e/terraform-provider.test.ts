@@ -204,6 +204,11 @@ resource "edgeform_ip_policy_rule" "r" {
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('Missing api_url');
     expect(r.stderr).toContain('EDGEFORM_API_KEY');
+    // An empty value (a variable defaulting to "") is unset, as with other providers: the
+    // environment applies, rather than "Missing api_key" while EDGEFORM_API_KEY is set.
+    tf.write('variable "key" {\n  default = ""\n}\nprovider "edgeform" {\n  api_url = ""\n  api_key = var.key\n}\nresource "edgeform_ip_policy" "p" {}\n');
+    const withEnv = await tf.run('plan', '-detailed-exitcode');
+    expect(withEnv.code, withEnv.stderr).toBe(2);
   });
 
   it('an api_url the server has no route for (".../v1") is an error, never "the resource is gone"', async () => {
