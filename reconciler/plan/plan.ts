@@ -328,6 +328,7 @@ class Planner {
       id: l.id,
       drift: drift || undefined,
       adopt: (adopting && ops.length > 0) || undefined,
+      movedFrom: owned && l.stamp?.name && l.stamp.name !== d.address ? l.stamp.name : undefined,
       sensitiveChanged: diff.sensitiveChanged || undefined,
       operations: ops,
     });

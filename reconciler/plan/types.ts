@@ -29,6 +29,8 @@ export interface Change {
   drift?: boolean;
   /** The resource exists but was not managed by this stack until now (adoption). */
   adopt?: boolean;
+  /** The address edgeform last applied this resource as, when the document was renamed (Terraform's `previous_address`). */
+  movedFrom?: string;
   /** The live id, when the resource exists. */
   id?: string;
   /** The live parent's id (children). */

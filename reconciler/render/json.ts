@@ -14,6 +14,7 @@ export function planJson(plan: Plan, extra: Record<string, unknown> = {}) {
       address: c.address,
       kind: c.kind,
       name: c.name,
+      ...(c.movedFrom ? { previous_address: c.movedFrom } : {}),
       ...(c.id ? { id: c.id } : {}),
       change: {
         actions: c.actions,

@@ -122,6 +122,7 @@ export function renderChange(c: Change, s: Style): string[] {
   const out: string[] = [];
   const notes = [c.drift ? 'changed outside edgeform since the last apply' : '', c.adopt ? 'adopted into this stack' : ''].filter(Boolean);
   out.push(s.bold(`  # ${c.address} ${headline[verb]}`) + (notes.length ? s.dim(` (${notes.join('; ')})`) : ''));
+  if (c.movedFrom) out.push(s.dim(`  # (moved from ${c.movedFrom})`));
   out.push(`${verb === 'replace' ? '' : '  '}${symbol(verb, s)} ${c.address}${c.id ? s.dim(` [id=${c.id}]`) : ''}`);
   const forces = new Set(c.replacePaths ?? []);
   const mark = (path: string) => ([...forces].some((f) => path === f || path.startsWith(`${f}/`)) ? s.red(' # forces replacement') : '');
@@ -142,7 +143,7 @@ export function renderChange(c: Change, s: Style): string[] {
   if (c.sensitiveChanged) out.push(`      ${s.yellow('~')} ${s.dim('(sensitive value)')}${c.replacePaths?.length && !c.patch.length ? s.red(' # forces replacement') : ''}`);
   // An update with no field to show rewrites the stamp alone (a document renamed, matched by
   // its natural key): say so, or the reader sees an update of nothing.
-  else if (verb === 'update' && !c.patch.length) out.push(`      ${s.dim(`(no field changes: only edgeform's ownership stamp in metadata, which will record it as ${c.address})`)}`);
+  else if (verb === 'update' && !c.patch.length) out.push(`      ${s.dim(`(no field changes: only edgeform's ownership stamp in metadata, which will record it as ${c.address}${c.movedFrom ? ` instead of ${c.movedFrom}` : ''})`)}`);
   return out;
 }
 

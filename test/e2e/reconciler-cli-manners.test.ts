@@ -96,13 +96,17 @@ describe('against a server', () => {
     expect(r.stderr).not.toMatch(/SSL routines/);
   });
 
-  it('a document renamed but matched by its natural key: the update says it rewrites only the stamp', async () => {
+  it('a document renamed but matched by its natural key: the update names the old address and says it rewrites only the stamp', async () => {
     const env = { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token };
     const edge = (name: string) => manifestDir({ 'e.yaml': toYaml([{ kind: 'HTTPSEdge', name, hostports: ['rename.example.com:443'] }]) });
     expect((await runCli(['apply', '-f', edge('before'), '--stack', 'rename', '--auto-approve'], env)).code).toBe(0);
     const renamed = await runCli(['plan', '-f', edge('after'), '--stack', 'rename'], env);
     expect(renamed.stdout).toContain('~ HTTPSEdge/after');
-    expect(renamed.stdout).toContain("(no field changes: only edgeform's ownership stamp in metadata, which will record it as HTTPSEdge/after)");
+    expect(renamed.stdout).toContain('# (moved from HTTPSEdge/before)');
+    expect(renamed.stdout).toContain("(no field changes: only edgeform's ownership stamp in metadata, which will record it as HTTPSEdge/after instead of HTTPSEdge/before)");
+    // As terraform show -json: the address it had.
+    const json = await runCli(['plan', '-f', edge('after'), '--stack', 'rename', '--json'], env);
+    expect(JSON.parse(json.stdout).resource_changes).toEqual([expect.objectContaining({ address: 'HTTPSEdge/after', previous_address: 'HTTPSEdge/before', change: expect.objectContaining({ actions: ['update'] }) })]);
   });
 });
 
