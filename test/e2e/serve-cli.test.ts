@@ -102,6 +102,10 @@ describe('edgeform serve', () => {
     const dir = tempDir();
     const s = await serve(['--data-dir', dir], { EDGEFORM_BOOTSTRAP_TOKEN: 'sigterm-token-0123456789-abcdefghijklmnopqrst' });
     const { port } = new URL(s.url);
+    // A first request warms the server (module loading, the database connection), so that the
+    // one below reaches its handler well within the wait before SIGTERM, also on a busy machine.
+    const warm = await fetch(`${s.url}/ip_policies`, { headers: { authorization: 'Bearer sigterm-token-0123456789-abcdefghijklmnopqrst', 'service-version': '2' } });
+    expect(warm.status).toBe(200);
     // A request whose body arrives in two parts, with SIGTERM in between.
     const body = JSON.stringify({ description: 'in flight' });
     const socket = net.connect(Number(port), '127.0.0.1');
@@ -113,7 +117,7 @@ describe('edgeform serve', () => {
       `POST /ip_policies HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer sigterm-token-0123456789-abcdefghijklmnopqrst\r\n` +
         `Service-Version: 2\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body.slice(0, 5)}`,
     );
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 300));
     s.child.kill('SIGTERM');
     await s.waitFor(/received SIGTERM/);
     // New connections are refused while the old request is still open.
