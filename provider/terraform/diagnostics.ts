@@ -1,6 +1,7 @@
 // Problems as Terraform diagnostics: API errors keep the server's message and operation
 // id, validation issues and API `details.field` paths point at the configuration line.
 import type { z } from 'zod';
+import { issueText } from '../catalog/issue-text.js';
 import { ApiClientError, NO_SUCH_PATH } from '../client/index.js';
 import type { BlockNode, ObjectNode } from './schema.js';
 
@@ -67,7 +68,7 @@ export function issueDiagnostic(node: ObjectNode, issue: z.core.$ZodIssue, base:
   const path = [...base, ...issue.path];
   const where = path.length ? `${path.join('.')}: ` : '';
   const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
-  return error('Invalid configuration', `${where}${issue.message}${keys}`, node, path);
+  return error('Invalid configuration', `${where}${issueText(issue)}${keys}`, node, path);
 }
 
 /** Any failure of an API call, as one diagnostic. */

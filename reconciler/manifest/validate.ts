@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { KindEntry } from '../../provider/catalog/index.js';
 import { shapeOf, traitsOf } from '../../provider/catalog/index.js';
 import { prefixOfKind } from '../../provider/catalog/fields.js';
+import { issueText } from '../../provider/catalog/issue-text.js';
 import { mapRefs, schemaAt, splitSecrets, type Path } from '../../provider/catalog/walk.js';
 import { addressOf, childSpecsOf, manifestKind, manifestKinds, NAME_PATTERN, parseRef, RESERVED_KEYS, type ChildSpec } from './kinds.js';
 import type { RawDocument, Source } from './load.js';
@@ -96,7 +97,7 @@ class Checker {
       for (const issue of parsed.error.issues) {
         // An unknown key is reported at the key's own line, not at its object's.
         if (issue.code === 'unrecognized_keys') for (const key of issue.keys) report([...issuePath(issue), key], unknownField(entry, issuePath(issue), at.length === 0, Object.keys(extra)));
-        else report(issuePath(issue), issue.message);
+        else report(issuePath(issue), issueText(issue));
       }
       return undefined;
     }

@@ -1,6 +1,7 @@
 // The one place zod issues become API errors (details.field is a JSON path).
 import type { z } from 'zod';
 import { pathText, schemaAt } from '../../provider/catalog/walk.js';
+import { issueText } from '../../provider/catalog/issue-text.js';
 import { shapeOf } from '../../provider/catalog/traits.js';
 import { ApiError } from './errors.js';
 import { nullsAsAbsent } from './nulls.js';
@@ -18,8 +19,7 @@ function toError(schema: z.ZodType, issue: Issue, base: (string | number)[]): Ap
   }
   const field = pathText(path);
   const policyPath = (issue as { params?: { policyPath?: string } }).params?.policyPath;
-  let reason = issue.message;
-  if (issue.code === 'invalid_type' && /received undefined/.test(issue.message)) reason = `is required (${issue.expected})`;
+  let reason = issueText(issue);
   if (policyPath !== undefined) reason = `${policyPath ? `${policyPath}: ` : ''}${reason}`;
   const details: Record<string, unknown> = { field, reason };
   if (policyPath !== undefined) details.policy_path = policyPath;

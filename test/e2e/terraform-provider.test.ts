@@ -133,6 +133,10 @@ describe.skipIf(!hasTerraform)('provider schema and diagnostics through terrafor
 resource "edgeform_ip_policy" "long" {
   description = "${'x'.repeat(256)}"
 }
+resource "edgeform_tls_certificate" "generated" {
+  certificate_pem = "-----BEGIN CERTIFICATE-----"
+  private_key_pem = null # sensitive
+}
 `);
     const r = await tf.run('validate');
     expect(r.code).toBe(1);
@@ -140,6 +144,9 @@ resource "edgeform_ip_policy" "long" {
     expect(r.stderr).toContain('cidr = "10.0.0.1/8"');
     // One problem, one diagnostic: a too-long value once said "at most 255 bytes" twice.
     expect(r.stderr.match(/description: must be at most 255 bytes/g)).toHaveLength(1);
+    // What -generate-config-out writes for a value the API never returns: says what to do, not zod's "received undefined".
+    expect(r.stderr).toContain('private_key_pem: is required (string)');
+    expect(r.stderr).not.toContain('received undefined');
     expect(s.logs.filter((l) => l.includes('ip_policy_rules'))).toEqual([]);
   });
 
