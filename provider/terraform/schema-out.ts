@@ -6,9 +6,11 @@ import { PROVIDER_SOURCE, providerNode, resourceTypes, type ObjectNode } from '.
 
 export const PROVIDER_ADDRESS = `registry.terraform.io/${PROVIDER_SOURCE}`;
 
-export function protoBlock(node: ObjectNode): object {
+/** A block; `description` is the resource's summary or the nested block's own, for docs and editors' hover text. */
+export function protoBlock(node: ObjectNode, description = ''): object {
   return {
     version: 0,
+    description,
     attributes: node.attributes.map((a) => ({
       name: a.name,
       type: typeJson(a.type),
@@ -20,7 +22,7 @@ export function protoBlock(node: ObjectNode): object {
     })),
     block_types: node.blocks.map((b) => ({
       type_name: b.name,
-      block: protoBlock(b.block),
+      block: protoBlock(b.block, b.description),
       nesting: b.nesting === 'single' ? 'SINGLE' : 'LIST',
       min_items: b.minItems,
       max_items: b.maxItems,
@@ -31,14 +33,14 @@ export function protoBlock(node: ObjectNode): object {
 export function protoSchemas() {
   return {
     provider: { version: 0, block: protoBlock(providerNode) },
-    resource_schemas: Object.fromEntries(resourceTypes.map((r) => [r.typeName, { version: 0, block: protoBlock(r.node) }])),
+    resource_schemas: Object.fromEntries(resourceTypes.map((r) => [r.typeName, { version: 0, block: protoBlock(r.node, r.kind.summary) }])),
   };
 }
 
 const sortedKeys = <T>(entries: [string, T][]) => Object.fromEntries(entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 
 /** A block as `terraform providers schema -json` prints it (false flags and empty maps left out). */
-export function jsonBlock(node: ObjectNode): Record<string, unknown> {
+export function jsonBlock(node: ObjectNode, description = ''): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   if (node.attributes.length) {
     out.attributes = sortedKeys(node.attributes.map((a) => [a.name, {
@@ -54,11 +56,12 @@ export function jsonBlock(node: ObjectNode): Record<string, unknown> {
   if (node.blocks.length) {
     out.block_types = sortedKeys(node.blocks.map((b) => [b.name, {
       nesting_mode: b.nesting,
-      block: jsonBlock(b.block),
+      block: jsonBlock(b.block, b.description),
       ...(b.minItems ? { min_items: b.minItems } : {}),
       ...(b.maxItems ? { max_items: b.maxItems } : {}),
     }]));
   }
+  if (description) out.description = description;
   out.description_kind = 'plain';
   return out;
 }
@@ -70,7 +73,7 @@ export function providerSchemaJson() {
     provider_schemas: {
       [PROVIDER_ADDRESS]: {
         provider: { version: 0, block: jsonBlock(providerNode) },
-        resource_schemas: sortedKeys(resourceTypes.map((r) => [r.typeName, { version: 0, block: jsonBlock(r.node) }])),
+        resource_schemas: sortedKeys(resourceTypes.map((r) => [r.typeName, { version: 0, block: jsonBlock(r.node, r.kind.summary) }])),
       },
     },
   };

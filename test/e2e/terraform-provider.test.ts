@@ -108,6 +108,8 @@ describe.skipIf(!hasTerraform)('provider schema and diagnostics through terrafor
       const block = schemas[`edgeform_${kind.type}`]?.block;
       expect(block, kind.kind).toBeDefined();
       for (const module of Object.keys(kind.modules)) expect(block.block_types?.[module]?.nesting_mode, `${kind.kind}.${module}`).toBe('single');
+      // Editors show these on hover, and docs generators print them.
+      expect(block.description, kind.kind).toBe(kind.summary);
     }
   });
 
