@@ -55,7 +55,7 @@ export function manifestFiles(paths: readonly string[], problems: Problems): str
 /** Parses one YAML text into documents (empty documents are skipped). */
 export function parseManifestText(text: string, file: string, problems: Problems): RawDocument[] {
   const lines = new LineCounter();
-  const docs = parseAllDocuments(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true });
+  const docs = parseAllDocuments(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true, merge: true });
   const out: RawDocument[] = [];
   const list = Array.isArray(docs) ? docs : [docs];
   for (const doc of list as Document.Parsed[]) {

@@ -24,6 +24,8 @@ const cases: Array<{ case: string; yaml: string; line: number; message: RegExp }
   { case: 'a missing name', yaml: 'kind: IPPolicy\ndescription: x\n', line: 1, message: /IPPolicy needs a name/ },
   { case: 'a YAML syntax error in the second document: its line, not the document\'s first', yaml: `${POLICY}---\nkind: IPPolicy\nname: vpn\ndescription: [oops\n`, line: 8, message: /YAML: Flow sequence/ },
   { case: 'an unclosed quote: the last line, not past the end of the file', yaml: 'kind: IPPolicy\nname: x\ndescription: "open\n\n', line: 3, message: /YAML: Missing closing "quote/ },
+  // Merge keys are read as kubectl reads them: the merged route repeats /a, so it is a duplicate, not an unknown field "<<".
+  { case: 'a route copied with a YAML merge key and no new match', yaml: 'kind: HTTPSEdge\nname: e\nroutes:\n  - &r {match_type: path_prefix, match: /a}\n  - <<: *r\n    description: copy\n', line: 5, message: /match \/a is declared twice in HTTPSEdge\/e/ },
   { case: 'a nested parent field', yaml: 'kind: IPPolicy\nname: x\nrules:\n  - {cidr: 10.0.0.0/8, action: allow, ip_policy_id: ipp_123}\n', line: 4, message: /leave ip_policy_id out/ },
 ];
 
@@ -64,5 +66,8 @@ describe('edgeform validate', () => {
     const r = await runCli(['validate', '-f', raw, '--json']);
     expect(r.code, r.stdout).toBe(0);
     expect(r.json()).toEqual({ valid: true, documents: 1, problems: [] });
+    const merged = manifestDir({ 'a.yaml': 'kind: HTTPSEdge\nname: e\nroutes:\n  - &r\n    match_type: path_prefix\n    match: /a\n    compression: &on {enabled: true}\n  - <<: *r\n    match: /b\n  - {match_type: exact_path, match: /c, compression: *on}\n' });
+    const m = await runCli(['validate', '-f', merged]);
+    expect(m.code, m.stderr).toBe(0);
   });
 });
