@@ -424,14 +424,14 @@ class Planner {
     for (const kids of Object.values(l.children)) {
       for (const k of kids) {
         const address = childAddress(parentAddress, k.spec, k.key);
-        const before = this.childBefore(k);
         const again = this.byAddress.get(address);
         if (again && again.actions.length === 1 && again.actions[0] === 'create') {
+          const before = this.childBefore(k, again.after ?? {});
           Object.assign(again, { actions: order, before, id: k.id, parentId: l.id, patch: jsonPatch.compare(before, again.after ?? {}) });
           again.operations.push(del);
           continue;
         }
-        this.change({ address, kind: k.spec.entry.kind, name: k.key, actions: ['delete'], before, after: null, id: k.id, parentId: l.id, operations: [del] });
+        this.change({ address, kind: k.spec.entry.kind, name: k.key, actions: ['delete'], before: this.childBefore(k), after: null, id: k.id, parentId: l.id, operations: [del] });
       }
     }
   }
@@ -465,13 +465,14 @@ class Planner {
         const create = this.createChildAfter(d, c, l.id, [...first, ...previous]);
         previous = [create];
         const entry = c.spec.entry;
+        const after = this.shown(entry, this.resolve(entry, c.body), c.secrets);
         this.change({
           address,
           kind: entry.kind,
           name: c.key,
           actions: old ? ['delete', 'create'] : ['create'],
-          before: old ? this.childBefore(old) : null,
-          after: this.shown(entry, this.resolve(entry, c.body), c.secrets),
+          before: old ? this.childBefore(old, after) : null,
+          after,
           id: old?.id,
           parentId: l.id,
           replacePaths: old ? [`/${c.spec.naturalKey}`] : undefined,
@@ -495,10 +496,16 @@ class Planner {
     return { method: 'delete' as const, kind: old.spec.entry.kind, id: old.id, parent: l.id, address, touches: [old.id] };
   }
 
-  private childBefore(k: LiveChild): Doc {
+  /**
+   * A live child's input form. Beside an `after` (a replacement), fields unset on both sides
+   * (null live, absent desired) are left out, as in an update: a renamed route listed every
+   * module it never had as `- oauth = null`.
+   */
+  private childBefore(k: LiveChild, after?: Doc): Doc {
     const entry = k.spec.entry;
     const input = this.liveInputOf(entry, k.id, k.read, k.spec.parentField);
-    return { ...input, metadata: k.userMetadata };
+    const kept = after ? Object.fromEntries(Object.entries(input).filter(([f, v]) => v !== null || after[f] != null)) : input;
+    return { ...kept, metadata: k.userMetadata };
   }
 
   private planChild(d: Desired, l: LiveResource, c: DesiredChild, lk: LiveChild) {

@@ -157,6 +157,9 @@ describe('reconciler life cycle (the issue example)', () => {
     expect(active['HTTPSEdge/web.routes["/app"]']).toMatchObject({ id: oldRoute.id, change: { actions: ['delete', 'create'], before: { match: '/' }, after: { match: '/app' } } });
     const text = await r.run(['plan', '-f', dir]);
     expect(text.stdout).toContain('# HTTPSEdge/web.routes["/app"] must be replaced');
+    // As an update shows it: the key that forces it, not every module the route never had.
+    expect(text.stdout).toContain('~ match = "/" -> "/app" # forces replacement');
+    expect(text.stdout).not.toContain('= null');
     expect(text.stdout).toContain('Plan: 1 to add, 0 to change, 1 to destroy.');
     await r.apply(['-f', dir]);
     const routes = (await edge()).routes;
