@@ -7,8 +7,18 @@ import { withTraits } from './traits.js';
 const keyUsages = () => z.array(z.string()).describe('snake_case X.509 key usages, e.g. digital_signature, key_cert_sign.');
 const extKeyUsages = () => z.array(z.string()).describe('snake_case extended key usages, e.g. server_auth, client_auth.');
 const subjectAttr = (attr: string) => z.string().describe(`The first ${attr} of the certificate's subject; "" when absent.`);
+/**
+ * PEM text as stored: LF line ends, one final newline. `${file:cert.pem}` ends in a newline,
+ * a YAML `|-` block or `$(cat cert.pem)` does not; the same certificate must not differ,
+ * or a plan replaces it.
+ */
 const pem = (what: string) =>
-  z.string().min(1).max(65536).regex(/-----BEGIN [A-Z0-9 ]+-----/, `must be PEM text (${what})`);
+  z
+    .string()
+    .min(1)
+    .overwrite((v) => `${v.replace(/\r\n?/g, '\n').trim()}\n`)
+    .max(65536)
+    .regex(/-----BEGIN [A-Z0-9 ]+-----/, `must be PEM text (${what})`);
 
 export const certificateAuthority = defineKind({
   kind: 'CertificateAuthority',
@@ -126,7 +136,8 @@ export const sshUserCertificate = defineKind({
     description: description(),
     metadata: metadata(),
     ssh_certificate_authority_id: refId(['SSHCertificateAuthority'], { onDelete: 'keep', replace: true }).describe('The authority that signs it.'),
-    public_key: replaceable(z.string().min(1).max(16384).describe('Public key to sign, authorized-keys form (ssh-rsa of at least 2048 bits, ecdsa-sha2-nistp256/384/521 or ssh-ed25519).')),
+    // Trimmed: `${file:id.pub}` ends in a newline that is no part of the key (else a replacement).
+    public_key: replaceable(z.string().trim().min(1).max(16384).describe('Public key to sign, authorized-keys form (ssh-rsa of at least 2048 bits, ecdsa-sha2-nistp256/384/521 or ssh-ed25519).')),
     principals: replaceable(z.array(z.string().min(1).max(255)).max(256).default([]).describe('User names the holder may log in as; empty means any.')),
     critical_options: replaceable(
       z

@@ -19,9 +19,27 @@ export function normalizeDesired(kind: KindEntry, body: Doc): Normalized {
 /** The input form of a live read form (Refs become ids; computed and write-only dropped). */
 export function liveInput(kind: KindEntry, read: Doc): Doc {
   const input = fromReadFields(kind.fields, read);
-  // The server's read form is normalised already; parsing again fills nothing but keeps key order stable.
+  // Parsed again, so values stored before a canonical form changed (a PEM's final newline)
+  // compare as what the server would store now; key order is kept stable too.
   const r = kind.create.safeParse(input);
-  return r.success ? r.data : input;
+  return r.success ? r.data : parsedByField(kind.fields, input);
+}
+
+/**
+ * A read lacks the write-only values a create requires (a private key; a client secret
+ * beside its client id), so the whole body does not parse: parse each field that does,
+ * going into objects whose own rules fail for the same reason.
+ */
+function parsedByField(shape: Record<string, z.ZodType>, value: Doc): Doc {
+  return Object.fromEntries(
+    Object.entries(value).map(([k, v]) => {
+      const schema = shape[k];
+      const p = schema?.safeParse(v);
+      if (!schema || p!.success) return [k, schema ? p!.data : v];
+      const sub = shapeOf(schema);
+      return [k, sub && v && typeof v === 'object' && !Array.isArray(v) ? parsedByField(sub, v) : v];
+    }),
+  );
 }
 
 function elementShape(schema: z.ZodType) {
