@@ -252,7 +252,8 @@ class Planner {
       sensitiveChanged,
       secretFields,
       before: withSecretsMasked(withMeta(before, liveUser), secrets),
-      after: withSecretsMasked(withMeta(d!, want.metadata ?? ''), secrets),
+      // Metadata equal as JSON keeps its live spelling, or a plan would show a change it does not make.
+      after: withSecretsMasked(withMeta(d!, metadataChanged ? (want.metadata ?? '') : liveUser), secrets),
       sWant: stamp?.s,
     };
   }

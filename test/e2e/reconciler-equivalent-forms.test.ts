@@ -66,6 +66,18 @@ describe('reconciler: equivalent forms of a value plan no changes', () => {
     expect(plan.code, plan.stdout).toBe(0);
   });
 
+  it('JSON metadata spelled with other spacing than the server keeps: an update beside it does not show it', async () => {
+    const dir = manifestDir({ 'p.yaml': 'kind: IPPolicy\nname: office\ndescription: office\nmetadata: \'{"team": "net", "tier": 1}\'\n' });
+    await r.apply(['-f', dir, '--stack', 'meta']);
+    const live = (await s.get('/ip_policies')).body.ip_policies.find((p: any) => p.description === 'office');
+    expect((await s.patch(`/ip_policies/${live.id}`, { description: 'changed by hand' })).status).toBe(200);
+    const text = await r.run(['plan', '-f', dir, '--stack', 'meta']);
+    expect(text.stdout).toContain('~ description = "changed by hand" -> "office"');
+    expect(text.stdout).not.toContain('metadata');
+    const change = (await r.planJson(['-f', dir, '--stack', 'meta'])).resource_changes[0].change;
+    expect(change.after.metadata).toBe(change.before.metadata);
+  });
+
   it('and the other way round, from a fresh stack', async () => {
     await r.apply(['-f', fromFiles(), '--stack', 'files']);
     // Another stack holds the same names: each is its own resource, so use its stack.
