@@ -1,7 +1,7 @@
 // X.509 certificate authorities, TLS certificates, SSH certificate authorities and SSH user certificates.
 import { z } from 'zod';
 import { defineKind } from './define.js';
-import { cidr, description, metadata, refId, replaceable, rfc3339, secret, timestamp } from './fields.js';
+import { cidr, description, metadata, refId, replaceable, rfc3339, secret, stable, timestamp } from './fields.js';
 import { withTraits } from './traits.js';
 
 const keyUsages = () => z.array(z.string()).describe('snake_case X.509 key usages, e.g. digital_signature, key_cert_sign.');
@@ -34,13 +34,14 @@ export const certificateAuthority = defineKind({
     metadata: metadata(),
     ca_pem: replaceable(pem('one CA certificate').describe('One CA certificate (basic constraints CA:TRUE), PEM.')),
   },
-  computed: {
+  // Read from the certificate or key, which cannot change in place.
+  computed: stable({
     subject_common_name: subjectAttr('CN'),
     not_before: timestamp(),
     not_after: timestamp(),
     key_usages: keyUsages(),
     extended_key_usages: extKeyUsages(),
-  },
+  }),
 });
 
 export const tlsCertificate = defineKind({
@@ -58,7 +59,8 @@ export const tlsCertificate = defineKind({
     certificate_pem: replaceable(pem('a certificate chain, leaf first').describe('Certificate chain, PEM, leaf first.')),
     private_key_pem: replaceable(secret(pem('the private key of the leaf'), 'omit').describe('Private key of the leaf, PEM (PKCS#1, PKCS#8 or SEC1). Never returned.')),
   },
-  computed: {
+  // Read from the certificate or key, which cannot change in place.
+  computed: stable({
     subject_common_name: subjectAttr('CN'),
     subject_alternative_names: z
       .object({ dns_names: z.array(z.string()), ips: z.array(z.string()) })
@@ -76,7 +78,7 @@ export const tlsCertificate = defineKind({
     subject_locality: subjectAttr('L'),
     subject_province: subjectAttr('ST'),
     subject_country: subjectAttr('C'),
-  },
+  }),
 });
 
 export const SSH_KEY_TYPES = ['rsa', 'ecdsa', 'ed25519'] as const;
@@ -113,10 +115,11 @@ export const sshCertificateAuthority = defineKind({
     ...(doc.private_key_type === 'ecdsa' ? { elliptic_curve: doc.elliptic_curve ?? 'p256' } : {}),
     ...(doc.private_key_type === 'rsa' ? { key_size: doc.key_size ?? 4096 } : {}),
   }),
-  computed: {
+  // Read from the certificate or key, which cannot change in place.
+  computed: stable({
     public_key: z.string().describe('The public key, OpenSSH authorized-keys form.'),
     key_type: z.enum(SSH_KEY_TYPES),
-  },
+  }),
 });
 
 const CRITICAL_OPTIONS = ['force-command', 'source-address'];
@@ -182,8 +185,9 @@ export const sshUserCertificate = defineKind({
       ctx.addIssue({ code: 'custom', path: ['valid_until'], message: 'valid_until must be after valid_after' });
     }
   },
-  computed: {
+  // Read from the certificate or key, which cannot change in place.
+  computed: stable({
     key_type: z.enum(SSH_KEY_TYPES),
     certificate: z.string().describe('The signed certificate, authorized-keys form.'),
-  },
+  }),
 });

@@ -1,7 +1,7 @@
 // HTTPS, TCP and TLS edges, and HTTPS edge routes.
 import { z } from 'zod';
 import { defineKind, type Refinement } from './define.js';
-import { description, hostport, metadata } from './fields.js';
+import { description, hostport, metadata, stable } from './fields.js';
 import { backendModule, httpsTlsTerminationModule, ipRestrictionModule, mutualTlsModule, tlsTerminationModule, trafficPolicyModule } from './modules.js';
 import { AUTH_MODULES, routeModules } from './route-modules.js';
 import { withTraits } from './traits.js';
@@ -54,7 +54,7 @@ export const httpsEdgeRoute = defineKind({
   },
   // SPEC's sample route carries `policy: null` and says nothing more of it; clients written
   // against the sample may read it, so it is always there and always null.
-  computed: { policy: z.string().nullable().describe('Always null (present in the sample route representation; its meaning is not specified).') },
+  computed: stable({ policy: z.string().nullable().describe('Always null (present in the sample route representation; its meaning is not specified).') }),
   refine: ((doc, ctx) => {
     const auth = AUTH_MODULES.filter((m) => doc[m] != null);
     if (auth.length > 1) ctx.addIssue({ code: 'custom', path: [auth[1]], message: `a route may carry at most one of ${AUTH_MODULES.join(', ')}; this one has ${auth.join(' and ')}` });

@@ -67,6 +67,9 @@ export const replaceable = <T extends z.ZodType>(schema: T) => withTraits(schema
 export const secret = <T extends z.ZodType>(schema: T, read: 'null' | 'omit' = 'null') => withTraits(schema, { writeOnly: read });
 /** Server-set: in the read form only (JSON Schema `readOnly`, so documents show it is never sent). */
 export const computed = <T extends z.ZodType>(schema: T) => withTraits(schema.meta({ readOnly: true }) as T, { computed: true });
+/** Marks each server-set field of a kind's `computed` shape as one that no in-place update changes. */
+export const stable = <T extends z.ZodRawShape>(shape: T): T =>
+  Object.fromEntries(Object.entries(shape).map(([k, v]) => [k, withTraits(v as z.ZodType, { stable: true })])) as unknown as T;
 
 export const uint32 = () => z.number().int().min(0).max(4_294_967_295);
 export const timestamp = () => z.string().describe('RFC 3339 timestamp in UTC.');

@@ -30,6 +30,8 @@ export interface Traits {
   module?: true;
   /** Server-set value; present in the read form only. */
   computed?: true;
+  /** A server-set value no in-place update changes (derived from fields that force replacement, or constant): plans keep it from state. */
+  stable?: true;
   /** Returned once (in the creation response) and null afterwards. */
   once?: true;
   /** Optional input whose default the server picks at creation (a timestamp, say); plans ignore it when unset. */

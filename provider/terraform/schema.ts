@@ -41,7 +41,7 @@ export interface AttrNode {
   replace?: boolean;
   /** Unset in config, the server picks it (kept from state, unknown on create). */
   serverDefault?: boolean;
-  /** Never changes after creation (id, uri, created_at). */
+  /** No in-place update changes it (id, uri, created_at, and computed fields with the `stable` trait). */
   stable?: boolean;
 }
 
@@ -121,6 +121,7 @@ function computedAttr(name: string, schema: z.ZodType, extra: Partial<AttrNode> 
     description: descriptionOf(schema),
     readKey: name,
     ...(t.once ? { keep: 'prior' as const } : {}),
+    ...(t.stable ? { stable: true } : {}),
     ...extra,
   };
 }
