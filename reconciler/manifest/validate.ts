@@ -78,29 +78,28 @@ class Checker {
     const swapped = mapRefs(entry.fields, raw, (value, ref, path) => {
       const r = parseRef(value);
       if (!r) return value;
-      if (!ref.to.includes(r.kind)) {
-        report(path, `${value} cannot be referenced here; this field takes ${ref.to.join(' or ')}`);
-        return value;
-      }
-      if (!this.names.has(value)) {
-        report(path, `${value} is not declared in these manifests (declare a ${r.kind} named ${r.name}, or give a raw id)`);
-        return value;
-      }
-      deps.add(value);
-      const id = placeholder(r.kind, this.n++);
+      // A bad reference still gets a placeholder, so the rest of the body is checked in this run too.
+      if (!ref.to.includes(r.kind)) report(path, `${value} cannot be referenced here; this field takes ${ref.to.join(' or ')}`);
+      else if (!this.names.has(value)) report(path, `${value} is not declared in these manifests (declare a ${r.kind} named ${r.name}, or give a raw id)`);
+      else deps.add(value);
+      const id = placeholder(ref.to.includes(r.kind) ? r.kind : ref.to[0], this.n++);
       this.placeholders.set(id, value);
       return id;
     });
-    if (!ok) return undefined;
-    const parsed = entry.create.safeParse({ ...swapped, ...extra });
+    const input = { ...swapped, ...extra };
+    const parsed = entry.create.safeParse(input);
     if (!parsed.success) {
       for (const issue of parsed.error.issues) {
+        // A placeholder in a path (a weighted backend's key) is reported as the reference written there.
+        const path = issuePath(issue);
+        const written = path.map((p) => (typeof p === 'string' ? (this.placeholders.get(p) ?? p) : p));
         // An unknown key is reported at the key's own line, not at its object's.
-        if (issue.code === 'unrecognized_keys') for (const key of issue.keys) report([...issuePath(issue), key], unknownField(entry, issuePath(issue), at.length === 0, Object.keys(extra)));
-        else report(issuePath(issue), issueText(issue));
+        if (issue.code === 'unrecognized_keys') for (const key of issue.keys) report([...written, key], unknownField(entry, path, at.length === 0, Object.keys(extra)));
+        else report(written, `${issueText(issue)}${quoteHint(issue, valueAt(input, path))}`);
       }
       return undefined;
     }
+    if (!ok) return undefined;
     const back = mapRefs(entry.fields, parsed.data, (value) => this.placeholders.get(value) ?? value);
     for (const k of Object.keys(extra)) delete back[k];
     const [, secrets] = splitSecrets(entry.fields, back);
@@ -121,6 +120,19 @@ function issuePath(issue: z.core.$ZodIssue): Path {
   const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
   const inner = (issue as { params?: { policyPath?: string } }).params?.policyPath;
   return inner ? [...path, inner] : path;
+}
+
+const valueAt = (doc: unknown, path: Path): unknown => path.reduce<any>((v, p) => (v != null && typeof v === 'object' ? v[p] : undefined), doc);
+
+/**
+ * YAML reads `min_version: 1.2`, `port: 8080` or `enabled: yes`-style values as numbers and
+ * booleans; where the field wants text, say to quote it rather than leave the reader
+ * puzzling over "expected one of "1.2"" next to the 1.2 they wrote.
+ */
+function quoteHint(issue: z.core.$ZodIssue, value: unknown): string {
+  if (typeof value !== 'number' && typeof value !== 'boolean') return '';
+  const wantsText = (issue.code === 'invalid_type' && issue.expected === 'string') || (issue.code === 'invalid_value' && issue.values.every((v) => typeof v === 'string'));
+  return wantsText ? `; YAML reads ${value} as a ${typeof value}: quote it to give text` : '';
 }
 
 const fieldText = (path: Path) => path.reduce<string>((acc, p) => (typeof p === 'number' ? `${acc}[${p}]` : acc ? `${acc}.${p}` : String(p)), '');

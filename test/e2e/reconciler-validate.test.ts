@@ -26,6 +26,9 @@ const cases: Array<{ case: string; yaml: string; line: number; message: RegExp }
   { case: 'an unclosed quote: the last line, not past the end of the file', yaml: 'kind: IPPolicy\nname: x\ndescription: "open\n\n', line: 3, message: /YAML: Missing closing "quote/ },
   // Merge keys are read as kubectl reads them: the merged route repeats /a, so it is a duplicate, not an unknown field "<<".
   { case: 'a route copied with a YAML merge key and no new match', yaml: 'kind: HTTPSEdge\nname: e\nroutes:\n  - &r {match_type: path_prefix, match: /a}\n  - <<: *r\n    description: copy\n', line: 5, message: /match \/a is declared twice in HTTPSEdge\/e/ },
+  { case: 'a weight over 10000 under a reference key: named as written, not as an internal placeholder', yaml: `${BACKEND}---\nkind: WeightedBackend\nname: w\nbackends:\n  HTTPResponseBackend/hello: 20000\n`, line: 8, message: /backends\.HTTPResponseBackend\/hello: weights are 0\.\.10000/ },
+  { case: 'a version YAML reads as a number', yaml: 'kind: HTTPSEdge\nname: e\ntls_termination:\n  min_version: 1.2\n', line: 4, message: /tls_termination\.min_version: .*; YAML reads 1\.2 as a number: quote it to give text/ },
+  { case: 'a label value YAML reads as a number', yaml: 'kind: TunnelGroupBackend\nname: t\nlabels: {port: 8080}\n', line: 3, message: /labels\.port: .*YAML reads 8080 as a number: quote it/ },
   { case: 'a nested parent field', yaml: 'kind: IPPolicy\nname: x\nrules:\n  - {cidr: 10.0.0.0/8, action: allow, ip_policy_id: ipp_123}\n', line: 4, message: /leave ip_policy_id out/ },
 ];
 
@@ -56,6 +59,14 @@ describe('edgeform validate', () => {
     expect(doc.valid).toBe(false);
     const where = (p: { file: string; line: number }) => `${path.basename(p.file)}:${p.line}`;
     expect(doc.problems.map(where).sort()).toEqual(cases.map((c, i) => `case-${String(i).padStart(2, '0')}.yaml:${c.line}`).sort());
+  });
+
+  it('checks the rest of a document that has a bad reference: both problems in one run', async () => {
+    const dir = manifestDir({ 'stack.yaml': 'kind: WeightedBackend\nname: w\nbackends:\n  HTTPResponseBackend/missing: 1\n  bkdtg_2abcdefghijklmnopqrstuvwxyz: 20000\n' });
+    const r = await validate(dir);
+    expect(r.stderr).toMatch(/stack\.yaml:4: backends\.HTTPResponseBackend\/missing: HTTPResponseBackend\/missing is not declared/);
+    expect(r.stderr).toMatch(/stack\.yaml:5: backends\.bkdtg_2abcdefghijklmnopqrstuvwxyz: weights are 0\.\.10000/);
+    expect(r.stderr).toContain('2 problems found.');
   });
 
   it('accepts valid manifests, exit 0: the quick start, and references by raw id', async () => {
