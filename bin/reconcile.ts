@@ -10,7 +10,7 @@ import { manifestKind, manifestKinds } from '../reconciler/manifest/kinds.js';
 import { ManifestError } from '../reconciler/manifest/problems.js';
 import { execute, type ProgressEvent } from '../reconciler/apply/execute.js';
 import { applyJson, planJson } from '../reconciler/render/json.js';
-import { failureText, progressDone, progressStart, progressStill, renderApplyResult, renderPlan, styleFor, type Style } from '../reconciler/render/text.js';
+import { failureText, progressDone, progressFailed, progressStart, progressStill, renderApplyResult, renderPlan, styleFor, type Style } from '../reconciler/render/text.js';
 import { isNoop, type Plan } from '../reconciler/plan/types.js';
 import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, type Target } from '../reconciler/session.js';
 import { exportManifests } from '../reconciler/export.js';
@@ -136,7 +136,9 @@ async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, an
     const s = json ? io.errStyle : io.outStyle;
     if (e.type === 'start') write(`${progressStart(e.change)}\n`);
     else if (e.type === 'done') write(`${progressDone(e.change, e.seconds, e.id)}\n`);
-    else if (e.type === 'failed') write(`${s.red(`Error: ${failureText(e.failure)}`)}\n`);
+    // On stderr beside a --json document the error in full, since that is the only text; on stdout in brief,
+    // as the run's summary below lists each error in full (it was printed twice).
+    else if (e.type === 'failed') write(`${s.red(json ? `Error: ${failureText(e.failure)}` : progressFailed(e.change, e.failure))}\n`);
     else if (e.type === 'still') write(`${progressStill(e.change, e.seconds)}\n`);
   };
   const result = await execute(client, plan, { parallelism: t.parallelism ?? 10, onProgress: progress, stillEvery: io.stillEvery });

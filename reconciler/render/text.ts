@@ -179,17 +179,20 @@ export function renderPlan(plan: Plan, s: Style): string {
   return `${out.join('\n')}\n`;
 }
 
-const progressVerb: Record<Verb, [string, string]> = {
-  create: ['Creating...', 'Creation complete'],
-  update: ['Modifying...', 'Modifications complete'],
-  delete: ['Destroying...', 'Destruction complete'],
-  replace: ['Replacing...', 'Replacement complete'],
-  'no-op': ['', ''],
+const progressVerb: Record<Verb, [string, string, string]> = {
+  create: ['Creating...', 'Creation complete', 'Creation failed'],
+  update: ['Modifying...', 'Modifications complete', 'Modifications failed'],
+  delete: ['Destroying...', 'Destruction complete', 'Destruction failed'],
+  replace: ['Replacing...', 'Replacement complete', 'Replacement failed'],
+  'no-op': ['', '', ''],
 };
 
 export const progressStart = (c: Change) => `${c.address}: ${progressVerb[verbOf(c)][0]}${c.id ? ` [id=${c.id}]` : ''}`;
 export const progressDone = (c: Change, seconds: number, id?: string) =>
   `${c.address}: ${progressVerb[verbOf(c)][1]} after ${Math.round(seconds)}s${id && verbOf(c) !== 'delete' ? ` [id=${id}]` : ''}`;
+
+/** A failure as it happens, in brief: the error itself is listed once, with the others, after the run. */
+export const progressFailed = (c: Change, f: Failure) => `${c.address}: ${progressVerb[verbOf(c)][2]}${f.status ? ` (HTTP ${f.status}${f.errorCode ? ` ${f.errorCode}` : ''})` : ''}`;
 
 /** Terraform's "Still creating... [10s elapsed]": a long wait (a rate limit) is not a hang. */
 export const progressStill = (c: Change, seconds: number) => {
