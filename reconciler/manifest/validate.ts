@@ -7,6 +7,7 @@ import type { KindEntry } from '../../provider/catalog/index.js';
 import { shapeOf, traitsOf } from '../../provider/catalog/index.js';
 import { prefixOfKind } from '../../provider/catalog/fields.js';
 import { issueText } from '../../provider/catalog/issue-text.js';
+import { nullsAsAbsent } from '../../provider/catalog/nulls.js';
 import { mapRefs, schemaAt, splitSecrets, type Path } from '../../provider/catalog/walk.js';
 import { addressOf, childSpecsOf, manifestKind, manifestKinds, NAME_PATTERN, parseRef, RESERVED_KEYS, type ChildSpec } from './kinds.js';
 import type { RawDocument, Source } from './load.js';
@@ -86,7 +87,8 @@ class Checker {
       this.placeholders.set(id, value);
       return id;
     });
-    const input = { ...swapped, ...extra };
+    // As the API reads a body: `description:` left empty in YAML (null) is no value, and takes the default.
+    const input = nullsAsAbsent(entry.create, { ...swapped, ...extra }) as Doc;
     const parsed = entry.create.safeParse(input);
     if (!parsed.success) {
       for (const issue of parsed.error.issues) {

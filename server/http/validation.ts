@@ -4,7 +4,7 @@ import { pathText, schemaAt } from '../../provider/catalog/walk.js';
 import { issueText } from '../../provider/catalog/issue-text.js';
 import { shapeOf } from '../../provider/catalog/traits.js';
 import { ApiError } from './errors.js';
-import { nullsAsAbsent } from './nulls.js';
+import { nullsAsAbsent } from '../../provider/catalog/nulls.js';
 
 type Issue = z.core.$ZodIssue;
 

@@ -78,6 +78,17 @@ describe('reconciler: equivalent forms of a value plan no changes', () => {
     expect(change.after.metadata).toBe(change.before.metadata);
   });
 
+  it('a field left empty in YAML (null) is no value, as the API reads it: the same as leaving it out', async () => {
+    const empty = manifestDir({ 'n.yaml': 'kind: HTTPResponseBackend\nname: n\ndescription:\nheaders: ~\nstatus_code:\n---\nkind: IPPolicy\nname: n\nmetadata:\nrules:\n' });
+    const omitted = manifestDir({ 'n.yaml': 'kind: HTTPResponseBackend\nname: n\n---\nkind: IPPolicy\nname: n\n' });
+    await r.apply(['-f', empty, '--stack', 'nulls']);
+    for (const dir of [empty, omitted]) {
+      const plan = await r.run(['plan', '-f', dir, '--stack', 'nulls', '--detailed-exitcode']);
+      expect(plan.stdout).toContain(NO_CHANGES);
+      expect(plan.code, plan.stdout).toBe(0);
+    }
+  });
+
   it('and the other way round, from a fresh stack', async () => {
     await r.apply(['-f', fromFiles(), '--stack', 'files']);
     // Another stack holds the same names: each is its own resource, so use its stack.

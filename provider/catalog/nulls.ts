@@ -1,3 +1,4 @@
+// Shared by the API's input parsing and the manifests (YAML's `description:` left empty is null).
 // `null` for an optional field that has no null value of its own means "no value", as
 // SPEC's conventions say of responses ("fields with no value may be null or absent").
 // Clients send it that way too: generated clients serialise unset optionals as null, and a
@@ -6,7 +7,7 @@
 // absent mean the same on input, so the default applies. A required field's null is
 // still refused, and fields whose null means something (a module, an OAuth member) keep it.
 import type { z } from 'zod';
-import { defOf, shapeOf, unwrap } from '../../provider/catalog/traits.js';
+import { defOf, shapeOf, unwrap } from './traits.js';
 
 type Doc = Record<string, unknown>;
 
