@@ -110,6 +110,47 @@ function valueLines(sym: string, label: string, v: unknown, indent: string, trai
   return [`${indent}${sym} ${label}${value(v)}${trail}`];
 }
 
+const isMultiline = (v: string) => v !== SENSITIVE && v.replace(/\n$/, '').includes('\n');
+
+/** Lines of a and b in order, each kept (' '), removed ('-') or added ('+'): a longest common subsequence. */
+function lineDiff(a: string[], b: string[]): Array<[' ' | '-' | '+', string]> {
+  const lcs = Array.from({ length: a.length + 1 }, () => new Array<number>(b.length + 1).fill(0));
+  for (let i = a.length - 1; i >= 0; i--) for (let j = b.length - 1; j >= 0; j--) lcs[i][j] = a[i] === b[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+  const out: Array<[' ' | '-' | '+', string]> = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    if (i < a.length && j < b.length && a[i] === b[j]) out.push([' ', a[i++]]), j++;
+    else if (i < a.length && (j === b.length || lcs[i + 1][j] >= lcs[i][j + 1])) out.push(['-', a[i++]]);
+    else out.push(['+', b[j++]]);
+  }
+  return out;
+}
+
+/**
+ * A multi-line string changed in place, as Terraform shows it: a heredoc with the lines
+ * removed and added, and unchanged runs beyond two lines of context hidden. (The first
+ * line and a line count told nothing: a traffic policy's capacity changed unseen.)
+ */
+function textDiffLines(s: Style, label: string, was: string, now: string, trail: string): string[] {
+  const a = was.replace(/\n$/, '').split('\n');
+  const b = now.replace(/\n$/, '').split('\n');
+  // Quadratic: past a size no one reads line by line, the summary will do.
+  if (a.length * b.length > 250_000) return [`      ${s.yellow('~')} ${label}${value(was)} -> ${value(now)}${trail}`];
+  const diff = lineDiff(a, b);
+  const near = (k: number) => diff.slice(Math.max(0, k - 2), k + 3).some(([m]) => m !== ' ');
+  const out = [`      ${s.yellow('~')} ${label}<<-EOT${trail}`];
+  let hidden = 0;
+  diff.forEach(([m, line], k) => {
+    if (m === ' ' && !near(k)) return void hidden++;
+    if (hidden) out.push(`            ${s.dim(`# (${hidden} unchanged line${hidden === 1 ? '' : 's'} hidden)`)}`), (hidden = 0);
+    out.push(m === ' ' ? `            ${line}` : `          ${m === '-' ? s.red('-') : s.green('+')} ${line}`);
+  });
+  if (hidden) out.push(`            ${s.dim(`# (${hidden} unchanged line${hidden === 1 ? '' : 's'} hidden)`)}`);
+  out.push('        EOT');
+  return out;
+}
+
 /** Every field of a document under one symbol, keys aligned. */
 function documentLines(sym: string, doc: Record<string, unknown>): string[] {
   const width = Math.max(0, ...Object.keys(doc).map((k) => k.length));
@@ -137,6 +178,7 @@ export function renderChange(c: Change, s: Style): string[] {
       const was = get(c.before, op.path);
       if (op.op === 'add' || (op.op === 'replace' && was == null && !isScalar(op.value))) out.push(...valueLines(add, f, op.value, '      ', mark(op.path)));
       else if (op.op === 'remove' || (op.op === 'replace' && op.value == null && !isScalar(was))) out.push(...valueLines(del, f, was, '      ', mark(op.path)));
+      else if (op.op === 'replace' && typeof was === 'string' && typeof op.value === 'string' && (isMultiline(was) || isMultiline(op.value))) out.push(...textDiffLines(s, f, was, op.value, mark(op.path)));
       else if (op.op === 'replace') out.push(`      ${s.yellow('~')} ${f}${value(was)} -> ${value(op.value)}${mark(op.path)}`);
     }
   }
