@@ -1,6 +1,7 @@
 // One reconciler run: manifests in, live state read, plan made; and saved plans written
 // and checked. The CLI and the tests drive these; nothing here prints.
 import fs from 'node:fs';
+import path from 'node:path';
 import { ApiClient } from '../provider/client/index.js';
 import { kindOf, type KindEntry } from '../provider/catalog/index.js';
 import { manifestKinds } from './manifest/kinds.js';
@@ -66,8 +67,14 @@ export interface SavedPlan {
 /** Writes a plan for `apply FILE`. It holds the values to send, secrets included: owner-only permissions. */
 export function savePlan(file: string, planned: Planned) {
   const saved: SavedPlan = { format: 'edgeform-plan', version: 1, kinds: planned.kinds, plan: planned.plan };
-  fs.writeFileSync(file, `${JSON.stringify(saved)}\n`, { mode: 0o600 });
-  fs.chmodSync(file, 0o600);
+  try {
+    fs.writeFileSync(file, `${JSON.stringify(saved)}\n`, { mode: 0o600 });
+    fs.chmodSync(file, 0o600);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? `no folder ${path.dirname(path.resolve(file))}` : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a folder' : (e as Error).message;
+    throw new Error(`cannot save the plan to ${file} (${why}); give --out a file in a folder that exists and you can write to`);
+  }
 }
 
 export function readPlan(file: string): SavedPlan {

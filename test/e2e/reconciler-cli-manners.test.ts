@@ -82,6 +82,12 @@ describe('against a server', () => {
     expect((await runCli(['validate', '-f', nothing], env)).stdout).toContain('Success! 0 documents valid.');
   });
 
+  it('plan --out into a folder that does not exist names the folder, not ENOENT', async () => {
+    const r = await runCli(['plan', '-f', MANIFEST, '--out', '/nonexistent-edgeform/p.plan'], { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe('Error: cannot save the plan to /nonexistent-edgeform/p.plan (no folder /nonexistent-edgeform); give --out a file in a folder that exists and you can write to\n');
+  });
+
   it('an --api-url with a path the server does not serve names the base URL wanted', async () => {
     const r = await runCli(['plan', '-f', MANIFEST, '--api-url', `${s.url}/v1`], { EDGEFORM_API_KEY: s.token });
     expect(r.code).toBe(1);
