@@ -70,7 +70,7 @@ export const tlsCertificate = defineKind({
     not_after: timestamp(),
     key_usages: keyUsages(),
     extended_key_usages: extKeyUsages(),
-    private_key_type: z.enum(['rsa', 'ecdsa', 'ed25519']),
+    private_key_type: z.enum(['rsa', 'ecdsa', 'ed25519']).describe('Type of the private key: rsa, ecdsa or ed25519.'),
     issuer_common_name: z.string().describe("The CN of the leaf's issuer; \"\" when absent."),
     serial_number: z.string().describe("The leaf's serial number, lowercase hex without leading zeros."),
     subject_organization: subjectAttr('O'),
@@ -118,7 +118,7 @@ export const sshCertificateAuthority = defineKind({
   // Read from the certificate or key, which cannot change in place.
   computed: stable({
     public_key: z.string().describe('The public key, OpenSSH authorized-keys form.'),
-    key_type: z.enum(SSH_KEY_TYPES),
+    key_type: z.enum(SSH_KEY_TYPES).describe('Type of the key: rsa, ecdsa or ed25519.'),
   }),
 });
 
@@ -187,7 +187,7 @@ export const sshUserCertificate = defineKind({
   },
   // Read from the certificate or key, which cannot change in place.
   computed: stable({
-    key_type: z.enum(SSH_KEY_TYPES),
+    key_type: z.enum(SSH_KEY_TYPES).describe('Type of the certified public key: rsa, ecdsa or ed25519.'),
     certificate: z.string().describe('The signed certificate, authorized-keys form.'),
   }),
 });

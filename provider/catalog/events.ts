@@ -25,8 +25,9 @@ export const eventDestination = defineKind({
             secret: secret(z.string().min(1).max(255).optional()).describe('HMAC-SHA256 key for the Service-Signature header.'),
           })
           .nullable()
-          .optional(),
-        log: z.strictObject({}).nullable().optional(),
+          .optional()
+          .describe('POSTs each event to a URL, signed when a secret is set.'),
+        log: z.strictObject({}).nullable().optional().describe('Keeps each event on the server, listed by GET /event_destinations/{id}/events.'),
       })
       .superRefine((t, ctx) => {
         const set = Object.entries(t).filter(([, v]) => v != null).map(([k]) => k);
@@ -58,7 +59,7 @@ export const eventSubscription = defineKind({
               if (!eventTypes.includes(v)) {
                 ctx.addIssue({ code: 'custom', message: `unknown event type "${v}"; types have the form <resource>_<created|updated|deleted>.v0, e.g. ip_policy_created.v0` });
               }
-            }),
+            }).describe('Event type, <resource>_<created|updated|deleted>.v0, e.g. ip_policy_created.v0.'),
           }),
         )
         .min(1, 'name at least one source')

@@ -31,22 +31,24 @@ export function module<S extends z.ZodRawShape>(
 }
 
 export const backendModule = () =>
-  module({ backend_id: refId(BACKEND_KINDS, { readAs: 'backend', onDelete: 'restrict' }).describe('Backend that serves the traffic.') });
+  module({ backend_id: refId(BACKEND_KINDS, { readAs: 'backend', onDelete: 'restrict' }).describe('Backend that serves the traffic.') })
+    .describe('Sends the traffic to a backend.');
 
 export const ipRestrictionModule = () =>
   module({
     ip_policy_ids: refIds(['IPPolicy'], { readAs: 'ip_policies', onDelete: 'keep' }).describe('IP policies whose rules restrict access.'),
-  });
+  }).describe('Allows or denies clients by IP address, with the rules of IP policies.');
 
 /** A traffic policy; `phases` are those that make sense where the module sits. */
 export const trafficPolicyModule = (phases: readonly Phase[] = PHASES) =>
-  module({ value: trafficPolicyText(phases).describe(`The traffic policy, as YAML or JSON text; phases: ${phases.join(', ')}.`) });
+  module({ value: trafficPolicyText(phases).describe(`The traffic policy, as YAML or JSON text; phases: ${phases.join(', ')}.`) })
+    .describe('Applies a traffic policy (rules of expressions and actions, such as rate limits) to the traffic.');
 
 export const mutualTlsModule = () =>
   module({
     certificate_authority_ids: refIds(['CertificateAuthority'], { readAs: 'certificate_authorities', onDelete: 'restrict' })
       .describe('Certificate authorities that validate client certificates.'),
-  });
+  }).describe('Requires a TLS client certificate that one of the certificate authorities validates.');
 
 export const TLS_VERSIONS = ['1.0', '1.1', '1.2', '1.3'] as const;
 
@@ -61,7 +63,7 @@ export const httpsTlsTerminationModule = () =>
     },
     undefined,
     (m) => ({ ...m, min_version: m.min_version ?? '1.2' }),
-  );
+  ).describe('TLS termination at the edge, with the minimum TLS version accepted.');
 
 export const tlsTerminationModule = () =>
   module(
@@ -75,4 +77,4 @@ export const tlsTerminationModule = () =>
       }
     },
     (m) => ({ ...m, min_version: m.min_version ?? (m.terminate_at === 'upstream' ? null : '1.2') }),
-  );
+  ).describe('Where TLS is terminated (edge, agent or upstream), with the minimum TLS version accepted.');

@@ -6,6 +6,9 @@ import { backendModule, ipRestrictionModule, module, trafficPolicyModule } from 
 import { xmlRootProblem } from './validate/xml.js';
 
 export const OAUTH_PROVIDERS = ['github', 'facebook', 'microsoft', 'google', 'linkedin', 'gitlab', 'twitch', 'amazon'] as const;
+const OAUTH_NAMES: Record<(typeof OAUTH_PROVIDERS)[number], string> = {
+  github: 'GitHub', facebook: 'Facebook', microsoft: 'Microsoft', google: 'Google', linkedin: 'LinkedIn', gitlab: 'GitLab', twitch: 'Twitch', amazon: 'Amazon',
+};
 
 /** Webhook senders whose signatures the service can verify; matched case-insensitively. */
 export const WEBHOOK_PROVIDERS = [
@@ -76,7 +79,8 @@ function oauthMember(name: string) {
       }
     })
     .nullable()
-    .optional();
+    .optional()
+    .describe(`Log in with ${OAUTH_NAMES[name as (typeof OAUTH_PROVIDERS)[number]]}; null when unused.`);
 }
 
 export const routeModules = {
@@ -93,16 +97,16 @@ export const routeModules = {
       .max(1, 'a fraction from 0 to 1.0, not a percentage')
       .default(0.5)
       .describe('Error fraction (0..1.0) that trips the circuit.'),
-  }),
-  compression: module({}),
+  }).describe('Stops sending requests upstream while too many of them fail.'),
+  compression: module({}).describe('Compresses responses for clients that accept compression.'),
   request_headers: module({
     add: headerMap().default({}).describe('Headers to add to the request before it goes upstream.'),
     remove: headerNames().default([]).describe('Header names to remove from the request.'),
-  }),
+  }).describe('Adds and removes request headers before the request goes upstream.'),
   response_headers: module({
     add: headerMap().default({}).describe('Headers to add to the response.'),
     remove: headerNames().default([]).describe('Header names to remove from the response.'),
-  }),
+  }).describe('Adds and removes headers of the response returned to the client.'),
   webhook_verification: module(
     {
       provider: z
@@ -120,7 +124,7 @@ export const routeModules = {
         ctx.addIssue({ code: 'custom', path: ['secret'], message: `secret is required for provider ${m.provider}` });
       }
     },
-  ),
+  ).describe("Accepts only requests that carry the webhook sender's valid signature."),
   oauth: module(
     {
       provider: z
@@ -135,7 +139,7 @@ export const routeModules = {
       ...sessionFields(),
       auth_check_interval: uint32().default(0).describe('Seconds after which user state is refreshed from the provider.'),
     },
-  ),
+  ).describe('Requires users to log in with a third-party identity provider (OAuth).'),
   saml: module({
     ...sessionFields(),
     idp_metadata: z
@@ -154,24 +158,24 @@ export const routeModules = {
       .enum([...NAMEID_FORMATS, ...NAMEID_ALIASES], { error: `must be one of the formats persistent, transient, emailAddress or unspecified, by short name or full URN (e.g. ${NAMEID_FORMATS[0]})` })
       .default(NAMEID_FORMATS[0])
       .describe('Name-identifier format expected in assertions.'),
-    entity_id: computed(z.string().optional()),
-    metadata_url: computed(z.string().optional()),
-    assertion_consumer_service_url: computed(z.string().optional()),
-    single_logout_url: computed(z.string().optional()),
-    request_signing_certificate_pem: computed(z.string().optional()),
-  }),
+    entity_id: computed(z.string().optional()).describe('Entity id of the service provider (set by the server).'),
+    metadata_url: computed(z.string().optional()).describe('URL of the service provider metadata, for the IdP (set by the server).'),
+    assertion_consumer_service_url: computed(z.string().optional()).describe('URL the IdP sends assertions to (set by the server).'),
+    single_logout_url: computed(z.string().optional()).describe('URL of the single logout endpoint (set by the server).'),
+    request_signing_certificate_pem: computed(z.string().optional()).describe('Certificate that signs the requests to the IdP, PEM (set by the server).'),
+  }).describe('Requires users to log in with a SAML identity provider.'),
   oidc: module({
     ...sessionFields(),
     issuer: url().describe('URL of the OpenID provider (discovery base).'),
     client_id: z.string().min(1).max(255).describe('App client id and audience.'),
     client_secret: secret(z.string().min(1).max(255)).describe('App client secret.'),
     scopes: shortList().describe('Scopes to request.'),
-  }),
-  websocket_tcp_converter: module({}),
+  }).describe('Requires users to log in with an OpenID Connect provider.'),
+  websocket_tcp_converter: module({}).describe('Carries WebSocket connections to the upstream as TCP streams.'),
   user_agent_filter: module({
     allow: z.array(regex()).max(256).default([]).describe('Regular expressions; matching user agents are allowed.'),
     deny: z.array(regex()).max(256).default([]).describe('Regular expressions; matching user agents are denied.'),
-  }),
+  }).describe('Allows or denies requests by their User-Agent header.'),
   traffic_policy: trafficPolicyModule(),
 };
 

@@ -111,6 +111,17 @@ describe.skipIf(!hasTerraform)('provider schema and diagnostics through terrafor
       // Editors show these on hover, and docs generators print them.
       expect(block.description, kind.kind).toBe(kind.summary);
     }
+    // So does every attribute and nested block: none is left without a description.
+    const undescribed: string[] = [];
+    const walk = (b: any, at: string) => {
+      for (const [name, a] of Object.entries<any>(b.attributes ?? {})) if (!a.description) undescribed.push(`${at}.${name}`);
+      for (const [name, t] of Object.entries<any>(b.block_types ?? {})) {
+        if (!t.block.description) undescribed.push(`${at}.${name}`);
+        walk(t.block, `${at}.${name}`);
+      }
+    };
+    for (const [type, s] of Object.entries(schemas)) walk(s.block, type);
+    expect(undescribed).toEqual([]);
   });
 
   it('shows an API error with its message, operation id and the attribute it concerns', async () => {
