@@ -135,7 +135,7 @@ async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, an
     const write = json ? io.err : io.out;
     const s = json ? io.errStyle : io.outStyle;
     if (e.type === 'start') write(`${progressStart(e.change)}\n`);
-    else if (e.type === 'done') write(`${progressDone(e.change, e.seconds, e.id)}\n`);
+    else if (e.type === 'done') write(`${progressDone(e.change, e.seconds, e.id, e.tokenFile)}\n`);
     // On stderr beside a --json document the error in full, since that is the only text; on stdout in brief,
     // as the run's summary below lists each error in full (it was printed twice).
     else if (e.type === 'failed') write(`${s.red(json ? `Error: ${failureText(e.failure)}` : progressFailed(e.change, e.failure))}\n`);

@@ -2,10 +2,12 @@
 // `parallelism` at once (the client's limiter and 429 handling are shared by all). A
 // failure stops only what depends on it; independent work carries on, and because
 // identity lives on the server (stamps, natural keys), running apply again finishes the job.
+import fs from 'node:fs';
+import path from 'node:path';
 import { ApiClientError, type ApiClient } from '../../provider/client/index.js';
-import { kindOf, shapeOf } from '../../provider/catalog/index.js';
+import { kindOf, shapeOf, type KindEntry } from '../../provider/catalog/index.js';
 import { mapRefs } from '../../provider/catalog/walk.js';
-import { parseRef } from '../manifest/kinds.js';
+import { onceFields, parseRef } from '../manifest/kinds.js';
 import type { Change, Operation, Plan } from '../plan/types.js';
 
 type Doc = Record<string, any>;
@@ -21,7 +23,7 @@ export interface Failure {
 
 export type ProgressEvent =
   | { type: 'start'; change: Change }
-  | { type: 'done'; change: Change; seconds: number; id?: string }
+  | { type: 'done'; change: Change; seconds: number; id?: string; tokenFile?: string }
   | { type: 'failed'; change: Change; failure: Failure }
   | { type: 'skipped'; change: Change; because: string }
   /** A change that started `seconds` ago and is not over yet (every `stillEvery` ms). */
@@ -81,6 +83,7 @@ export async function execute(client: ApiClient, plan: Plan, opts: ExecuteOption
         const body = mapRefs(kind.fields, o.body ?? {}, (v) => resolve(v)!);
         if (kind.parent?.in === 'body' && parent) body[kind.parent.field] = parent;
         const made = await client.create(kind, body, pathParent);
+        if (o.tokenFile) await writeOnce(client, o.tokenFile, kind, made, pathParent);
         if (o.assigns) ids.set(o.assigns, made.id);
         createdId.set(o.address, made.id);
         return;
@@ -188,7 +191,8 @@ export async function execute(client: ApiClient, plan: Plan, opts: ExecuteOption
               if (left > 0) continue;
               done.push(c);
               ended.add(c.address);
-              opts.onProgress?.({ type: 'done', change: c, seconds: (Date.now() - startedAt.get(c.address)!) / 1000, id: createdId.get(c.address) ?? c.id });
+              const tokenFile = createdId.has(c.address) ? c.tokenFile : undefined;
+              opts.onProgress?.({ type: 'done', change: c, seconds: (Date.now() - startedAt.get(c.address)!) / 1000, id: createdId.get(c.address) ?? c.id, tokenFile });
             }
           })
           .catch((e: unknown) => {
@@ -219,3 +223,22 @@ function failureOf(o: Operation, e: unknown): Failure {
 }
 
 export type { Doc };
+
+/**
+ * Writes what the server returns only once (an API key's token) to the document's
+ * token_file, readable by its owner alone; without it the value is lost with the response.
+ * A resource whose token could not be kept is of no use: it is deleted again, and the
+ * failure says why, so that the next apply creates it anew.
+ */
+async function writeOnce(client: ApiClient, file: string, kind: KindEntry, made: Record<string, any>, pathParent: string | undefined) {
+  const fields = onceFields(kind);
+  try {
+    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    const temp = `${file}.${process.pid}.tmp`;
+    fs.writeFileSync(temp, `${fields.map((f) => made[f]).join('\n')}\n`, { mode: 0o600 });
+    fs.renameSync(temp, file);
+  } catch (e) {
+    await client.delete(kind, made.id, pathParent);
+    throw new Error(`its ${fields.join(', ')} could not be written to ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}), and the server returns it only once: ${made.id} was deleted again; fix token_file and apply again`);
+  }
+}

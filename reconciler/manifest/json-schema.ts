@@ -9,7 +9,7 @@ import type { z } from 'zod';
 import { toJsonSchema, type JsonSchema, type JsonSchemaOverride } from '../../provider/catalog/json-schema.js';
 import { findKind, type KindEntry } from '../../provider/catalog/index.js';
 import { defOf, traitsOf, type RefTrait } from '../../provider/catalog/traits.js';
-import { childSpecsOf, manifestKind, manifestKinds, NAME_PATTERN, RESERVED_KEYS, type ChildSpec } from './kinds.js';
+import { childSpecsOf, manifestKind, manifestKinds, NAME_PATTERN, onceFields, RESERVED_KEYS, type ChildSpec } from './kinds.js';
 
 /** A string holding `${env:NAME}` or `${file:path}` anywhere: its value is only known at load time. */
 export const INTERPOLATION_PATTERN = '\\$\\{(?:env|file):[^}]+\\}';
@@ -155,6 +155,9 @@ export function documentSchema(entry: KindEntry): JsonSchema {
       name,
       id,
       prevent_destroy: { type: 'boolean', default: false, description: 'When true, plans refuse to delete or replace this resource (prune, destroy, or a change to a field that forces replacement).' },
+      ...(onceFields(entry).length
+        ? { token_file: { type: 'string', minLength: 1, description: 'File (relative to the manifest) that apply writes the token to, mode 0600, when it creates this resource: the server returns the token only once.' } }
+        : {}),
       ...fields,
       ...Object.fromEntries(children.map((c) => [c.key, childrenSchema(entry, c)])),
     },

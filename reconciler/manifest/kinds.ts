@@ -1,10 +1,14 @@
 // What a manifest document may be: the catalog's top-level creatable kinds, with their
 // children nested under the parent's `nestAs` key. Everything here is read off the
 // catalog, so a new kind or field needs no edit in the reconciler.
-import { catalog, childrenOf, type KindEntry } from '../../provider/catalog/index.js';
+import { catalog, childrenOf, traitsOf, type KindEntry } from '../../provider/catalog/index.js';
 
 /** Keys of a document that are not part of the create body. */
-export const RESERVED_KEYS = ['kind', 'name', 'id', 'prevent_destroy'] as const;
+export const RESERVED_KEYS = ['kind', 'name', 'id', 'prevent_destroy', 'token_file'] as const;
+
+/** Server-set values returned once, in the creation response (an API key's token): what `token_file` receives. */
+export const onceFields = (entry: KindEntry): string[] =>
+  Object.entries(entry.spec.computed ?? {}).filter(([, s]) => traitsOf(s as never).once).map(([k]) => k);
 
 /** Document names: what `Kind/name` references use. */
 export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;

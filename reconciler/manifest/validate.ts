@@ -2,6 +2,7 @@
 // against the catalog's create schema (defaults filled, values normalised), references
 // resolving to declared documents of the right kind, and natural keys not declared twice.
 // The result is the desired state the planner compares with the live one.
+import path from 'node:path';
 import { z } from 'zod';
 import type { KindEntry } from '../../provider/catalog/index.js';
 import { shapeOf, traitsOf } from '../../provider/catalog/index.js';
@@ -9,7 +10,7 @@ import { prefixOfKind } from '../../provider/catalog/fields.js';
 import { issueText } from '../../provider/catalog/issue-text.js';
 import { nullsAsAbsent } from '../../provider/catalog/nulls.js';
 import { mapRefs, schemaAt, splitSecrets, type Path } from '../../provider/catalog/walk.js';
-import { addressOf, childSpecsOf, manifestKind, manifestKinds, NAME_PATTERN, parseRef, RESERVED_KEYS, type ChildSpec } from './kinds.js';
+import { addressOf, childSpecsOf, manifestKind, manifestKinds, NAME_PATTERN, onceFields, parseRef, RESERVED_KEYS, type ChildSpec } from './kinds.js';
 import type { RawDocument, Source } from './load.js';
 import { Problems } from './problems.js';
 
@@ -34,6 +35,8 @@ export interface Desired {
   /** Bound explicitly to this existing resource. */
   id?: string;
   preventDestroy: boolean;
+  /** Where a create writes the values returned only once (an API key's token): an absolute path. */
+  tokenFile?: string;
   /** The normalised create body without children; references as `Kind/name` or ids. */
   body: Doc;
   secrets: Record<string, unknown>;
@@ -190,6 +193,14 @@ function desiredOf(doc: RawDocument, checker: Checker, problems: Problems): Desi
     problems.add(at(['prevent_destroy']), 'prevent_destroy must be true or false');
     ok = false;
   }
+  const once = onceFields(entry);
+  if (v.token_file !== undefined && !once.length) {
+    problems.add(at(['token_file']), `token_file applies to kinds whose creation returns a token (${manifestKinds.filter((k) => onceFields(k).length).map((k) => k.kind).join(', ')}), not ${entry.kind}`);
+    ok = false;
+  } else if (v.token_file !== undefined && (typeof v.token_file !== 'string' || v.token_file.trim() === '')) {
+    problems.add(at(['token_file']), 'token_file must be a file path, relative to the manifest file');
+    ok = false;
+  }
   const specs = childSpecsOf(entry.kind);
   const body: Doc = {};
   for (const [k, val] of Object.entries(v)) {
@@ -250,6 +261,7 @@ function desiredOf(doc: RawDocument, checker: Checker, problems: Problems): Desi
     address,
     id: v.id,
     preventDestroy: v.prevent_destroy === true,
+    tokenFile: typeof v.token_file === 'string' ? path.resolve(path.dirname(doc.source.file), v.token_file) : undefined,
     body: checked.body,
     secrets: checked.secrets,
     children,

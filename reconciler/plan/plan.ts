@@ -350,7 +350,7 @@ class Planner {
   /** Creates the document and its children; returns the document's change. */
   private createDocument(d: Desired, want: Doc, stamp: Stamp | undefined, actions: Action[], before: Doc | null = null, extra: Partial<Change> = {}, deleteFirst: number[] = []): Change {
     const body = this.stamped(d.address, d.entry, want, stamp);
-    const create = this.op({ method: 'create', kind: d.kind, body, assigns: d.address, address: d.address, touches: [], after: [...this.waitsFor(d.entry, body), ...deleteFirst] });
+    const create = this.op({ method: 'create', kind: d.kind, body, assigns: d.address, address: d.address, touches: [], after: [...this.waitsFor(d.entry, body), ...deleteFirst], tokenFile: d.tokenFile });
     this.creators.set(d.address, create);
     this.known.delete(d.address);
     const ops = [create];
@@ -373,6 +373,7 @@ class Planner {
       before,
       after: this.shown(d.entry, want, d.secrets),
       operations: [...deleteFirst, ...ops],
+      tokenFile: d.tokenFile,
       ...extra,
     });
     for (const k of kids) this.change(k);

@@ -33,6 +33,8 @@ export interface Change {
   movedFrom?: string;
   /** The live id, when the resource exists. */
   id?: string;
+  /** The file a create writes the once-returned token to (the document's token_file). */
+  tokenFile?: string;
   /** The live parent's id (children). */
   parentId?: string;
   /** Operations (indexes into Plan.operations) that carry this change out. */
@@ -56,6 +58,8 @@ export interface Operation {
   body?: Doc;
   /** The address whose id a create assigns. */
   assigns?: string;
+  /** Where a create writes the values the server returns only once (an API key's token), mode 0600. */
+  tokenFile?: string;
   /** Operations that must finish first. */
   after: number[];
   /** The change this operation belongs to. */

@@ -186,6 +186,7 @@ export function renderChange(c: Change, s: Style): string[] {
   // An update with no field to show rewrites the stamp alone (a document renamed, matched by
   // its natural key): say so, or the reader sees an update of nothing.
   else if (verb === 'update' && !c.patch.length) out.push(`      ${s.dim(`(no field changes: only edgeform's ownership stamp in metadata, which will record it as ${c.address}${c.movedFrom ? ` instead of ${c.movedFrom}` : ''})`)}`);
+  if (c.tokenFile && c.actions.includes('create')) out.push(`      ${s.dim(`(the token, returned once, will be written to ${c.tokenFile})`)}`);
   return out;
 }
 
@@ -230,8 +231,8 @@ const progressVerb: Record<Verb, [string, string, string]> = {
 };
 
 export const progressStart = (c: Change) => `${c.address}: ${progressVerb[verbOf(c)][0]}${c.id ? ` [id=${c.id}]` : ''}`;
-export const progressDone = (c: Change, seconds: number, id?: string) =>
-  `${c.address}: ${progressVerb[verbOf(c)][1]} after ${Math.round(seconds)}s${id && verbOf(c) !== 'delete' ? ` [id=${id}]` : ''}`;
+export const progressDone = (c: Change, seconds: number, id?: string, tokenFile?: string) =>
+  `${c.address}: ${progressVerb[verbOf(c)][1]} after ${Math.round(seconds)}s${id && verbOf(c) !== 'delete' ? ` [id=${id}]` : ''}${tokenFile ? `; token written to ${tokenFile}` : ''}`;
 
 /** A failure as it happens, in brief: the error itself is listed once, with the others, after the run. */
 export const progressFailed = (c: Change, f: Failure) => `${c.address}: ${progressVerb[verbOf(c)][2]}${f.status ? ` (HTTP ${f.status}${f.errorCode ? ` ${f.errorCode}` : ''})` : ''}`;
