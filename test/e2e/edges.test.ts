@@ -113,6 +113,7 @@ describe('hostports', () => {
     { reason: 'a path', value: 'app.example.com:443/x' },
     { reason: 'a wildcard not in the first label', value: 'app.*.example.com:443' },
     { reason: 'an IPv6 address without brackets', value: '2001:db8::1:443' },
+    { reason: 'an IPv6 zone, which names an interface of one machine', value: '[fe80::1%eth0]:443' },
   ])('400 for $reason, on each kind of edge, on create and PATCH', async ({ value }) => {
     for (const { path } of EDGES) {
       expectInvalid(await s.post(path, { hostports: [value] }), 'hostports[0]');
@@ -125,6 +126,25 @@ describe('hostports', () => {
     const tag = freshHostport().split('.')[0];
     const edge = await create('/edges/https', { hostports: [`${tag}.Example.COM:443`, `*.${tag}.example.com:443`, '192.0.2.10:8443', '[2001:db8::10]:443', 'localhost:1', 'x.example.com:65535'] });
     expect(edge.hostports).toEqual([`${tag}.example.com:443`, `*.${tag}.example.com:443`, '192.0.2.10:8443', '[2001:db8::10]:443', 'localhost:1', 'x.example.com:65535']);
+  });
+
+  it.each([
+    { reason: 'leading zeros in a group', value: '[2001:0db8:0006::0001]:443' },
+    { reason: 'upper-case hex and no :: compression', value: '[2001:DB8:6:0:0:0:0:1]:443' },
+    { reason: 'the shorter of two zero runs compressed', value: '[2001:db8:6::0:0:0:1]:443' },
+    { reason: 'a leading zero in the port', value: '[2001:db8:6::1]:0443' },
+  ])('an IPv6 hostport with $reason is stored and read in RFC 5952 form, and its other spellings are 409 or 400', async ({ value }) => {
+    const edge = await create('/edges/tls', { hostports: [value] });
+    expect(edge.hostports).toEqual(['[2001:db8:6::1]:443']);
+    expect((await s.get(`/edges/tls/${edge.id}`)).body.hostports).toEqual(['[2001:db8:6::1]:443']);
+    // The canonical spelling and another long one are the same hostport: held by this edge.
+    for (const other of ['[2001:db8:6::1]:443', '[2001:0DB8:0006:0000:0000:0000:0000:0001]:443']) {
+      const conflict = expectError(await s.post('/edges/https', { hostports: [other] }), 409, 'ERR_SERVICE_320');
+      expect(conflict.details).toMatchObject({ field: 'hostports', value: '[2001:db8:6::1]:443', conflicting_id: edge.id });
+    }
+    // Within one edge, two spellings of it are one hostport listed twice.
+    expectInvalid(await s.post('/edges/tcp', { hostports: [value, '[2001:db8:6::1]:443'] }), 'hostports[1]');
+    expect((await s.del(`/edges/tls/${edge.id}`)).status).toBe(204);
   });
 
   it('a hostport listed twice in one edge is 400', async () => {

@@ -89,6 +89,16 @@ describe('reconciler: equivalent forms of a value plan no changes', () => {
     }
   });
 
+  it('an IPv6 hostport spelled the long way: apply stores the RFC 5952 form, and plan after it is empty', async () => {
+    const dir = manifestDir({ 'e.yaml': 'kind: TCPEdge\nname: v6\nhostports: ["[2001:0DB8:0007:0:0:0:0:0001]:0443"]\n' });
+    await r.apply(['-f', dir, '--stack', 'v6']);
+    const live = (await s.get('/edges/tcp')).body.tcp_edges.filter((e: any) => e.hostports.includes('[2001:db8:7::1]:443'));
+    expect(live).toHaveLength(1);
+    const plan = await r.run(['plan', '-f', dir, '--stack', 'v6', '--detailed-exitcode']);
+    expect(plan.stdout).toContain(NO_CHANGES);
+    expect(plan.code, plan.stdout).toBe(0);
+  });
+
   it('and the other way round, from a fresh stack', async () => {
     await r.apply(['-f', fromFiles(), '--stack', 'files']);
     // Another stack holds the same names: each is its own resource, so use its stack.

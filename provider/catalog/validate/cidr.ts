@@ -39,6 +39,9 @@ export function bigIntToIp(n: bigint, version: 4 | 6): string {
   return `${hex.slice(0, best.at).join(':')}::${hex.slice(best.at + best.len).join(':')}`;
 }
 
+/** An IPv6 address (without zone) in RFC 5952 form: `2001:0DB8:0:0::1` -> `2001:db8::1`. */
+export const canonicalIpv6 = (addr: string) => bigIntToIp(ipToBigInt(addr, 6), 6);
+
 /**
  * Parses `addr/len` (or a bare address, taken as a single host) into its canonical form.
  * Host bits set is an error whose message names the network address to use instead.
