@@ -1,6 +1,7 @@
 // Command-line entry: one subcommand per job, each with --help.
 import { Command, CommanderError } from 'commander';
 import { createRequire } from 'node:module';
+import { adminCommand } from './admin.js';
 import { serveCommand } from './serve.js';
 import { processIo, reconcileCommands, type Io } from './reconcile.js';
 
@@ -18,11 +19,13 @@ export async function main(argv: string[], io?: Io): Promise<number> {
   program.addCommand(serveCommand(setCode));
   const noColor = argv.includes('--no-color');
   for (const c of reconcileCommands(setCode, () => io ?? processIo(noColor))) program.addCommand(c);
+  program.addCommand(adminCommand(setCode, () => io ?? processIo(noColor)));
   // Subcommands do not inherit these: a usage error must throw (exit 2), not exit the process.
   // Commander's help and usage errors go where the command's own output goes (captured in tests).
   const output = { writeOut: (t: string) => (io ? io.out(t) : process.stdout.write(t)), writeErr: (t: string) => (io ? io.err(t) : process.stderr.write(t)) };
   program.configureOutput(output);
-  for (const c of program.commands) c.exitOverride().showHelpAfterError('(run with --help for usage)').configureOutput(output);
+  const every = (c: Command): Command[] => [c, ...c.commands.flatMap(every)];
+  for (const c of program.commands.flatMap(every)) c.exitOverride().showHelpAfterError('(run with --help for usage)').configureOutput(output);
   try {
     await program.parseAsync(argv);
     return code;

@@ -30,6 +30,7 @@ export const ERRORS = {
   ERR_SERVICE_323: { status: 409, summary: 'The agent cannot update: its configuration disables update checks.' },
   ERR_SERVICE_324: { status: 409, summary: 'The agent cannot update: it is already updating.' },
   ERR_SERVICE_325: { status: 409, summary: 'The agent cannot update: it has updated and must restart first.' },
+  ERR_SERVICE_327: { status: 409, summary: 'The last API key of the admin user cannot be deleted.' },
   ERR_SERVICE_330: { status: 413, summary: 'The request body is larger than 1 MiB.' },
   ERR_SERVICE_331: { status: 431, summary: 'The request headers are larger than 16 KiB.' },
   ERR_SERVICE_500: { status: 500, summary: 'An internal error occurred.' },

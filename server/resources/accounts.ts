@@ -2,14 +2,23 @@
 import { apiKey, botUser, credential, user } from '../../provider/catalog/accounts.js';
 import { ApiError } from '../http/errors.js';
 import { digestOf, newToken } from '../http/tokens.js';
-import { behaviour } from './behaviours.js';
+import { behaviour, type StoredResource } from './behaviours.js';
 import type { Ctx, Tx } from './context.js';
+
+/**
+ * The permission rule for owned things (docs/api.md, "Permissions"): anyone may read them; only
+ * their owner or an admin may change or delete them, so a bot's key cannot touch what others own.
+ */
+function refuseUnlessOwner(ctx: Ctx, ownerId: unknown, what: string, verb: string) {
+  if (ctx.caller.admin || ownerId === ctx.caller.ownerId) return;
+  throw new ApiError('ERR_SERVICE_211', `only an admin or the owner may ${verb} ${what} owned by ${ownerId}; this key belongs to ${ctx.caller.ownerId}`, { owner_id: ownerId });
+}
 
 /** Owner defaults to the caller; naming another owner needs an admin. */
 function ownedByCaller(what: string) {
   return {
-    prepare({ body, ctx, prior }: { body: Record<string, any>; ctx: Ctx; prior?: unknown }) {
-      if (prior) return;
+    prepare({ body, ctx, prior }: { body: Record<string, any>; ctx: Ctx; prior?: StoredResource }) {
+      if (prior) return refuseUnlessOwner(ctx, prior.body.owner_id, what, 'change');
       const owner = body.owner_id ?? ctx.caller.ownerId;
       if (owner !== ctx.caller.ownerId && !ctx.caller.admin) {
         throw new ApiError('ERR_SERVICE_211', `owner_id: only an admin may create ${what} for another owner; omit owner_id to own it yourself`, { field: 'owner_id' });
@@ -21,13 +30,55 @@ function ownedByCaller(what: string) {
       await tx.token.create({ data: { digest: digestOf(token), resourceId: id } });
       return { token };
     },
+    deleting({ row, ctx }: { row: StoredResource; ctx: Ctx }) {
+      refuseUnlessOwner(ctx, row.body.owner_id, what, 'delete');
+    },
   };
 }
 
-behaviour(apiKey.kind, ownedByCaller('API keys'));
+// Without a key of the admin user nobody can name another owner, manage bots or recover, and
+// no restart brings one back (the bootstrap runs only on an empty database): keep the last one.
+async function keepLastAdminKey({ row, ctx, tx }: { row: StoredResource; ctx: Ctx; tx: Tx }) {
+    const ownerId = row.body.owner_id as string;
+    const owner = await lockRow(ctx, tx, ownerId);
+    if (owner?.kind !== user.kind || (owner.data as { computed: { admin?: boolean } }).computed.admin !== true) return;
+    const keys = await tx.reference.count({ where: { toId: ownerId, path: 'owner_id', from: { kind: apiKey.kind } } });
+    if (keys <= 1) {
+      throw new ApiError('ERR_SERVICE_327', `API key ${row.id} is the last key of the admin user ${ownerId}; create another key for the admin user first (POST /api_keys), or use "edgeform admin create-key" on the server's machine`, { id: row.id, owner_id: ownerId });
+    }
+}
+
+const keys = ownedByCaller('API keys');
+behaviour(apiKey.kind, {
+  ...keys,
+  async deleting(args) {
+    keys.deleting(args);
+    await keepLastAdminKey(args);
+  },
+});
 behaviour(credential.kind, ownedByCaller('credentials'));
 
+// Bots own keys and credentials; creating, changing or deleting one (re-activating a
+// deactivated bot included) is an admin's job, or any bot's key could undo the others.
+const adminsOnly = (verb: string) => (ctx: Ctx) => {
+  if (!ctx.caller.admin) throw new ApiError('ERR_SERVICE_211', `only a key of the admin user may ${verb} bot users; this key belongs to ${ctx.caller.ownerId}`);
+};
+behaviour(botUser.kind, {
+  prepare: ({ ctx, prior }) => adminsOnly(prior ? 'change' : 'create')(ctx),
+  deleting: ({ ctx }) => adminsOnly('delete')(ctx),
+});
+
 export interface Authenticated { keyId: string; ownerId: string; admin: boolean; active: boolean }
+
+/**
+ * Reads a row and, on PostgreSQL, locks it until the transaction ends, so two concurrent
+ * deletes of the admin's last two keys cannot both see the other one. SQLite runs one write
+ * transaction at a time.
+ */
+async function lockRow(ctx: Ctx, tx: Tx, id: string) {
+  if (ctx.db.provider === 'postgresql') await tx.$queryRawUnsafe('SELECT "id" FROM "Resource" WHERE "id" = $1 FOR UPDATE', id);
+  return tx.resource.findUnique({ where: { id } });
+}
 
 /** Resolves a bearer token to its key and owner, or undefined. */
 export async function authenticate(tx: Tx, token: string): Promise<Authenticated | undefined> {

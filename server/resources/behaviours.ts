@@ -33,6 +33,8 @@ export interface Behaviour {
   prepare?(args: { kind: KindEntry; id: string; body: Doc; prior?: StoredResource; ctx: Ctx; tx: Tx }): Promise<Prepared | void> | Prepared | void;
   /** After the row is written, in the same transaction. Returns fields shown only in the creation response. */
   created?(args: { kind: KindEntry; id: string; body: Doc; ctx: Ctx; tx: Tx }): Promise<Doc | void>;
+  /** Checks before a resource is deleted by a caller (not when it goes with a deleted parent or owner), in the delete transaction. */
+  deleting?(args: { kind: KindEntry; row: StoredResource; ctx: Ctx; tx: Tx }): Promise<void> | void;
   /** Read-time fields (computed from other rows or the server's settings). */
   read?(args: { kind: KindEntry; row: StoredResource; out: Doc; ctx: Ctx; tx: Tx }): Promise<void> | void;
 }

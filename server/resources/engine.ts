@@ -351,6 +351,7 @@ export async function deleteModule(ctx: Ctx, kind: KindEntry, name: string, id: 
 export async function deleteResource(ctx: Ctx, kind: KindEntry, id: string, parentId?: string) {
   await transact(ctx, async (tx) => {
     const row = await load(ctx, tx, kind, id, parentId);
+    await behaviourOf(kind.kind).deleting?.({ kind, row, ctx, tx });
     await deleteTree(ctx, tx, kind, row);
   });
 }
