@@ -214,6 +214,12 @@ function sealFor(ctx: Ctx, secretFields: Record<string, unknown>, internal: Doc)
   return Object.keys(secretFields).length || Object.keys(internal).length ? ctx.box.seal(JSON.stringify({ fields: secretFields, internal })) : null;
 }
 
+/** A deadlock or serialization failure: P2034 from a query, P2010 with the driver's cause from a raw one (a row lock). */
+function conflictOf(e: unknown): boolean {
+  const err = e as { code?: string; meta?: { driverAdapterError?: { cause?: { kind?: string } } } };
+  return err.code === 'P2034' || (err.code === 'P2010' && err.meta?.driverAdapterError?.cause?.kind === 'TransactionWriteConflict');
+}
+
 /**
  * One write transaction (docs/api.md, "Concurrency and consistency"). The caller's key is
  * held for its duration, so no write commits after its key was deleted or its bot
@@ -233,7 +239,7 @@ async function transact<T>(ctx: Ctx, fn: (tx: Tx) => Promise<T>, what: 'write' |
       ctx.afterCommit?.();
       return out;
     } catch (e) {
-      const code = (e as { code?: string }).code;
+      const code = conflictOf(e) ? 'P2034' : (e as { code?: string }).code;
       if (code === 'P2034' && attempt < ATTEMPTS) {
         await new Promise((resolve) => setTimeout(resolve, Math.random() * 20 * attempt));
         continue;

@@ -107,6 +107,23 @@ function concurrentCases(servers: () => TestServer[]) {
     }
   });
 
+  it('weighted backends made to point at each other at once: no cycle is stored', async () => {
+    const s = pick();
+    const pairs = await Promise.all(Array.from({ length: 6 }, async () => [
+      (await first().post('/backends/weighted', { backends: {} })).body,
+      (await first().post('/backends/weighted', { backends: {} })).body,
+    ]));
+    const replies = await Promise.all(pairs.map(([x, y]) => Promise.all([
+      s().patch(`/backends/weighted/${x.id}`, { backends: { [y.id]: 1 } }),
+      s().patch(`/backends/weighted/${y.id}`, { backends: { [x.id]: 1 } }),
+    ])));
+    noServerErrors(replies.flat());
+    for (const pair of replies) {
+      expect(pair.filter((r) => r.status === 200)).toHaveLength(1);
+      for (const r of pair.filter((x) => x.status !== 200)) expect(expectError(r, 400, 'ERR_SERVICE_103').msg).toMatch(/would make a cycle/);
+    }
+  });
+
   it('unique values raced for (hostports, CIDRs, route matches): one 201, the rest 409', async () => {
     const s = pick();
     const host = `race-${Date.now()}.example.com:443`;
@@ -120,6 +137,24 @@ function concurrentCases(servers: () => TestServer[]) {
       expect(group.filter((r) => r.status === 201)).toHaveLength(1);
       for (const r of group.filter((x) => x.status !== 201)) expectError(r, 409, 'ERR_SERVICE_320');
     }
+  });
+}
+
+/** References are enforced by the database itself, not only by the server's checks. */
+function databaseReferenceCases(servers: () => TestServer[]) {
+  it('the database refuses to delete a backend a route names; a "keep" reference (an IP policy) may dangle', async () => {
+    const [s] = servers();
+    const edge = (await s.post('/edges/https', { hostports: [`held-${Date.now()}.example.com:443`] })).body;
+    const backend = (await s.post('/backends/http_response', {})).body;
+    const policy = (await s.post('/ip_policies', {})).body;
+    const route = (await s.post(`/edges/https/${edge.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: backend.id }, ip_restriction: { ip_policy_ids: [policy.id] } })).body;
+    // Past the server's own check, straight to the database: the foreign key refuses.
+    const prisma = s.server.db.prisma;
+    await expect(prisma.resource.delete({ where: { id: backend.id } })).rejects.toMatchObject({ code: 'P2003' });
+    await expect(prisma.reference.create({ data: { fromId: route.id, path: 'backend.backend_id', toId: 'htrsp_missing', onDelete: 'restrict', heldId: 'htrsp_missing' } })).rejects.toMatchObject({ code: 'P2003' });
+    expect((await s.get(`/backends/http_response/${backend.id}`)).status).toBe(200);
+    expect((await s.del(`/ip_policies/${policy.id}`)).status).toBe(204);
+    expect((await s.get(`/edges/https/${edge.id}/routes/${route.id}`)).body.ip_restriction.ip_policies.map((p: Doc) => p.id)).toEqual([policy.id]);
   });
 }
 
@@ -159,6 +194,7 @@ describe('SQLite, one instance', () => {
   beforeAll(async () => { s = await startTestServer(); });
   afterAll(async () => { await s?.close(); });
   concurrentCases(() => [s]);
+  databaseReferenceCases(() => [s]);
   uncommittedCases(() => [s]);
 });
 
@@ -189,6 +225,7 @@ describe.skipIf(!available)('PostgreSQL', () => {
     beforeAll(async () => { s = await startTestServer({ databaseUrl: await pg.createDatabase('one') }); });
     afterAll(async () => { await s?.close(); });
     concurrentCases(() => [s]);
+    databaseReferenceCases(() => [s]);
     uncommittedCases(() => [s]);
   });
 
