@@ -158,6 +158,36 @@ function databaseReferenceCases(servers: () => TestServer[]) {
   });
 }
 
+/** Deactivating a bot waits for the writes its keys have under way (PostgreSQL: the row lock). */
+function callerCases(servers: () => TestServer[]) {
+  it("a bot deactivated while its key's write is open: the deactivation answers only after that write ended", async () => {
+    const [s] = servers();
+    const bot = (await s.post('/bot_users', { name: `held-${Date.now()}` })).body;
+    const key = (await s.post('/api_keys', { owner_id: bot.id })).body;
+    const ended: string[] = [];
+    process.env.EDGEFORM_TEST_FAIL_AFTER_INSERT = 'ip_policy:1500';
+    try {
+      const write = s.post('/ip_policies', {}, { token: key.token }).finally(() => ended.push('write'));
+      // Until the bot's create is inside its transaction (bounded: 100 looks).
+      const open = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'idle in transaction' AND datname = current_database()`;
+      for (let i = 0; i < 100 && !ended.length; i++) {
+        const [{ n }] = await s.server.db.prisma.$queryRawUnsafe<{ n: number }[]>(open);
+        if (n > 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(ended).toEqual([]);
+      const deactivate = s.patch(`/bot_users/${bot.id}`, { active: false }).finally(() => ended.push('deactivate'));
+      const [w, d] = await Promise.all([write, deactivate]);
+      expectError(w, 500, 'ERR_SERVICE_500');
+      expect(d.status, d.text).toBe(200);
+      expect(ended).toEqual(['write', 'deactivate']);
+    } finally {
+      delete process.env.EDGEFORM_TEST_FAIL_AFTER_INSERT;
+    }
+    expectError(await s.post('/ip_policies', {}, { token: key.token }), 401, 'ERR_SERVICE_203');
+  });
+}
+
 /** Item 9: a create held open after its INSERT and then failed is never visible to a read. */
 function uncommittedCases(servers: () => TestServer[]) {
   it('a read during a write transaction that then fails never sees its row', async () => {
@@ -227,6 +257,7 @@ describe.skipIf(!available)('PostgreSQL', () => {
     concurrentCases(() => [s]);
     databaseReferenceCases(() => [s]);
     uncommittedCases(() => [s]);
+    callerCases(() => [s]);
   });
 
   describe('two instances on one database', () => {
