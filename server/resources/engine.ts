@@ -245,6 +245,8 @@ async function transact<T>(ctx: Ctx, fn: (tx: Tx) => Promise<T>, what: 'write' |
         continue;
       }
       if (code === 'P2034') throw new ApiError('ERR_SERVICE_503', 'too many concurrent changes to the same resources; retry', {}, { 'Retry-After': '1' });
+      // Waited longer than TX allows for the database (SQLite: the one writer) or ran past it.
+      if (code === 'P2028') throw new ApiError('ERR_SERVICE_503', 'the server is busy with other writes; retry', {}, { 'Retry-After': '1' });
       if (code === 'P2002') throw new ApiError('ERR_SERVICE_320', 'a unique value in this request was taken by a concurrent request; retry to see which');
       if (code === 'P2003' && what === 'delete') throw new ApiError('ERR_SERVICE_321', 'the resource was referenced by a concurrent request; remove those references first');
       if (code === 'P2003') throw new ApiError('ERR_SERVICE_107', 'a resource this request refers to was deleted by a concurrent request');
@@ -277,7 +279,7 @@ export async function createResource(ctx: Ctx, kind: KindEntry, input: unknown, 
   const id = newId(kind.prefix);
   const b = behaviourOf(kind.kind);
   // Expensive preparation (key generation) runs before the write transaction opens.
-  const prepared = (await b.prepare?.({ kind, id, body: parsed, ctx, tx: ctx.db.prisma as unknown as Tx })) ?? {};
+  const prepared = (await b.prepare?.({ kind, id, body: parsed, ctx, tx: ctx.db.read as unknown as Tx })) ?? {};
   const body = prepared.body ?? parsed;
   return transact(ctx, async (tx) => {
     const parentId = await resolveParent(ctx, tx, kind, body, pathParams);

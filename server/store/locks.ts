@@ -19,7 +19,7 @@ const placeholders = (n: number, from = 1) => Array.from({ length: n }, (_, i) =
 
 /** Locks the Resource rows with these ids, in id order (so two lockers cannot deadlock on them). */
 export async function lockResources(tx: Tx, provider: Provider, ids: string[], mode: LockMode): Promise<void> {
-  const unique = [...new Set(ids)];
+  const unique = [...new Set(ids.filter(Boolean))];
   if (provider !== 'postgresql' || !unique.length) return;
   await tx.$queryRawUnsafe(`SELECT "id" FROM "Resource" WHERE "id" IN (${placeholders(unique.length)}) ORDER BY "id" FOR ${mode}`, ...unique);
 }
