@@ -38,7 +38,7 @@ async function createAccount(db: Database, opts: { token?: string; tokenFile: st
     await tx.resource.create({
       data: { id: keyId, kind: apiKey.kind, createdAt: now, updatedAt: now, data: { body: { description: 'bootstrap key of the admin user', metadata: '', owner_id: userId }, computed: {} } },
     });
-    await tx.reference.create({ data: { fromId: keyId, path: 'owner_id', toId: userId, onDelete: 'cascade' } });
+    await tx.reference.create({ data: { fromId: keyId, path: 'owner_id', toId: userId, onDelete: 'cascade', heldId: userId } });
     await tx.token.create({ data: { digest: digestOf(token), resourceId: keyId } });
     if (opts.token) return { created: true, userId, keyId };
     fs.mkdirSync(path.dirname(opts.tokenFile), { recursive: true });

@@ -79,7 +79,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     const bearer = auth && /^Bearer\s+(\S+)\s*$/i.exec(auth);
     const challenge = { 'WWW-Authenticate': 'Bearer' };
     if (!bearer) throw new ApiError('ERR_SERVICE_201', 'send Authorization: Bearer <API key token>', {}, challenge);
-    const found = await authenticate(opts.server.db.prisma as unknown as Tx, bearer[1]);
+    const found = await authenticate(opts.server.db.read as unknown as Tx, bearer[1]);
     if (!found) throw new ApiError('ERR_SERVICE_202', 'the API key is not valid; it may have been deleted', {}, challenge);
     if (!found.active) throw new ApiError('ERR_SERVICE_203', 'the API key belongs to an inactive bot user; activate the bot or use another key', {}, challenge);
     // Credentials first: a caller without a valid key learns nothing else about the request,

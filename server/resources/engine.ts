@@ -6,14 +6,19 @@ import { collectRefs, mergeSecrets, splitSecrets, toReadFields } from '../../pro
 import { ApiError, notFound } from '../http/errors.js';
 import { parseInput } from '../http/validation.js';
 import { newId } from '../store/ids.js';
+import { lockChildren, lockResources, type LockMode } from '../store/locks.js';
+import { failAfterInsertForTests } from '../store/test-hooks.js';
 import { emit, rfc3339 } from '../events/outbox.js';
 import { behaviourOf, type Doc, type StoredResource } from './behaviours.js';
+import { holdCaller } from './caller-hold.js';
 import type { Ctx, ServerContext, Tx } from './context.js';
 
 type Db = Tx;
 type Row = { id: string; kind: string; parentId: string | null; createdAt: Date; updatedAt: Date; data: unknown; sealed: string | null };
 
 const TX = { maxWait: 15_000, timeout: 30_000 };
+/** Attempts of a write transaction that PostgreSQL aborted as a deadlock victim. */
+const ATTEMPTS = 5;
 
 export { rfc3339 };
 
@@ -71,22 +76,25 @@ export async function present(ctx: Ctx, db: Db, kind: KindEntry, rows: StoredRes
 
 /** A stored resource by id with its write-only values opened, or undefined (for server-side workers). */
 export async function findStored(ctx: ServerContext, id: string): Promise<StoredResource | undefined> {
-  const row = await ctx.db.prisma.resource.findUnique({ where: { id } });
+  const row = await ctx.db.read.resource.findUnique({ where: { id } });
   return row ? toStored(ctx, row as Row) : undefined;
 }
 
-async function load(ctx: Ctx, db: Db, kind: KindEntry, id: string, parentId?: string): Promise<StoredResource> {
+/** A resource, 404 if missing; `lock` locks its row first (in a write transaction). */
+async function load(ctx: Ctx, db: Db, kind: KindEntry, id: string, parentId?: string, lock?: LockMode): Promise<StoredResource> {
+  if (lock) await lockResources(db, ctx.db.provider, [id], lock);
   const row = await db.resource.findUnique({ where: { id } });
   if (!row || row.kind !== kind.kind || (parentId !== undefined && row.parentId !== parentId)) throw notFound(label(kind), id);
   return toStored(ctx, row as Row);
 }
 
-/** The parent id of a new child, checked to exist. */
-async function resolveParent(db: Db, kind: KindEntry, body: Doc, pathParams: Record<string, string>): Promise<string | null> {
+/** The parent id of a new child, checked to exist and locked so it keeps existing until the commit. */
+async function resolveParent(ctx: Ctx, db: Db, kind: KindEntry, body: Doc, pathParams: Record<string, string>): Promise<string | null> {
   const parent = kind.parent;
   if (!parent) return null;
   const parentKind = kindOf(parent.kind);
   const parentId = parent.in === 'path' ? pathParams[parent.field] : body[parent.field];
+  await lockResources(db, ctx.db.provider, [parentId], 'KEY SHARE');
   const row = await db.resource.findUnique({ where: { id: parentId }, select: { kind: true } });
   if (!row || row.kind !== parent.kind) {
     if (parent.in === 'path') throw notFound(label(parentKind), parentId);
@@ -95,13 +103,19 @@ async function resolveParent(db: Db, kind: KindEntry, body: Doc, pathParams: Rec
   return parentId;
 }
 
-/** Checks that every reference names an existing resource of an allowed kind. */
-async function checkRefs(db: Db, kind: KindEntry, body: Doc, prior?: StoredResource) {
+/**
+ * Checks that every reference names an existing resource of an allowed kind, locking each
+ * new target so that it cannot be deleted before this transaction commits (and one that
+ * was deleted meanwhile is reported missing). Targets of acyclic references are locked
+ * against change too, for the cycle check.
+ */
+async function checkRefs(ctx: Ctx, db: Db, kind: KindEntry, body: Doc, prior?: StoredResource) {
   const known = new Set(prior ? collectRefs(kind.fields, prior.body).flatMap((r) => r.ids) : []);
   for (const found of collectRefs(kind.fields, body)) {
     if (found.path === kind.parent?.field) continue;
     const ids = [...new Set(found.ids)].filter((id) => !known.has(id));
     if (!ids.length) continue;
+    await lockResources(db, ctx.db.provider, ids, found.ref.acyclic ? 'SHARE' : 'KEY SHARE');
     const rows = await db.resource.findMany({ where: { id: { in: ids } }, select: { id: true, kind: true } });
     for (const id of ids) {
       const row = rows.find((r) => r.id === id);
@@ -113,7 +127,7 @@ async function checkRefs(db: Db, kind: KindEntry, body: Doc, prior?: StoredResou
   // Only an existing resource can be reached from what it references.
   if (prior) {
     for (const found of collectRefs(kind.fields, body).filter((r) => r.ref.acyclic)) {
-      const cycle = await cycleBack(db, prior.id, found.path, found.ids);
+      const cycle = await cycleBack(ctx, db, prior.id, found.path, found.ids);
       if (cycle) {
         const reason = `would make a cycle: ${cycle.join(' -> ')}; a ${label(kind)} may not contain itself, directly or through others`;
         throw new ApiError('ERR_SERVICE_103', `${found.path}: ${reason}`, { field: found.path, reason });
@@ -122,8 +136,12 @@ async function checkRefs(db: Db, kind: KindEntry, body: Doc, prior?: StoredResou
   }
 }
 
-/** The chain from `start` back to itself through references at `path`, if `ids` lead there. */
-async function cycleBack(db: Db, start: string, path: string, ids: string[]): Promise<string[] | undefined> {
+/**
+ * The chain from `start` back to itself through references at `path`, if `ids` lead there.
+ * Each resource walked is locked against change first: two writers closing one cycle from
+ * both ends wait for each other (one is the deadlock victim and retries, then sees the cycle).
+ */
+async function cycleBack(ctx: Ctx, db: Db, start: string, path: string, ids: string[]): Promise<string[] | undefined> {
   const via = new Map<string, string>(ids.map((id) => [id, start]));
   let frontier = [...new Set(ids)];
   const chain = (id: string) => {
@@ -133,6 +151,7 @@ async function cycleBack(db: Db, start: string, path: string, ids: string[]): Pr
   };
   while (frontier.length) {
     if (frontier.includes(start)) return chain(start);
+    await lockResources(db, ctx.db.provider, frontier, 'SHARE');
     const edges = await db.reference.findMany({ where: { fromId: { in: frontier }, path } });
     frontier = [];
     for (const e of edges) {
@@ -147,10 +166,12 @@ async function cycleBack(db: Db, start: string, path: string, ids: string[]): Pr
 
 async function writeRefs(db: Db, kind: KindEntry, id: string, body: Doc) {
   await db.reference.deleteMany({ where: { fromId: id } });
-  const rows = new Map<string, { fromId: string; path: string; toId: string; onDelete: string }>();
+  const rows = new Map<string, { fromId: string; path: string; toId: string; onDelete: string; heldId: string | null }>();
   for (const found of collectRefs(kind.fields, body)) {
     if (found.path === kind.parent?.field) continue;
-    for (const toId of found.ids) rows.set(`${found.path} ${toId}`, { fromId: id, path: found.path, toId, onDelete: found.ref.onDelete });
+    // heldId is the foreign key: every reference but a "keep" one holds its target in place.
+    const heldId = (toId: string) => (found.ref.onDelete === 'keep' ? null : toId);
+    for (const toId of found.ids) rows.set(`${found.path} ${toId}`, { fromId: id, path: found.path, toId, onDelete: found.ref.onDelete, heldId: heldId(toId) });
   }
   if (rows.size) await db.reference.createMany({ data: [...rows.values()] });
 }
@@ -193,18 +214,44 @@ function sealFor(ctx: Ctx, secretFields: Record<string, unknown>, internal: Doc)
   return Object.keys(secretFields).length || Object.keys(internal).length ? ctx.box.seal(JSON.stringify({ fields: secretFields, internal })) : null;
 }
 
+/** A deadlock or serialization failure: P2034 from a query, P2010 with the driver's cause from a raw one (a row lock). */
+function conflictOf(e: unknown): boolean {
+  const err = e as { code?: string; meta?: { driverAdapterError?: { cause?: { kind?: string } } } };
+  return err.code === 'P2034' || (err.code === 'P2010' && err.meta?.driverAdapterError?.cause?.kind === 'TransactionWriteConflict');
+}
+
 /**
- * One write transaction. Maps a unique-constraint race (two writers, same key) to the 409
- * the check would have given, and tells the server after each commit (events may wait).
+ * One write transaction (docs/api.md, "Concurrency and consistency"). The caller's key is
+ * held for its duration, so no write commits after its key was deleted or its bot
+ * deactivated. A deadlock victim (PostgreSQL picks one when two transactions lock the same
+ * rows in opposite orders) is run again, a few times. A unique-constraint race (two
+ * writers, same key) becomes the 409 the check would have given, and a foreign-key
+ * refusal (the database's own reference check) the 409 or 400 the engine's would have.
+ * Tells the server after each commit (events may wait).
  */
-async function transact<T>(ctx: Ctx, fn: (tx: Tx) => Promise<T>): Promise<T> {
-  try {
-    const out = await ctx.db.prisma.$transaction(fn, TX);
-    ctx.afterCommit?.();
-    return out;
-  } catch (e) {
-    if ((e as { code?: string }).code === 'P2002') throw new ApiError('ERR_SERVICE_320', 'a unique value in this request was taken by a concurrent request; retry to see which');
-    throw e;
+async function transact<T>(ctx: Ctx, fn: (tx: Tx) => Promise<T>, what: 'write' | 'delete' = 'write'): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const out = await ctx.db.prisma.$transaction(async (tx) => {
+        await holdCaller(ctx, tx);
+        return fn(tx);
+      }, TX);
+      ctx.afterCommit?.();
+      return out;
+    } catch (e) {
+      const code = conflictOf(e) ? 'P2034' : (e as { code?: string }).code;
+      if (code === 'P2034' && attempt < ATTEMPTS) {
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * 20 * attempt));
+        continue;
+      }
+      if (code === 'P2034') throw new ApiError('ERR_SERVICE_503', 'too many concurrent changes to the same resources; retry', {}, { 'Retry-After': '1' });
+      // Waited longer than TX allows for the database (SQLite: the one writer) or ran past it.
+      if (code === 'P2028') throw new ApiError('ERR_SERVICE_503', 'the server is busy with other writes; retry', {}, { 'Retry-After': '1' });
+      if (code === 'P2002') throw new ApiError('ERR_SERVICE_320', 'a unique value in this request was taken by a concurrent request; retry to see which');
+      if (code === 'P2003' && what === 'delete') throw new ApiError('ERR_SERVICE_321', 'the resource was referenced by a concurrent request; remove those references first');
+      if (code === 'P2003') throw new ApiError('ERR_SERVICE_107', 'a resource this request refers to was deleted by a concurrent request');
+      throw e;
+    }
   }
 }
 
@@ -232,16 +279,17 @@ export async function createResource(ctx: Ctx, kind: KindEntry, input: unknown, 
   const id = newId(kind.prefix);
   const b = behaviourOf(kind.kind);
   // Expensive preparation (key generation) runs before the write transaction opens.
-  const prepared = (await b.prepare?.({ kind, id, body: parsed, ctx, tx: ctx.db.prisma as unknown as Tx })) ?? {};
+  const prepared = (await b.prepare?.({ kind, id, body: parsed, ctx, tx: ctx.db.read as unknown as Tx })) ?? {};
   const body = prepared.body ?? parsed;
   return transact(ctx, async (tx) => {
-    const parentId = await resolveParent(tx, kind, body, pathParams);
-    await checkRefs(tx, kind, body);
+    const parentId = await resolveParent(ctx, tx, kind, body, pathParams);
+    await checkRefs(ctx, tx, kind, body);
     const [pub, secretFields] = splitSecrets(kind.fields, body);
     const now = new Date();
     await tx.resource.create({
       data: { id, kind: kind.kind, parentId, createdAt: now, updatedAt: now, data: { body: pub, computed: prepared.computed ?? {} }, sealed: sealFor(ctx, secretFields, prepared.internal ?? {}) },
     });
+    await failAfterInsertForTests(kind.type);
     await writeRefs(tx, kind, id, body);
     await writeKeys(tx, kind, id, body, parentId);
     const once = (await b.created?.({ kind, id, body, ctx, tx })) ?? {};
@@ -253,13 +301,13 @@ export async function createResource(ctx: Ctx, kind: KindEntry, input: unknown, 
 }
 
 export async function getResource(ctx: Ctx, kind: KindEntry, id: string, parentId?: string) {
-  const db = ctx.db.prisma as unknown as Tx;
+  const db = ctx.db.read as unknown as Tx;
   const [out] = await present(ctx, db, kind, [await load(ctx, db, kind, id, parentId)]);
   return out;
 }
 
 export async function listResources(ctx: Ctx, kind: KindEntry, limit: number, beforeId?: string) {
-  const db = ctx.db.prisma as unknown as Tx;
+  const db = ctx.db.read as unknown as Tx;
   const rows = await db.resource.findMany({
     where: { kind: kind.kind, ...(beforeId ? { id: { lt: beforeId } } : {}) },
     orderBy: { id: 'desc' },
@@ -269,15 +317,19 @@ export async function listResources(ctx: Ctx, kind: KindEntry, limit: number, be
   return { items: await present(ctx, db, kind, page), more: rows.length > limit, lastId: page.at(-1)?.id };
 }
 
-/** Re-validates a changed document as a whole and writes it (PATCH and module PUT/DELETE). */
+/**
+ * Re-validates a changed document as a whole and writes it (PATCH and module PUT/DELETE).
+ * The row is locked before it is read, so concurrent rewrites apply one after the other,
+ * each to the result of the one before: none is lost.
+ */
 async function rewrite(ctx: Ctx, kind: KindEntry, id: string, parentId: string | undefined, change: (full: Doc) => Doc, basePath: (string | number)[] = []) {
   return transact(ctx, async (tx) => {
-    const prior = await load(ctx, tx, kind, id, parentId);
+    const prior = await load(ctx, tx, kind, id, parentId, 'NO KEY UPDATE');
     const full = mergeSecrets(prior.body, prior.secretFields);
     const parsed = parseInput(kind.create, change(full), basePath);
     const prepared = (await behaviourOf(kind.kind).prepare?.({ kind, id, body: parsed, prior, ctx, tx })) ?? {};
     const body = prepared.body ?? parsed;
-    await checkRefs(tx, kind, body, prior);
+    await checkRefs(ctx, tx, kind, body, prior);
     const [pub, secretFields] = splitSecrets(kind.fields, body);
     const computed = prepared.computed ?? prior.computed;
     const internal = prepared.internal ?? prior.internal;
@@ -350,10 +402,11 @@ export async function deleteModule(ctx: Ctx, kind: KindEntry, name: string, id: 
 /** Deletes a resource and its children, honouring each reference's delete rule. */
 export async function deleteResource(ctx: Ctx, kind: KindEntry, id: string, parentId?: string) {
   await transact(ctx, async (tx) => {
-    const row = await load(ctx, tx, kind, id, parentId);
+    // Locked first: of two overlapping deletes the second waits, then finds nothing (404).
+    const row = await load(ctx, tx, kind, id, parentId, 'UPDATE');
     await behaviourOf(kind.kind).deleting?.({ kind, row, ctx, tx });
     await deleteTree(ctx, tx, kind, row);
-  });
+  }, 'delete');
 }
 
 /**
@@ -362,8 +415,11 @@ export async function deleteResource(ctx: Ctx, kind: KindEntry, id: string, pare
  */
 async function deleteTree(ctx: Ctx, tx: Tx, kind: KindEntry, row: StoredResource, checked = false) {
   if (!checked) {
+    // The subtree is locked as it is walked: a new child or referrer of any of it waits for
+    // this transaction, so the referrers read below are all there are.
     const subtree = [row.id];
     for (let i = 0; i < subtree.length; i++) {
+      await lockChildren(tx, ctx.db.provider, [subtree[i]]);
       const children = await tx.resource.findMany({ where: { parentId: subtree[i] }, select: { id: true } });
       subtree.push(...children.map((c) => c.id));
     }
@@ -374,6 +430,7 @@ async function deleteTree(ctx: Ctx, tx: Tx, kind: KindEntry, row: StoredResource
       throw new ApiError('ERR_SERVICE_321', `${label(kind)} ${row.id} is still referenced by ${ids.slice(0, 10).join(', ')}${ids.length > 10 ? ` and ${ids.length - 10} more` : ''}; remove those references first`, { referrers: ids });
     }
     for (const fromId of new Set(referrers.filter((r) => r.onDelete === 'cascade').map((r) => r.fromId))) {
+      await lockResources(tx, ctx.db.provider, [fromId], 'UPDATE');
       const dependent = await tx.resource.findUnique({ where: { id: fromId } });
       if (dependent) await deleteTree(ctx, tx, kindOf(dependent.kind), toStored(ctx, dependent as Row));
     }

@@ -41,13 +41,13 @@ extraRoute({
     const { limit, beforeId } = pageOf(req.query, 'ev');
     await getResource(ctx, eventDestination, req.params.id);
     // Event ids sort by time like every id, so a cursor that names no event still has a place.
-    const before = beforeId ? await ctx.db.prisma.event.findFirst({ where: { id: { gte: beforeId } }, orderBy: { id: 'asc' } }) : undefined;
-    const rows = await ctx.db.prisma.delivery.findMany({
+    const before = beforeId ? await ctx.db.read.event.findFirst({ where: { id: { gte: beforeId } }, orderBy: { id: 'asc' } }) : undefined;
+    const rows = await ctx.db.read.delivery.findMany({
       where: { destinationId: req.params.id, deliveredAt: { not: null }, ...(before ? { eventSeq: { lt: before.seq } } : {}) },
       orderBy: { eventSeq: 'desc' },
       take: limit + 1,
     });
-    const events = await ctx.db.prisma.event.findMany({ where: { seq: { in: rows.slice(0, limit).map((r) => r.eventSeq) } }, orderBy: { seq: 'desc' } });
+    const events = await ctx.db.read.event.findMany({ where: { seq: { in: rows.slice(0, limit).map((r) => r.eventSeq) } }, orderBy: { seq: 'desc' } });
     const items = events.map(eventBody);
     return envelope('events', items, `${ctx.publicUrl}${eventDestination.path}/${req.params.id}/events`, rows.length > limit, events.at(-1)?.id, limit);
   },

@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { PrismaClient as SqliteClient } from '../../generated/sqlite/client.js';
 import { migratePostgres, migrateSqlite } from './migrate.js';
+import { serializedWriter } from './sqlite-writer.js';
 
 export type Provider = 'sqlite' | 'postgresql';
 /** Both generated clients have the same API; the SQLite one stands for both in types. */
@@ -12,7 +13,15 @@ export type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
 
 export interface Database {
   provider: Provider;
+  /** Writes, and reads inside a write transaction. On SQLite one writer at a time (sqlite-writer.ts). */
   prisma: Db;
+  /**
+   * Reads outside a write transaction go here, and see only committed data. On SQLite its
+   * own read-only connection (WAL lets it read while a write transaction is open, without
+   * seeing it); on PostgreSQL the pool, whose every statement outside a transaction sees
+   * committed rows only.
+   */
+  read: Db;
   /** Where the data lives, for the start-up banner (no password). */
   where: string;
   migrated: string[];
@@ -34,13 +43,17 @@ export async function openDatabase(url: string): Promise<Database> {
     fs.mkdirSync(path.dirname(file), { recursive: true });
     const migrated = await migrateSqlite(file);
     const { PrismaBetterSqlite3 } = await import('@prisma/adapter-better-sqlite3');
-    const prisma = new SqliteClient({ adapter: new PrismaBetterSqlite3({ url: `file:${file}`, timeout: 10_000 }) });
+    // timeout is SQLite's busy_timeout: how long a writer waits for another process's writer.
+    const connect = () => new PrismaBetterSqlite3({ url: `file:${file}`, timeout: 10_000 });
+    const prisma = new SqliteClient({ adapter: serializedWriter(connect()) });
     await prisma.$executeRawUnsafe('PRAGMA foreign_keys = ON');
-    return { provider, prisma, where: file, migrated, close: () => prisma.$disconnect() };
+    const read = new SqliteClient({ adapter: connect() });
+    await read.$executeRawUnsafe('PRAGMA query_only = ON');
+    return { provider, prisma, read, where: file, migrated, close: async () => { await read.$disconnect(); await prisma.$disconnect(); } };
   }
   const migrated = await migratePostgres(url);
   const { PrismaPg } = await import('@prisma/adapter-pg');
   const { PrismaClient } = await import('../../generated/postgresql/client.js');
   const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) }) as unknown as Db;
-  return { provider, prisma, where: url.replace(/\/\/[^@]*@/, '//'), migrated, close: () => prisma.$disconnect() };
+  return { provider, prisma, read: prisma, where: url.replace(/\/\/[^@]*@/, '//'), migrated, close: () => prisma.$disconnect() };
 }

@@ -1,0 +1,28 @@
+// A write commits only if its caller may still write when it commits. The request was
+// authenticated before the write transaction opened; a DELETE of the caller's key or a
+// PATCH deactivating its bot could commit in between, and the write would then land after
+// the answer that said the key was gone. Inside the transaction the key is checked again
+// and held (a key's delete and a bot's deactivation wait for the writes already holding
+// them; later writes see the change and are refused like the request would have been).
+import { botUser } from '../../provider/catalog/accounts.js';
+import { kindOfId } from '../../provider/catalog/index.js';
+import { ApiError } from '../http/errors.js';
+import { lockResources } from '../store/locks.js';
+import type { Ctx, Tx } from './context.js';
+
+export async function holdCaller(ctx: Ctx, tx: Tx): Promise<void> {
+  const caller = ctx.caller;
+  if (!caller) return;
+  const bot = kindOfId(caller.ownerId)?.kind === botUser.kind;
+  await lockResources(tx, ctx.db.provider, [caller.keyId], 'KEY SHARE');
+  // Only a bot's row says whether its keys work; a user's may change while its keys write.
+  await lockResources(tx, ctx.db.provider, [caller.ownerId], bot ? 'SHARE' : 'KEY SHARE');
+  const rows = await tx.resource.findMany({ where: { id: { in: [caller.keyId, caller.ownerId] } }, select: { id: true, data: true } });
+  const owner = rows.find((r) => r.id === caller.ownerId);
+  if (!rows.some((r) => r.id === caller.keyId) || !owner) {
+    throw new ApiError('ERR_SERVICE_202', 'the API key is not valid; it may have been deleted', {}, { 'WWW-Authenticate': 'Bearer' });
+  }
+  if (bot && (owner.data as { body: { active?: boolean } }).body.active === false) {
+    throw new ApiError('ERR_SERVICE_203', 'the API key belongs to an inactive bot user; activate the bot or use another key', {}, { 'WWW-Authenticate': 'Bearer' });
+  }
+}

@@ -1,0 +1,100 @@
+// The SQLite write connection: one connection, one writer at a time. Prisma's better-sqlite3
+// adapter runs every query on a single connection and queues only transactions, so a query
+// sent outside a transaction while one is open ran inside it: a read saw rows that were
+// then rolled back, and a write (the delivery worker's) was rolled back with someone
+// else's failure. Here every statement outside a transaction waits for the open one to
+// end, and each transaction takes SQLite's write lock before its first read (as BEGIN
+// IMMEDIATE would), waiting up to the busy timeout for another process's writer instead of
+// failing with SQLITE_BUSY halfway through. Reads that need not wait use the read
+// connection (db.ts).
+import type { IsolationLevel, SqlDriverAdapter, SqlDriverAdapterFactory, SqlQuery, Transaction } from '@prisma/driver-adapter-utils';
+
+/** A FIFO lock: `run` calls wait for each other, in arrival order. */
+class Queue {
+  private tail: Promise<void> = Promise.resolve();
+
+  /** Resolves once every earlier holder has released; returns the release function. */
+  acquire(): Promise<() => void> {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => { release = resolve; });
+    const ready = this.tail.then(() => release);
+    this.tail = this.tail.then(() => held);
+    return ready;
+  }
+
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    const release = await this.acquire();
+    try {
+      return await fn();
+    } finally {
+      release();
+    }
+  }
+}
+
+/**
+ * A no-op write: in a deferred transaction that has read nothing yet it takes the write
+ * lock, honouring busy_timeout, so the transaction is serializable from its first statement.
+ */
+const TAKE_WRITE_LOCK: SqlQuery = { sql: 'DELETE FROM "Setting" WHERE 0', args: [], argTypes: [] };
+
+class SerializedAdapter implements SqlDriverAdapter {
+  readonly provider;
+  readonly adapterName;
+  private readonly queue = new Queue();
+
+  constructor(private readonly inner: SqlDriverAdapter) {
+    this.provider = inner.provider;
+    this.adapterName = inner.adapterName;
+  }
+
+  queryRaw(q: SqlQuery) {
+    return this.queue.run(() => this.inner.queryRaw(q));
+  }
+
+  executeRaw(q: SqlQuery) {
+    return this.queue.run(() => this.inner.executeRaw(q));
+  }
+
+  executeScript(script: string) {
+    return this.queue.run(() => this.inner.executeScript(script));
+  }
+
+  async startTransaction(isolationLevel?: IsolationLevel): Promise<Transaction> {
+    const release = await this.queue.acquire();
+    let tx: Transaction | undefined;
+    try {
+      tx = await this.inner.startTransaction(isolationLevel);
+      await tx.executeRaw(TAKE_WRITE_LOCK);
+    } catch (e) {
+      // Prisma sends COMMIT/ROLLBACK itself; a transaction it never received is ended here.
+      if (tx) await tx.executeRaw({ sql: 'ROLLBACK', args: [], argTypes: [] }).catch(() => {});
+      await tx?.rollback().catch(() => {});
+      release();
+      throw e;
+    }
+    // Prisma calls commit()/rollback() after sending COMMIT/ROLLBACK: then the next may go.
+    const { commit, rollback } = tx;
+    return Object.assign(tx, {
+      commit: () => commit.call(tx).finally(release),
+      rollback: () => rollback.call(tx).finally(release),
+    });
+  }
+
+  getConnectionInfo() {
+    return this.inner.getConnectionInfo?.() ?? { supportsRelationJoins: false };
+  }
+
+  dispose() {
+    return this.queue.run(() => this.inner.dispose());
+  }
+}
+
+/** Wraps a driver adapter factory so its connection admits one writer at a time. */
+export function serializedWriter(factory: SqlDriverAdapterFactory): SqlDriverAdapterFactory {
+  return {
+    provider: factory.provider,
+    adapterName: factory.adapterName,
+    connect: async () => new SerializedAdapter(await factory.connect()),
+  };
+}
