@@ -6,6 +6,7 @@ import type { Caller, Ctx, ServerContext, Tx } from '../resources/context.js';
 import type { ApiRoute, Method } from '../resources/routes.js';
 import { newIdBody } from '../store/ids.js';
 import { ApiError } from './errors.js';
+import { parseJsonBody } from './body.js';
 import { RateLimiter } from './rate-limit.js';
 import { answerClientError, API_KEY_HEADER, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
 
@@ -59,12 +60,10 @@ export function buildApp(opts: AppOptions): FastifyInstance {
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, text, done) => {
-    const s = String(text);
-    if (s.trim() === '') return done(null, undefined);
     try {
-      done(null, JSON.parse(s));
-    } catch {
-      done(new ApiError('ERR_SERVICE_100', 'the request body is not valid JSON'), undefined);
+      done(null, parseJsonBody(String(text)));
+    } catch (e) {
+      done(e as ApiError, undefined);
     }
   });
 
