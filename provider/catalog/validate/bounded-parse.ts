@@ -10,12 +10,14 @@ export interface DocumentLimits {
   maxBytes: number;
   /** Deepest nesting of collections (block indentation levels plus flow brackets). */
   maxDepth: number;
-  /** Most aliases (`*name`); their expansion is bounded by the same count. */
+  /** Most aliases (`*name`) in the text. */
   maxAliases: number;
+  /** yaml's maxAliasCount: how far aliases may expand (uses times the aliases inside what they name). */
+  maxAliasExpansion: number;
 }
 
 /** Far beyond any real traffic policy (a rule sits 4 to 6 levels deep), far below a stack overflow. */
-export const DOCUMENT_LIMITS: DocumentLimits = { maxBytes: 65536, maxDepth: 64, maxAliases: 100 };
+export const DOCUMENT_LIMITS: DocumentLimits = { maxBytes: 65536, maxDepth: 64, maxAliases: 100, maxAliasExpansion: 1000 };
 
 export type Bounded<T> = { ok: true; value: T } | { ok: false; message: string };
 
@@ -72,7 +74,7 @@ export function documentBoundsProblem(text: string, limits: DocumentLimits = DOC
 
 /**
  * Parses one YAML (or JSON) document within the limits: its plain value, or why not.
- * Duplicate keys are refused; alias expansion stops at `maxAliases` uses.
+ * Duplicate keys are refused; alias expansion stops at `maxAliasExpansion`.
  */
 export function parseBoundedYaml(text: string, limits: DocumentLimits = DOCUMENT_LIMITS): Bounded<unknown> {
   const problem = documentBoundsProblem(text, limits);
@@ -80,7 +82,7 @@ export function parseBoundedYaml(text: string, limits: DocumentLimits = DOCUMENT
   const doc = parseDocument(text, { uniqueKeys: true });
   if (doc.errors.length > 0) return { ok: false, message: `not valid YAML or JSON: ${doc.errors[0].message.split('\n')[0]}` };
   try {
-    return { ok: true, value: doc.toJS({ maxAliasCount: limits.maxAliases }) };
+    return { ok: true, value: doc.toJS({ maxAliasCount: limits.maxAliasExpansion }) };
   } catch (e) {
     // yaml throws (a ReferenceError) when aliases would expand past maxAliasCount.
     return { ok: false, message: `the document's aliases expand too far (${(e as Error).message})` };
