@@ -139,7 +139,13 @@ export const hostport = () =>
 
 const lowerKeys = (m: Record<string, string>) => Object.fromEntries(Object.entries(m).map(([k, v]) => [k.toLowerCase(), v]));
 
-/** Header name to value, at most ITEM_LIMITS.headers; names are case-insensitive and stored lower case. */
+/** A header map's names and values together: the header block a server (this one too) accepts. */
+export const HEADER_BLOCK_BYTES = 16384;
+
+/**
+ * Header name to value: at most ITEM_LIMITS.headers, HEADER_BLOCK_BYTES in all; names are
+ * case-insensitive and stored lower case.
+ */
 export const headerMap = () =>
   boundedMap(ITEM_LIMITS.headers, { key: 256, value: 8192 })
     .superRefine((m, ctx) => {
@@ -151,6 +157,8 @@ export const headerMap = () =>
         if (prior !== undefined) ctx.addIssue({ code: 'custom', message: `"${prior}" and "${k}" are the same header (names are case-insensitive); give it once`, path: [k] });
         seen.set(k.toLowerCase(), k);
       }
+      const total = Object.entries(m).reduce((n, [k, v]) => n + bytes(k) + bytes(v), 0);
+      if (total > HEADER_BLOCK_BYTES) ctx.addIssue({ code: 'custom', message: `names and values add up to ${total} bytes, over ${HEADER_BLOCK_BYTES} (servers refuse larger header blocks)` });
     })
     .transform(lowerKeys);
 

@@ -65,6 +65,7 @@ describe('item limits on the API', () => {
 
   it.each([
     { reason: 'a header value over 8192 bytes', send: () => s.post('/backends/http_response', { body: 'x', headers: { 'x-a': 'v'.repeat(8193) } }), field: 'headers.x-a' },
+    { reason: 'header names and values over 16 KiB in all', send: () => s.post('/backends/http_response', { body: 'x', headers: entries(3, 'v'.repeat(6000)) }), field: 'headers' },
     { reason: 'a label value over 255 bytes', send: () => s.post('/backends/tunnel_group', { labels: { app: 'v'.repeat(256) } }), field: 'labels.app' },
   ])('$reason: 400 naming $field', async ({ send, field }) => {
     expectInvalid(await send(), field);
