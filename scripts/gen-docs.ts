@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { catalog, type KindEntry } from '../provider/catalog/index.js';
+import { toJsonSchema, type JsonSchema } from '../provider/catalog/json-schema.js';
 import { ERRORS } from '../server/http/errors.js';
 import '../server/resources/register.js';
 import { apiRoutes, type ApiRoute } from '../server/resources/routes.js';
@@ -41,6 +42,21 @@ export function resourcesTable(): string {
     '|---|---|---|---|---|---|',
     ...rows,
   ].join('\n');
+}
+
+/** Every list and map a create body holds, with its item limit (the catalog's maxItems / maxProperties). */
+export function limitsTable(): string {
+  const rows: string[] = [];
+  const walk = (kind: string, s: JsonSchema | undefined, path: string) => {
+    if (!s || typeof s !== 'object') return;
+    for (const alt of [...(s.anyOf ?? []), ...(s.oneOf ?? [])]) walk(kind, alt, path);
+    const limit = s.maxItems ?? s.maxProperties;
+    if (limit !== undefined) rows.push(`| ${kind} | \`${path}\` | ${s.type === 'array' ? 'items' : 'entries'} | ${limit} |`);
+    for (const [k, v] of Object.entries<JsonSchema>(s.properties ?? {})) walk(kind, v, path ? `${path}.${k}` : k);
+    if (s.items) walk(kind, s.items, `${path}[]`);
+  };
+  for (const k of catalog.filter((c) => c.operations.includes('create'))) walk(k.kind, toJsonSchema(k.create, 'input'), '');
+  return ['| kind | field | counts | at most |', '|---|---|---|---|', ...rows].join('\n');
 }
 
 export function errorTable(): string {
@@ -108,7 +124,7 @@ export function generated(): { file: string; content: string }[] {
   const read = (f: string) => fs.readFileSync(path.join(root, f), 'utf8');
   return [
     { file: 'README.md', content: replaceSection(read('README.md'), 'resources', resourcesTable(), 'README.md') },
-    { file: 'docs/api.md', content: replaceSection(read('docs/api.md'), 'errors', errorTable(), 'docs/api.md') },
+    { file: 'docs/api.md', content: replaceSection(replaceSection(read('docs/api.md'), 'errors', errorTable(), 'docs/api.md'), 'limits', limitsTable(), 'docs/api.md') },
     { file: 'docs/routes.md', content: routesDoc() },
     { file: 'docs/manifest.md', content: replaceSection(read('docs/manifest.md'), 'manifest-kinds', manifestKindsTable(), 'docs/manifest.md') },
     { file: 'docs/manifest.schema.json', content: manifestSchemaFile() },

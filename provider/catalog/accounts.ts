@@ -1,7 +1,7 @@
 // Users, bot users, API keys and tunnel credentials.
 import { z } from 'zod';
 import { defineKind } from './define.js';
-import { description, metadata, refId } from './fields.js';
+import { boundedList, description, ITEM_LIMITS, metadata, refId } from './fields.js';
 import { withTraits } from './traits.js';
 
 const OWNER_KINDS = ['User', 'BotUser'] as const;
@@ -67,7 +67,7 @@ export const credential = defineKind({
   body: {
     description: description(),
     metadata: metadata(),
-    acl: z.array(z.string().min(1).max(255)).max(1024).default([]).describe('Bind rules, e.g. bind:*.example.com.'),
+    acl: boundedList(z.string().min(1).max(255), ITEM_LIMITS.strings).default([]).describe('Bind rules, e.g. bind:*.example.com.'),
     owner_id: withTraits(refId(OWNER_KINDS, { onDelete: 'cascade', replace: true }).optional(), { serverDefault: true })
       .describe('User or bot that owns the credential; defaults to the caller.'),
   },

@@ -1,7 +1,7 @@
 // Backends: where edge traffic goes.
 import { z } from 'zod';
 import { defineKind } from './define.js';
-import { description, headerMap, metadata, ref, refKeyedMap, stringMap } from './fields.js';
+import { description, headerMap, ITEM_LIMITS, labelMap, metadata, ref, refKeyedMap } from './fields.js';
 import { BACKEND_KINDS } from './modules.js';
 
 const crud = ['create', 'read', 'list', 'update', 'delete'] as const;
@@ -18,7 +18,7 @@ export const tunnelGroupBackend = defineKind({
   body: {
     description: description(),
     metadata: metadata(),
-    labels: stringMap().describe('Labels a tunnel must carry to serve this backend.'),
+    labels: labelMap().describe('Labels a tunnel must carry to serve this backend.'),
   },
   computed: { tunnels: z.array(ref()).describe('Online tunnels whose labels match.') },
 });
@@ -54,7 +54,7 @@ export const weightedBackend = defineKind({
   body: {
     description: description(),
     metadata: metadata(),
-    backends: refKeyedMap(BACKEND_KINDS, z.number().int().min(0, 'weights are 0..10000').max(10000, 'weights are 0..10000'), { onDelete: 'restrict', acyclic: true })
+    backends: refKeyedMap(BACKEND_KINDS, z.number().int().min(0, 'weights are 0..10000').max(10000, 'weights are 0..10000'), { onDelete: 'restrict', acyclic: true, max: ITEM_LIMITS.weights })
       .default({})
       .describe('Child backend id to weight (0..10000). Children must exist; a weighted backend may not contain itself, directly or through other weighted backends.'),
   },

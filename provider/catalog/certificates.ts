@@ -1,7 +1,7 @@
 // X.509 certificate authorities, TLS certificates, SSH certificate authorities and SSH user certificates.
 import { z } from 'zod';
 import { defineKind } from './define.js';
-import { cidr, description, metadata, refId, replaceable, rfc3339, secret, stable, timestamp } from './fields.js';
+import { boundedList, boundedMap, cidr, description, ITEM_LIMITS, metadata, refId, replaceable, rfc3339, secret, stable, timestamp } from './fields.js';
 import { withTraits } from './traits.js';
 
 const keyUsages = () => z.array(z.string()).describe('snake_case X.509 key usages, e.g. digital_signature, key_cert_sign.');
@@ -141,10 +141,9 @@ export const sshUserCertificate = defineKind({
     ssh_certificate_authority_id: refId(['SSHCertificateAuthority'], { onDelete: 'keep', replace: true }).describe('The authority that signs it.'),
     // Trimmed: `${file:id.pub}` ends in a newline that is no part of the key (else a replacement).
     public_key: replaceable(z.string().trim().min(1).max(16384).describe('Public key to sign, authorized-keys form (ssh-rsa of at least 2048 bits, ecdsa-sha2-nistp256/384/521 or ssh-ed25519).')),
-    principals: replaceable(z.array(z.string().min(1).max(255)).max(256).default([]).describe('User names the holder may log in as; empty means any.')),
+    principals: replaceable(boundedList(z.string().min(1).max(255), ITEM_LIMITS.strings).default([]).describe('User names the holder may log in as; empty means any.')),
     critical_options: replaceable(
-      z
-        .record(z.string(), z.string())
+      boundedMap(ITEM_LIMITS.sshOptions)
         .default({})
         .superRefine((m, ctx) => {
           for (const [k, v] of Object.entries(m)) {
@@ -163,8 +162,7 @@ export const sshUserCertificate = defineKind({
         .describe('Critical options: force-command (the command to run) and source-address (comma-separated addresses or CIDRs); no others.'),
     ),
     extensions: replaceable(
-      z
-        .record(z.string(), z.string())
+      boundedMap(ITEM_LIMITS.sshOptions)
         .default({ 'permit-pty': '', 'permit-user-rc': '' })
         .superRefine((m, ctx) => {
           for (const [k, v] of Object.entries(m)) {

@@ -2,7 +2,7 @@
 // reconciler, Terraform provider and generated documents all read these entries.
 import { z } from 'zod';
 import { prefixOfKind, ref } from './fields.js';
-import { defOf, hasDefault, isOptional, shapeOf, traitsOf, withoutDefault, type Traits } from './traits.js';
+import { defOf, fieldOf, hasDefault, isOptional, shapeOf, traitsOf, withoutDefault, type Traits } from './traits.js';
 
 export type Operation = 'create' | 'read' | 'list' | 'update' | 'delete';
 
@@ -183,7 +183,10 @@ export function defineKind(spec: KindSpec): KindEntry {
     fields,
     modules,
     immutable,
-    traits: (field) => (fields[field] ? traitsOf(fields[field]) : {}),
+    traits: (field) => {
+      const schema = fieldOf(fields, field);
+      return schema ? traitsOf(schema) : {};
+    },
   };
 }
 

@@ -48,15 +48,16 @@ export function refId(to: readonly string[], opts: RefOptions) {
 
 /** A field holding a list of ids of other resources; empty by default unless `min` > 0. */
 export function refIds(to: readonly string[], opts: RefOptions & { min?: number; max?: number; what?: string }) {
-  let list = z.array(idOf(to)).max(opts.max ?? 1000);
+  let list = boundedList(idOf(to), opts.max ?? ITEM_LIMITS.ids);
   if (opts.min) list = list.min(opts.min, `name at least ${opts.min} ${opts.what ?? 'id'}`);
   const withRef = withTraits(list, { ref: { to, readAs: opts.readAs, onDelete: opts.onDelete }, ...(opts.replace ? { replace: true } : {}) });
   return opts.min ? withRef : withRef.default([]);
 }
 
-/** A map whose keys are ids of other resources. */
-export function refKeyedMap<V extends z.ZodType>(to: readonly string[], value: V, opts: RefOptions) {
-  return withTraits(z.record(idOf(to), value), { ref: { to, onDelete: opts.onDelete, inKeys: true, ...(opts.acyclic ? { acyclic: true } : {}) } });
+/** A map whose keys are ids of other resources, at most `max` of them. */
+export function refKeyedMap<V extends z.ZodType>(to: readonly string[], value: V, opts: RefOptions & { max: number }) {
+  const map = z.record(idOf(to), value).refine((m) => Object.keys(m).length <= opts.max, `at most ${opts.max} entries`).meta({ maxProperties: opts.max });
+  return withTraits(map, { ref: { to, onDelete: opts.onDelete, inKeys: true, ...(opts.acyclic ? { acyclic: true } : {}) } });
 }
 
 /** The read form of a reference. */
@@ -73,8 +74,42 @@ export const stable = <T extends z.ZodRawShape>(shape: T): T =>
 
 export const uint32 = () => z.number().int().min(0).max(4_294_967_295);
 export const timestamp = () => z.string().describe('RFC 3339 timestamp in UTC.');
-export const stringList = () => z.array(z.string()).default([]);
-export const stringMap = () => z.record(z.string(), z.string()).default({});
+
+/**
+ * Item limits of the lists and maps a client sends (docs/api.md, "Limits"): far above what a
+ * real configuration holds, low enough that one resource, and so a page of a hundred, stays
+ * small. Each becomes a zod check and JSON Schema's maxItems / maxProperties, so the server,
+ * `edgeform validate`, Terraform and the OpenAPI document all refuse the same.
+ */
+export const ITEM_LIMITS = {
+  /** Headers added, headers removed, headers of a fixed response. */
+  headers: 64,
+  /** Labels a tunnel-group backend matches. */
+  labels: 64,
+  /** Lists of short strings: scopes, email addresses and domains, groups, teams, principals, user-agent patterns. */
+  strings: 256,
+  /** Lists of resource ids (IP policies, certificate authorities). */
+  ids: 256,
+  /** A weighted backend's children. */
+  weights: 64,
+  /** SSH certificate options and extensions. */
+  sshOptions: 64,
+} as const;
+
+/** A list of at most `max` items: refused past it (a 400 naming the field), and maxItems in JSON Schema. */
+export const boundedList = <T extends z.ZodType>(item: T, max: number) => z.array(item).max(max, `at most ${max} entries`);
+
+/**
+ * A map of at most `max` entries (maxProperties in JSON Schema), keys and values bounded
+ * in bytes. Apply other checks to the result before any transform.
+ */
+export const boundedMap = <V extends z.ZodType<string>>(max: number, opts: { key?: number; value?: V | number } = {}) => {
+  const value = typeof opts.value === 'object' ? opts.value : bounded(opts.value ?? 4096);
+  return z.record(bounded(opts.key ?? 255), value).refine((m) => Object.keys(m).length <= max, `at most ${max} entries`).meta({ maxProperties: max });
+};
+
+/** Labels: at most ITEM_LIMITS.labels entries, keys and values at most 255 bytes. */
+export const labelMap = () => boundedMap(ITEM_LIMITS.labels, { value: 255 }).default({});
 
 /** RFC 3339 input, stored in UTC with second precision and a `Z`. */
 export const rfc3339 = () =>
@@ -104,10 +139,15 @@ export const hostport = () =>
 
 const lowerKeys = (m: Record<string, string>) => Object.fromEntries(Object.entries(m).map(([k, v]) => [k.toLowerCase(), v]));
 
-/** Header name to value; names are case-insensitive and stored lower case. */
+/** A header map's names and values together: the header block a server (this one too) accepts. */
+export const HEADER_BLOCK_BYTES = 16384;
+
+/**
+ * Header name to value: at most ITEM_LIMITS.headers, HEADER_BLOCK_BYTES in all; names are
+ * case-insensitive and stored lower case.
+ */
 export const headerMap = () =>
-  z
-    .record(z.string(), z.string())
+  boundedMap(ITEM_LIMITS.headers, { key: 256, value: 8192 })
     .superRefine((m, ctx) => {
       const seen = new Map<string, string>();
       for (const [k, v] of Object.entries(m)) {
@@ -117,15 +157,19 @@ export const headerMap = () =>
         if (prior !== undefined) ctx.addIssue({ code: 'custom', message: `"${prior}" and "${k}" are the same header (names are case-insensitive); give it once`, path: [k] });
         seen.set(k.toLowerCase(), k);
       }
+      const total = Object.entries(m).reduce((n, [k, v]) => n + bytes(k) + bytes(v), 0);
+      if (total > HEADER_BLOCK_BYTES) ctx.addIssue({ code: 'custom', message: `names and values add up to ${total} bytes, over ${HEADER_BLOCK_BYTES} (servers refuse larger header blocks)` });
     })
     .transform(lowerKeys);
 
 export const headerNames = () =>
-  z
-    .array(z.string().superRefine((v, ctx) => {
+  boundedList(
+    z.string().max(256).superRefine((v, ctx) => {
       const p = headerNameProblem(v);
       if (p) ctx.addIssue({ code: 'custom', message: p });
-    }).transform((v) => v.toLowerCase()));
+    }).transform((v) => v.toLowerCase()),
+    ITEM_LIMITS.headers,
+  );
 
 /** A regular expression (RE2 syntax) that must compile. */
 export const regex = () =>

@@ -3,7 +3,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import type { KindEntry } from './define.js';
-import { defOf, shapeOf, traitsOf, unwrap } from './traits.js';
+import { defOf, fieldOf, shapeOf, traitsOf, unwrap } from './traits.js';
 import { fromReadFields } from './walk.js';
 
 type Doc = Record<string, any>;
@@ -33,7 +33,7 @@ export function liveInput(kind: KindEntry, read: Doc): Doc {
 function parsedByField(shape: Record<string, z.ZodType>, value: Doc): Doc {
   return Object.fromEntries(
     Object.entries(value).map(([k, v]) => {
-      const schema = shape[k];
+      const schema = fieldOf(shape, k);
       const p = schema?.safeParse(v);
       if (!schema || p!.success) return [k, schema ? p!.data : v];
       const sub = shapeOf(schema);

@@ -7,7 +7,7 @@
 // absent mean the same on input, so the default applies. A required field's null is
 // still refused, and fields whose null means something (a module, an OAuth member) keep it.
 import type { z } from 'zod';
-import { defOf, shapeOf, unwrap } from './traits.js';
+import { defOf, fieldOf, shapeOf, unwrap } from './traits.js';
 
 type Doc = Record<string, unknown>;
 
@@ -28,7 +28,7 @@ export function nullsAsAbsent(schema: z.ZodType, input: unknown): unknown {
   if (!shape || input === null || typeof input !== 'object') return input;
   const out: Doc = {};
   for (const [key, value] of Object.entries(input as Doc)) {
-    const field = shape[key];
+    const field = fieldOf(shape, key);
     if (!field) { out[key] = value; continue; }
     if (value === null && !accepts(field, null) && accepts(field, undefined)) continue;
     out[key] = nullsAsAbsent(field, value);

@@ -1,7 +1,7 @@
 // The thirteen HTTPS route modules. Each is one entry; the server, client, reconciler and
 // provider find them through the `module` trait.
 import { z } from 'zod';
-import { computed, cookiePrefix, headerMap, headerNames, regex, secret, uint32, url } from './fields.js';
+import { boundedList, computed, cookiePrefix, headerMap, headerNames, ITEM_LIMITS, regex, secret, uint32, url } from './fields.js';
 import { backendModule, ipRestrictionModule, module, trafficPolicyModule } from './modules.js';
 import { xmlRootProblem } from './validate/xml.js';
 
@@ -43,7 +43,7 @@ const NAMEID_ALIASES = [
   'urn:oasis:names:tc:SAML:2.0:nameid-format:unspecified',
 ] as const;
 
-const shortList = () => z.array(z.string().min(1).max(255)).max(256).default([]);
+const shortList = () => boundedList(z.string().min(1).max(255), ITEM_LIMITS.strings).default([]);
 const sessionFields = () => ({
   options_passthrough: z.boolean().default(false).describe('When true, OPTIONS requests are not authenticated (for CORS).'),
   cookie_prefix: cookiePrefix().describe('Prefix of the session cookie; letters, digits and periods.'),
@@ -54,7 +54,7 @@ const sessionFields = () => ({
 function oauthMember(name: string) {
   const orgs = name === 'github'
     ? {
-        teams: z.array(z.string().regex(/^[^/\s]+\/[^/\s]+$/, 'teams are <org>/<team>')).max(256).default([]).describe('Team slugs, <org>/<team>.'),
+        teams: boundedList(z.string().max(255).regex(/^[^/\s]+\/[^/\s]+$/, 'teams are <org>/<team>'), ITEM_LIMITS.strings).default([]).describe('Team slugs, <org>/<team>.'),
         organizations: shortList().describe('Organization slugs.'),
       }
     : {};
@@ -173,8 +173,8 @@ export const routeModules = {
   }).describe('Requires users to log in with an OpenID Connect provider.'),
   websocket_tcp_converter: module({}).describe('Carries WebSocket connections to the upstream as TCP streams.'),
   user_agent_filter: module({
-    allow: z.array(regex()).max(256).default([]).describe('Regular expressions; matching user agents are allowed.'),
-    deny: z.array(regex()).max(256).default([]).describe('Regular expressions; matching user agents are denied.'),
+    allow: boundedList(regex(), ITEM_LIMITS.strings).default([]).describe('Regular expressions; matching user agents are allowed.'),
+    deny: boundedList(regex(), ITEM_LIMITS.strings).default([]).describe('Regular expressions; matching user agents are denied.'),
   }).describe('Allows or denies requests by their User-Agent header.'),
   traffic_policy: trafficPolicyModule(),
 };

@@ -107,6 +107,13 @@ export function withoutDefault(schema: z.ZodType): z.ZodType {
   return schema;
 }
 
+/**
+ * The schema of field `key` in a shape, only if the shape declares it: a plain lookup of
+ * a client's key such as `toString` or `constructor` finds Object.prototype's function.
+ */
+export const fieldOf = (shape: Record<string, z.ZodType>, key: PropertyKey): z.ZodType | undefined =>
+  Object.hasOwn(shape, key) ? shape[key as string] : undefined;
+
 /** Object shape of an (unwrapped) object schema, or undefined. */
 export function shapeOf(schema: z.ZodType): Record<string, z.ZodType> | undefined {
   const s = unwrap(schema);

@@ -3,7 +3,7 @@
 // use them to turn read forms back into input forms.
 import { z } from 'zod';
 import { readKey } from './define.js';
-import { defOf, shapeOf, traitsOf, unwrap, type RefTrait } from './traits.js';
+import { defOf, fieldOf, shapeOf, traitsOf, unwrap, type RefTrait } from './traits.js';
 
 type Doc = Record<string, any>;
 export type Path = (string | number)[];
@@ -178,7 +178,8 @@ export function schemaAt(root: z.ZodType, path: readonly PropertyKey[]): z.ZodTy
   for (const step of path) {
     if (!cur) return undefined;
     const shape = shapeOf(cur);
-    if (shape && typeof step === 'string' && shape[step]) { cur = shape[step]; continue; }
+    const field = shape && typeof step === 'string' ? fieldOf(shape, step) : undefined;
+    if (field) { cur = field; continue; }
     const el = elementOf(cur);
     if (el && typeof step === 'number') { cur = el; continue; }
     const rv = recordValueOf(cur);

@@ -12,17 +12,34 @@ export interface PemBlock {
 
 export type PemResult = { ok: true; blocks: PemBlock[] } | { ok: false; message: string };
 
-const BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END ([A-Z0-9 ]+)-----/g;
+const BEGIN = /-----BEGIN ([A-Z0-9 ]+)-----/g;
+const END = /-----END ([A-Z0-9 ]+)-----/g;
+
+/**
+ * Each BEGIN line with the first END line after it. Searched forward only, so the time is
+ * linear in the text: a lazy regular expression over the whole block rescanned the rest of
+ * the text from every BEGIN without an END (quadratic; 0.3 s of CPU for one 64 KiB field).
+ */
+function* pemBlocks(text: string) {
+  BEGIN.lastIndex = 0;
+  for (let begin = BEGIN.exec(text); begin; begin = BEGIN.exec(text)) {
+    END.lastIndex = BEGIN.lastIndex;
+    const end = END.exec(text);
+    if (!end) return;
+    yield { index: begin.index, length: END.lastIndex - begin.index, label: begin[1], inner: text.slice(BEGIN.lastIndex, end.index), endLabel: end[1] };
+    BEGIN.lastIndex = END.lastIndex;
+  }
+}
 
 export function readPem(text: string): PemResult {
   const blocks: PemBlock[] = [];
   let consumed = '';
   let last = 0;
-  for (const m of text.matchAll(BLOCK)) {
+  for (const m of pemBlocks(text)) {
     const n = blocks.length + 1;
     consumed += text.slice(last, m.index);
-    last = m.index + m[0].length;
-    const [, label, inner, endLabel] = m;
+    last = m.index + m.length;
+    const { label, inner, endLabel } = m;
     if (label !== endLabel) return { ok: false, message: `PEM block ${n} begins as ${label} but ends as ${endLabel}` };
     const headers: Record<string, string> = {};
     let body = inner;

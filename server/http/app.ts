@@ -6,6 +6,8 @@ import type { Caller, Ctx, ServerContext, Tx } from '../resources/context.js';
 import type { ApiRoute, Method } from '../resources/routes.js';
 import { newIdBody } from '../store/ids.js';
 import { ApiError } from './errors.js';
+import { parseJsonBody } from './body.js';
+import { answerProtocolErrors } from './protocol.js';
 import { RateLimiter } from './rate-limit.js';
 import { answerClientError, API_KEY_HEADER, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
 
@@ -45,6 +47,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     frameworkErrors: (error, request, reply) => sendError(request, reply, fromRouterError(error)),
     clientErrorHandler: (error, socket) => answerClientError(error as { code?: string }, socket, `op_${newIdBody()}`),
   });
+  answerProtocolErrors(app);
   const limiter = new RateLimiter(opts.apiRateLimit, opts.apiRateWindowMs);
   const log = opts.log ?? ((line: string) => process.stdout.write(`${line}\n`));
 
@@ -58,13 +61,11 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   app.decorateRequest('startedAt', 0n);
 
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, text, done) => {
-    const s = String(text);
-    if (s.trim() === '') return done(null, undefined);
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, text, done) => {
     try {
-      done(null, JSON.parse(s));
-    } catch {
-      done(new ApiError('ERR_SERVICE_100', 'the request body is not valid JSON'), undefined);
+      done(null, parseJsonBody(String(text), req.headers['content-type']));
+    } catch (e) {
+      done(e as ApiError, undefined);
     }
   });
 
@@ -163,8 +164,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   }
   for (const [url, methods] of byPath) {
     const allow = [...methods].join(', ');
-    // HEAD is answered wherever GET is (Fastify adds it); OPTIONS is refused like any other method.
-    const others = [...METHODS, 'OPTIONS', 'HEAD'].filter((m) => !methods.has(m as Method) && !(m === 'HEAD' && methods.has('GET')));
+    // HEAD is answered wherever GET is (Fastify adds it); OPTIONS, TRACE and every other method Fastify knows are refused alike.
+    const others = [...new Set([...METHODS, ...app.supportedMethods])].filter((m) => !methods.has(m as Method) && !(m === 'HEAD' && methods.has('GET')));
     if (!others.length) continue;
     app.route({
       method: others,

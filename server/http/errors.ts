@@ -23,6 +23,7 @@ export const ERRORS = {
   ERR_SERVICE_301: { status: 404, summary: 'No such path.' },
   ERR_SERVICE_302: { status: 404, summary: 'The module is not set on this resource.' },
   ERR_SERVICE_310: { status: 405, summary: 'The method is not allowed on this path.' },
+  ERR_SERVICE_315: { status: 417, summary: 'The Expect header names an expectation the server does not support (only 100-continue).' },
   ERR_SERVICE_320: { status: 409, summary: 'A unique value is already taken.' },
   ERR_SERVICE_321: { status: 409, summary: 'The resource is still referenced and cannot be deleted.' },
   // SPEC's four reasons an agent update fails, one code each (DECISIONS: "a code per reason").

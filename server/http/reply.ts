@@ -1,4 +1,5 @@
 // The error body every failure shares, and the request-scoped operation id.
+import { STATUS_CODES } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, ERRORS } from './errors.js';
 
@@ -44,11 +45,16 @@ export function answerClientError(error: { code?: string }, socket: import('node
   const api = error.code === 'HPE_HEADER_OVERFLOW'
     ? new ApiError('ERR_SERVICE_331', 'the request headers are larger than 16 KiB')
     : new ApiError('ERR_SERVICE_109', 'the request is not valid HTTP/1.1');
+  endWithError(socket, api, operationId);
+}
+
+/** Writes an error response straight onto a socket Fastify never sees, then closes it. */
+export function endWithError(socket: import('node:stream').Duplex, api: ApiError, operationId: string) {
   const body = JSON.stringify(errorBody(api, operationId));
-  const reason = api.status === 431 ? 'Request Header Fields Too Large' : 'Bad Request';
+  const extra = Object.entries(api.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
   socket.end(
-    `HTTP/1.1 ${api.status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-      `${OPERATION_HEADER}: ${operationId}\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${api.status} ${STATUS_CODES[api.status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `${OPERATION_HEADER}: ${operationId}\r\n${extra}Connection: close\r\n\r\n${body}`,
   );
 }
 

@@ -37,7 +37,8 @@ export function parseInput<T>(schema: z.ZodType<T>, input: unknown, base: (strin
   const first = issues.find((i) => i.code === 'unrecognized_keys') ?? issues[0];
   const error = toError(schema, first, base);
   if (issues.length > 1) {
-    error.details.problems = issues.map((i) => {
+    // At most the first 20: a map of 30,000 bad keys would otherwise answer a 30,000-line error.
+    error.details.problems = issues.slice(0, 20).map((i) => {
       const e = toError(schema, i, base);
       return { field: e.details.field, reason: e.details.reason };
     });

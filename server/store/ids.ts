@@ -37,6 +37,7 @@ export const newId = (prefix: string) => `${prefix}_${newIdBody()}`;
 
 // SPEC: identifier bodies are opaque. Only the prefix says which collection an id belongs
 // to (another prefix is 400); any body after the right prefix is an id, known or not (404).
-const BODY = /^[^\s/?#]{1,100}$/u;
+// Control characters and lone surrogates are never part of one: PostgreSQL cannot compare them.
+const BODY = /^[^\s/?#\p{Cc}\p{Cs}]{1,100}$/u;
 /** Whether a string is shaped like an id of the given prefix. */
 export const isIdOf = (prefix: string, id: string) => id.startsWith(`${prefix}_`) && BODY.test(id.slice(prefix.length + 1));

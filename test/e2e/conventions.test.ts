@@ -1,10 +1,10 @@
 // DECISIONS.md "Wire conventions", end to end: version header, authentication, content
 // type, bodies, errors, status codes, query parameters, unknown paths and methods, ids,
 // uris, timestamps, nulls, PATCH, the rate limit and the request log.
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, expectInvalid, ID, RFC3339 } from '../helpers/api.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { rawHttp } from '../helpers/raw-http.js';
 
 let s: TestServer;
 beforeAll(async () => { s = await startTestServer(); });
@@ -290,18 +290,7 @@ describe('the request log', () => {
   });
 });
 
-/** Sends raw bytes and returns the raw response (the connection is closed by the server). */
-async function raw(bytes: string): Promise<{ status: number; headers: string; body: any }> {
-  const socket = net.connect(Number(new URL(s.url).port), '127.0.0.1');
-  await new Promise((r) => socket.once('connect', r));
-  let out = '';
-  socket.on('data', (c) => { out += c; });
-  const closed = new Promise((r) => socket.once('close', r));
-  socket.write(bytes);
-  await closed;
-  const [head, body] = out.split('\r\n\r\n');
-  return { status: Number(head.split(' ')[1]), headers: head, body: JSON.parse(body) };
-}
+const raw = (bytes: string) => rawHttp(s.url, bytes);
 
 describe('requests that are not well-formed still get the error body', () => {
   it.each([
@@ -318,6 +307,6 @@ describe('requests that are not well-formed still get the error body', () => {
     const r = await raw(bytes);
     expect(r.status).toBe(status);
     expect(r.body).toEqual({ error_code: code, status_code: status, msg: expect.any(String), details: { operation_id: expect.stringMatching(/^op_/) } });
-    expect(r.headers).toContain(`Service-Operation-Id: ${r.body.details.operation_id}`);
+    expect(r.headers['service-operation-id']).toBe(r.body.details.operation_id);
   });
 });

@@ -1,6 +1,6 @@
 // The traffic-policy document: parsed from YAML or JSON and checked rule by rule. The
 // traffic-policy engine reuses this module, so it knows nothing of HTTP or the catalog.
-import { parseDocument } from 'yaml';
+import { parseBoundedYaml } from './bounded-parse.js';
 
 export const PHASES = ['on_http_request', 'on_http_response', 'on_tcp_connect'] as const;
 export type Phase = (typeof PHASES)[number];
@@ -130,9 +130,9 @@ export interface PolicyOptions {
 /** Parses and validates a traffic policy given as YAML or JSON text. */
 export function parseTrafficPolicy(text: string, opts: PolicyOptions = {}): PolicyResult {
   const phases = opts.phases ?? PHASES;
-  const doc = parseDocument(text, { uniqueKeys: true });
-  if (doc.errors.length > 0) return { ok: false, issues: [{ path: '', message: `not valid YAML or JSON: ${doc.errors[0].message.split('\n')[0]}` }] };
-  const value: unknown = doc.toJS() ?? {};
+  const parsed = parseBoundedYaml(text);
+  if (!parsed.ok) return { ok: false, issues: [{ path: '', message: parsed.message }] };
+  const value: unknown = parsed.value ?? {};
   if (!isObject(value)) return { ok: false, issues: [{ path: '', message: `a traffic policy is a mapping of phases (${PHASES.join(', ')})` }] };
   const issues: PolicyIssue[] = [];
   const policy: TrafficPolicy = {};

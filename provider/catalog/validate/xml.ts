@@ -1,6 +1,15 @@
 // Just enough XML to tell whether SAML IdP metadata is a well-formed EntityDescriptor
-// document: balanced elements, one root, and the root's local name.
-export function xmlRootProblem(text: string, expectedRoot: string): string | undefined {
+// document: balanced elements, one root, and the root's local name. It never expands an
+// entity; a DTD is refused outright (metadata needs none, and whatever reads the document
+// after us must not meet a billion laughs), as are documents past the size and depth bounds.
+import { DOCUMENT_LIMITS } from './bounded-parse.js';
+
+/** SAML metadata: 256 KiB (the catalog's limit) and 64 levels of elements (real metadata has about 8). */
+export const XML_LIMITS = { maxChars: 262144, maxDepth: DOCUMENT_LIMITS.maxDepth };
+
+export function xmlRootProblem(text: string, expectedRoot: string, limits = XML_LIMITS): string | undefined {
+  if (text.length > limits.maxChars) return `the document is larger than ${limits.maxChars} characters`;
+  if (/<!(DOCTYPE|ENTITY)/i.test(text)) return 'a DOCTYPE or ENTITY declaration is not accepted (metadata needs none, and entities can expand without bound)';
   const stack: string[] = [];
   let root: string | undefined;
   let i = 0;
@@ -27,7 +36,7 @@ export function xmlRootProblem(text: string, expectedRoot: string): string | und
         if (root !== undefined) return 'more than one root element';
         root = name;
       }
-      if (!selfClosing) stack.push(name);
+      if (!selfClosing && stack.push(name) > limits.maxDepth) return `elements are nested more than ${limits.maxDepth} levels deep`;
     }
     i = tag.lastIndex;
   }
