@@ -1,6 +1,6 @@
 // Server settings: flags win over environment variables, which win over defaults.
 import path from 'node:path';
-import type { DeliveryOptions } from './events/delivery.js';
+import { DELIVERY_DEFAULTS, type DeliveryOptions } from './events/delivery.js';
 
 export interface ServerConfig {
   host: string;
@@ -69,5 +69,6 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     bootstrapTokenFile: path.resolve(pick(env.EDGEFORM_BOOTSTRAP_TOKEN_FILE) ?? path.join(dataDir, 'bootstrap-token')),
     secretKey: pick(env.EDGEFORM_SECRET_KEY),
     secretKeyFile: path.resolve(pick(env.EDGEFORM_SECRET_KEY_FILE) ?? path.join(dataDir, 'secret.key')),
+    delivery: { timeoutMs: int('EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS', pick(env.EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS), DELIVERY_DEFAULTS.timeoutMs, 100, 600_000) },
   };
 }
