@@ -19,7 +19,9 @@ Environment only:
   EDGEFORM_BOOTSTRAP_TOKEN       token for the first API key (instead of a generated one)
   EDGEFORM_BOOTSTRAP_TOKEN_FILE  where a generated first token is written (default <data-dir>/bootstrap-token)
   EDGEFORM_SECRET_KEY            32-byte key (hex or base64) encrypting secrets at rest
-  EDGEFORM_SECRET_KEY_FILE       key file used when EDGEFORM_SECRET_KEY is unset (default <data-dir>/secret.key, created 0600)
+  EDGEFORM_SECRET_KEY_FILE       key file used when EDGEFORM_SECRET_KEY is unset (default <data-dir>/secret.key, created 0600 for a new database)
+  EDGEFORM_SECRET_KEY_PREVIOUS   the key being replaced: secrets are re-sealed under the new key at start
+  EDGEFORM_SECRET_KEY_PREVIOUS_FILE  a file holding the key being replaced
   EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS  deadline of one event delivery (default 10000)`)
     .action(async (opts) => {
       let config: ServerConfig;

@@ -17,6 +17,9 @@ export interface ServerConfig {
   /** 32-byte key (hex or base64) that encrypts secrets at rest; else the key file. */
   secretKey?: string;
   secretKeyFile: string;
+  /** The key being rotated away from (EDGEFORM_SECRET_KEY_PREVIOUS, or a file of it): re-sealed under the new key at start. */
+  secretKeyPrevious?: string;
+  secretKeyPreviousFile?: string;
   /** Request log lines; default stdout. */
   log?: (line: string) => void;
   /** Event delivery timing (tests shorten the backoff). */
@@ -54,6 +57,8 @@ function publicUrl(value: string | undefined): string | undefined {
   return value.replace(/\/+$/, '');
 }
 
+const optionalPath = (p: string | undefined) => (p === undefined ? undefined : path.resolve(p));
+
 /** The first value that is set; an empty string (`EDGEFORM_PORT=` in a shell or compose file) counts as unset. */
 const pick = <T extends string | number>(...values: (T | undefined)[]): T | undefined => values.find((v) => v !== undefined && v !== '');
 
@@ -69,6 +74,8 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     bootstrapTokenFile: path.resolve(pick(env.EDGEFORM_BOOTSTRAP_TOKEN_FILE) ?? path.join(dataDir, 'bootstrap-token')),
     secretKey: pick(env.EDGEFORM_SECRET_KEY),
     secretKeyFile: path.resolve(pick(env.EDGEFORM_SECRET_KEY_FILE) ?? path.join(dataDir, 'secret.key')),
+    secretKeyPrevious: pick(env.EDGEFORM_SECRET_KEY_PREVIOUS),
+    secretKeyPreviousFile: optionalPath(pick(env.EDGEFORM_SECRET_KEY_PREVIOUS_FILE)),
     delivery: { timeoutMs: int('EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS', pick(env.EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS), DELIVERY_DEFAULTS.timeoutMs, 100, 600_000) },
   };
 }

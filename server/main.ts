@@ -10,7 +10,7 @@ import './resources/register.js';
 import type { ServerContext } from './resources/context.js';
 import { apiRoutes } from './resources/routes.js';
 import { openDatabase, type Database } from './store/db.js';
-import { SecretBox } from './store/secret-box.js';
+import { configuredKey, secretBoxFor } from './store/secret-key.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 
@@ -26,9 +26,11 @@ export interface RunningServer {
 }
 
 export async function startServer(config: ServerConfig): Promise<RunningServer> {
-  const box = config.secretKey ? SecretBox.fromKey(config.secretKey) : SecretBox.fromFile(config.secretKeyFile);
+  // A malformed key is refused before the database is touched.
+  configuredKey(config);
   const db = await openDatabase(config.databaseUrl);
   try {
+    const box = await secretBoxFor(db, config, (msg) => (config.log ?? ((line: string) => process.stdout.write(`${line}\n`)))(JSON.stringify({ time: new Date().toISOString(), level: 'info', msg })));
     const boot = await bootstrap(db, { token: config.bootstrapToken, tokenFile: config.bootstrapTokenFile });
     const routes = apiRoutes();
     const server: ServerContext = { db, box, publicUrl: config.publicUrl ?? '' };

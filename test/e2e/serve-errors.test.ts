@@ -1,14 +1,13 @@
 // `edgeform serve` that cannot start, as an operator meets it: one line on stderr that names
 // the setting to change, no stack trace, exit 2 for a bad flag or environment value (a
 // usage error, as the README's exit codes say) and 1 for what the machine refused.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serveToExit } from '../helpers/serve.js';
 
-const BIN = path.resolve('bin/edgeform.js');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-serve-errors-'));
 const aFile = path.join(dir, 'a-file');
 fs.writeFileSync(aFile, 'not a folder\n');
@@ -30,21 +29,7 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** Runs serve to its exit (asynchronous: the test's own listener must keep answering). */
-function serve(args: string[], env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', path.join(dir, 'data'), ...args], {
-    env: { ...process.env, EDGEFORM_PORT: '', EDGEFORM_HOST: '', EDGEFORM_DATABASE_URL: '', EDGEFORM_PUBLIC_URL: '', EDGEFORM_SECRET_KEY: '', EDGEFORM_SECRET_KEY_FILE: '', EDGEFORM_BOOTSTRAP_TOKEN: '', EDGEFORM_BOOTSTRAP_TOKEN_FILE: '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c) => { stdout += c; });
-  child.stderr.on('data', (c) => { stderr += c; });
-  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
-    child.on('close', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); }),
-  );
-}
+const serve = (args: string[], env: Record<string, string> = {}) => serveToExit(['--data-dir', path.join(dir, 'data'), ...args], env);
 
 interface Case {
   case: string;
