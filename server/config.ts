@@ -1,5 +1,6 @@
 // Server settings: flags win over environment variables, which win over defaults.
 import path from 'node:path';
+import type { DrainOptions } from './http/drain.js';
 import { DELIVERY_DEFAULTS, type DeliveryOptions } from './events/delivery.js';
 
 export interface ServerConfig {
@@ -22,6 +23,8 @@ export interface ServerConfig {
   secretKeyPreviousFile?: string;
   /** Request log lines; default stdout. */
   log?: (line: string) => void;
+  /** How shutdown closes kept-alive connections (tests shorten it). */
+  drain?: Partial<DrainOptions>;
   /** Event delivery timing (tests shorten the backoff). */
   delivery?: Partial<DeliveryOptions>;
 }

@@ -5,6 +5,7 @@ import { bootstrap, type Bootstrap } from './bootstrap.js';
 import type { ServerConfig } from './config.js';
 import { DeliveryWorker } from './events/delivery.js';
 import { buildApp } from './http/app.js';
+import { drainable, DRAIN_DEFAULTS } from './http/drain.js';
 import { openapiDocument } from './openapi.js';
 import './resources/register.js';
 import type { ServerContext } from './resources/context.js';
@@ -35,7 +36,9 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const routes = apiRoutes();
     const server: ServerContext = { db, box, publicUrl: config.publicUrl ?? '' };
     let openapi: unknown;
+    let closing = false;
     const app = buildApp({
+      isClosing: () => closing,
       server,
       routes,
       apiRateLimit: config.apiRateLimit,
@@ -43,6 +46,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       log: config.log,
       openapi: () => (openapi ??= openapiDocument(routes, server.publicUrl, version)),
     });
+    const drain = drainable(app.server, { ...DRAIN_DEFAULTS, ...config.drain });
     await app.listen({ host: config.host, port: config.port });
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
@@ -60,6 +64,8 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       listening,
       bootstrap: boot,
       async close() {
+        closing = true;
+        await drain();
         await app.close();
         await worker.stop();
         await db.close();

@@ -29,6 +29,8 @@ export interface AppOptions {
   /** Where request log lines go (one JSON object per line). */
   log?: (line: string) => void;
   openapi: () => unknown;
+  /** True once shutdown has begun (before Fastify's own close): requests get 503 with Connection: close. */
+  isClosing?: () => boolean;
 }
 
 const fastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
@@ -72,7 +74,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     request.startedAt = process.hrtime.bigint();
     reply.header(OPERATION_HEADER, request.id);
     // A request on a kept-alive connection after SIGTERM: refuse it so the client retries elsewhere.
-    if (closing) throw new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry', {}, { Connection: 'close', 'Retry-After': '1' });
+    if (closing || opts.isClosing?.()) throw new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry', {}, { Connection: 'close', 'Retry-After': '1' });
     const path = request.url.split('?')[0].replace(/\/+$/, '') || '/';
     if (PUBLIC.has(path)) return;
     const auth = request.headers.authorization;

@@ -60,8 +60,12 @@ describe('edgeform serve', () => {
     await new Promise((r) => setTimeout(r, 300));
     s.child.kill('SIGTERM');
     await s.waitFor(/received SIGTERM/);
-    // New connections are refused while the old request is still open.
-    const refused = await fetch(`${s.url}/healthz`).then(() => false, () => true);
+    // New connections are refused while the old request is still open (a kept-alive one would get the 503).
+    const refused = await new Promise<boolean>((resolve) => {
+      const probe = net.connect(Number(port), '127.0.0.1');
+      probe.once('connect', () => { probe.destroy(); resolve(false); });
+      probe.once('error', () => resolve(true));
+    });
     expect(refused).toBe(true);
     socket.write(body.slice(5));
     await ended;
