@@ -43,6 +43,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       routes,
       apiRateLimit: config.apiRateLimit,
       apiRateWindowMs: config.apiRateWindowMs,
+      authFailureLimit: config.authFailureLimit,
       log: config.log,
       openapi: () => (openapi ??= openapiDocument(routes, server.publicUrl, version)),
     });
