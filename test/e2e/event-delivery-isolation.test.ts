@@ -2,8 +2,13 @@
 // accept and never answer) beside one healthy receiver. The healthy one gets its events
 // while every black-hole send is still waiting; the black holes' sends end at the deadline
 // and are retried with backoff; connections to one black hole stay under the per-origin cap.
+// On PostgreSQL, two instances share the outbox: each event reaches the healthy receiver
+// once, in order, while a black hole holds a claim of its own.
+import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+// @ts-expect-error: a plain .mjs script without types
+import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
 import { eventually, receiver } from '../helpers/events.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -83,4 +88,39 @@ describe('event delivery with destinations that never answer', () => {
     // Nothing was delivered twice to the healthy one while the others were retried.
     expect(healthy.received).toHaveLength(ids.length);
   }, 60_000);
+});
+
+const pgAvailable: boolean = postgresAvailable();
+if (!pgAvailable) console.warn('\n*** SKIPPING the PostgreSQL delivery test: initdb is not on the PATH ***\n');
+
+describe.skipIf(!pgAvailable)('event delivery from two instances on one PostgreSQL database', () => {
+  it('delivers each event once and in order, neither instance waiting for the other or for the black hole', async () => {
+    const pg = await startPostgres();
+    const hole = await blackHole();
+    const hook = await receiver();
+    const servers: TestServer[] = [];
+    try {
+      const url = await pg.createDatabase('edgeform_delivery');
+      const config = { databaseUrl: url, secretKey: randomBytes(32).toString('hex'), delivery: { timeoutMs: 20_000, backoffMs: 200, pollMs: 100 } };
+      servers.push(await startTestServer(config));
+      servers.push(await startTestServer(config));
+      const [a, b] = servers;
+      const good = (await a.post('/event_destinations', { target: { http: { url: hook.url } } })).body.id;
+      const stuck = (await b.post('/event_destinations', { target: { http: { url: hole.url } } })).body.id;
+      expect((await a.post('/event_subscriptions', { sources: [{ type: 'ip_policy_created.v0' }], destination_ids: [stuck, good] })).status).toBe(201);
+      const ids: string[] = [];
+      for (let i = 0; i < 20; i++) ids.push((await servers[i % 2].post('/ip_policies', { description: `p${i}` })).body.id);
+      await eventually(async () => expect(hook.received.map((r) => r.json.object.id)).toEqual(ids));
+      // The black hole's first send is still waiting (its deadline is 20 s), held by one instance only.
+      expect(hole.accepted()).toBe(1);
+      expect([...a.logs, ...b.logs].filter((l) => l.includes('event delivery failed'))).toEqual([]);
+      // Nothing more arrives: each event was sent once.
+      await new Promise((r) => setTimeout(r, 500));
+      expect(hook.received).toHaveLength(ids.length);
+    } finally {
+      for (const s of servers) await s.close();
+      await Promise.all([hole.close(), hook.close()]);
+      pg.stop();
+    }
+  }, 120_000);
 });
