@@ -13,13 +13,17 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--database <url>', 'file:<path> for SQLite or postgresql://... (default file:<data-dir>/edgeform.db)').env('EDGEFORM_DATABASE_URL'))
     .addOption(new Option('--public-url <url>', 'base of every uri and next_page_uri (default http://<host>:<port>)').env('EDGEFORM_PUBLIC_URL'))
     .addOption(new Option('--api-rate-limit <n>', 'requests per minute per API key; 0 turns the limit off').env('EDGEFORM_API_RATE_LIMIT').default('600'))
+    .addOption(new Option('--auth-failure-limit <n>', 'failed authentications per minute per client address before 429; 0 turns the limit off').env('EDGEFORM_AUTH_FAILURE_LIMIT').default('30'))
     .addOption(new Option('--data-dir <dir>', 'where the default database, key file and bootstrap token live').env('EDGEFORM_DATA_DIR').default('data'))
     .addHelpText('after', `
 Environment only:
   EDGEFORM_BOOTSTRAP_TOKEN       token for the first API key (instead of a generated one)
   EDGEFORM_BOOTSTRAP_TOKEN_FILE  where a generated first token is written (default <data-dir>/bootstrap-token)
   EDGEFORM_SECRET_KEY            32-byte key (hex or base64) encrypting secrets at rest
-  EDGEFORM_SECRET_KEY_FILE       key file used when EDGEFORM_SECRET_KEY is unset (default <data-dir>/secret.key, created 0600)`)
+  EDGEFORM_SECRET_KEY_FILE       key file used when EDGEFORM_SECRET_KEY is unset (default <data-dir>/secret.key, created 0600 for a new database)
+  EDGEFORM_SECRET_KEY_PREVIOUS   the key being replaced: secrets are re-sealed under the new key at start
+  EDGEFORM_SECRET_KEY_PREVIOUS_FILE  a file holding the key being replaced
+  EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS  deadline of one event delivery (default 10000)`)
     .action(async (opts) => {
       let config: ServerConfig;
       try {
@@ -27,7 +31,7 @@ Environment only:
         providerOf(config.databaseUrl);
       } catch (e) {
         // A bad flag or environment value is a usage error (exit 2), as the README says.
-        process.stderr.write(`Error: ${(e as Error).message}\n(run "edgeform serve --help" for the settings)\n`);
+        process.stderr.write(`Error: ${(e as Error).message} (run "edgeform serve --help" for the settings)\n`);
         return setCode(2);
       }
       let server: RunningServer;

@@ -1,6 +1,7 @@
 // Server settings: flags win over environment variables, which win over defaults.
 import path from 'node:path';
-import type { DeliveryOptions } from './events/delivery.js';
+import type { DrainOptions } from './http/drain.js';
+import { DELIVERY_DEFAULTS, type DeliveryOptions } from './events/delivery.js';
 
 export interface ServerConfig {
   host: string;
@@ -12,13 +13,20 @@ export interface ServerConfig {
   apiRateLimit: number;
   /** The rate limit's window in ms (default a minute; tests shorten it, as with `delivery`). */
   apiRateWindowMs?: number;
+  /** Failed authentications per minute per client address before 429; 0 turns the limit off. */
+  authFailureLimit: number;
   bootstrapToken?: string;
   bootstrapTokenFile: string;
   /** 32-byte key (hex or base64) that encrypts secrets at rest; else the key file. */
   secretKey?: string;
   secretKeyFile: string;
+  /** The key being rotated away from (EDGEFORM_SECRET_KEY_PREVIOUS, or a file of it): re-sealed under the new key at start. */
+  secretKeyPrevious?: string;
+  secretKeyPreviousFile?: string;
   /** Request log lines; default stdout. */
   log?: (line: string) => void;
+  /** How shutdown closes kept-alive connections (tests shorten it). */
+  drain?: Partial<DrainOptions>;
   /** Event delivery timing (tests shorten the backoff). */
   delivery?: Partial<DeliveryOptions>;
 }
@@ -29,6 +37,7 @@ export interface ServeFlags {
   database?: string;
   publicUrl?: string;
   apiRateLimit?: string | number;
+  authFailureLimit?: string | number;
   dataDir?: string;
 }
 
@@ -54,6 +63,24 @@ function publicUrl(value: string | undefined): string | undefined {
   return value.replace(/\/+$/, '');
 }
 
+const optionalPath = (p: string | undefined) => (p === undefined ? undefined : path.resolve(p));
+
+/**
+ * A supplied first token must be as hard to guess as a generated one is meant to be: at
+ * least 32 characters a bearer token may hold, not a repetition of a few (a generated
+ * token is 43 base62 characters). The message never repeats the value.
+ */
+function bootstrapToken(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  const strong = value.length >= 32 && /^[A-Za-z0-9._~+/=-]+$/.test(value) && new Set(value).size >= 10;
+  if (!strong) {
+    throw new Error(
+      'EDGEFORM_BOOTSTRAP_TOKEN is too weak: it must be at least 32 characters of letters, digits and - . _ ~ + / =, with at least 10 different ones (for example the output of openssl rand -hex 32); leave it unset to have one generated',
+    );
+  }
+  return value;
+}
+
 /** The first value that is set; an empty string (`EDGEFORM_PORT=` in a shell or compose file) counts as unset. */
 const pick = <T extends string | number>(...values: (T | undefined)[]): T | undefined => values.find((v) => v !== undefined && v !== '');
 
@@ -65,9 +92,13 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     databaseUrl: pick(flags.database, env.EDGEFORM_DATABASE_URL) ?? `file:${path.join(dataDir, 'edgeform.db')}`,
     publicUrl: publicUrl(pick(flags.publicUrl, env.EDGEFORM_PUBLIC_URL)),
     apiRateLimit: int('--api-rate-limit / EDGEFORM_API_RATE_LIMIT', pick(flags.apiRateLimit, env.EDGEFORM_API_RATE_LIMIT), 600, 0, 1_000_000_000),
-    bootstrapToken: pick(env.EDGEFORM_BOOTSTRAP_TOKEN),
+    authFailureLimit: int('--auth-failure-limit / EDGEFORM_AUTH_FAILURE_LIMIT', pick(flags.authFailureLimit, env.EDGEFORM_AUTH_FAILURE_LIMIT), 30, 0, 1_000_000),
+    bootstrapToken: bootstrapToken(pick(env.EDGEFORM_BOOTSTRAP_TOKEN)),
     bootstrapTokenFile: path.resolve(pick(env.EDGEFORM_BOOTSTRAP_TOKEN_FILE) ?? path.join(dataDir, 'bootstrap-token')),
     secretKey: pick(env.EDGEFORM_SECRET_KEY),
     secretKeyFile: path.resolve(pick(env.EDGEFORM_SECRET_KEY_FILE) ?? path.join(dataDir, 'secret.key')),
+    secretKeyPrevious: pick(env.EDGEFORM_SECRET_KEY_PREVIOUS),
+    secretKeyPreviousFile: optionalPath(pick(env.EDGEFORM_SECRET_KEY_PREVIOUS_FILE)),
+    delivery: { timeoutMs: int('EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS', pick(env.EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS), DELIVERY_DEFAULTS.timeoutMs, 100, 600_000) },
   };
 }

@@ -1,7 +1,9 @@
 // Delivers the outbox to `http` event destinations: each event is POSTed as JSON, signed
 // with HMAC-SHA256 of the body when the destination has a secret, at least once, in event
 // order per destination (only the oldest undelivered event of a destination is tried, so
-// a failing destination holds its later events back), with exponential backoff.
+// a failing destination holds its later events back), with exponential backoff. Each send
+// ends by its deadline, destinations never wait on each other, and connections to one
+// origin are capped.
 //
 // Several server instances may share one database: an instance claims a destination's
 // oldest pending delivery by moving its next attempt past a lease, with a conditional
@@ -9,6 +11,7 @@
 // the event is sent again (at least once).
 import { createHmac } from 'node:crypto';
 import { mergeSecrets } from '../../provider/catalog/walk.js';
+import { Agent, request } from 'undici';
 import { describeError } from '../http/reply.js';
 import type { ServerContext } from '../resources/context.js';
 import { findStored } from '../resources/engine.js';
@@ -20,12 +23,14 @@ export interface DeliveryOptions {
   /** First retry delay; doubles per failed attempt up to maxBackoffMs. */
   backoffMs: number;
   maxBackoffMs: number;
-  /** Per-request timeout. */
+  /** Deadline of one send, connecting included (EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS). */
   timeoutMs: number;
-  /** How long a claimed delivery is reserved for the claiming instance. */
+  /** How long a claimed delivery is reserved for the claiming instance (raised to cover a send). */
   leaseMs: number;
-  /** Destinations served at once. */
+  /** Destinations served at once; each has its own lane, so one slow destination holds one lane only. */
   concurrency: number;
+  /** Open connections per destination origin (host and port), at most. */
+  connectionsPerOrigin: number;
 }
 
 export const DELIVERY_DEFAULTS: DeliveryOptions = {
@@ -34,7 +39,8 @@ export const DELIVERY_DEFAULTS: DeliveryOptions = {
   maxBackoffMs: 10 * 60_000,
   timeoutMs: 10_000,
   leaseMs: 60_000,
-  concurrency: 4,
+  concurrency: 64,
+  connectionsPerOrigin: 4,
 };
 
 export const SIGNATURE_HEADER = 'Service-Signature';
@@ -44,10 +50,19 @@ export const signatureOf = (secret: string, body: string) => `sha256=${createHma
 
 type Doc = Record<string, any>;
 
+/**
+ * Runs one lane per destination with something due, up to `concurrency` lanes: a pass only
+ * finds due destinations and starts their lanes, it never waits for a send, so a destination
+ * that never answers holds its own lane (for at most the send deadline) and nobody else's.
+ */
 export class DeliveryWorker {
   private readonly opts: DeliveryOptions;
   private readonly abort = new AbortController();
+  private readonly dispatcher: Agent;
+  /** Destinations with a lane running, and the lanes themselves. */
+  private readonly lanes = new Map<string, Promise<void>>();
   private timer?: NodeJS.Timeout;
+  private wakeAt = Infinity;
   private running?: Promise<void>;
   private again = false;
   private stopped = false;
@@ -58,7 +73,15 @@ export class DeliveryWorker {
     private readonly userAgent: string,
     opts: Partial<DeliveryOptions> = {},
   ) {
-    this.opts = { ...DELIVERY_DEFAULTS, ...opts };
+    const o = { ...DELIVERY_DEFAULTS, ...opts };
+    // A lease shorter than a send would let another instance send the same event meanwhile.
+    this.opts = { ...o, leaseMs: Math.max(o.leaseMs, 3 * o.timeoutMs + 5_000) };
+    this.dispatcher = new Agent({
+      connections: this.opts.connectionsPerOrigin,
+      connect: { timeout: this.opts.timeoutMs },
+      headersTimeout: this.opts.timeoutMs,
+      bodyTimeout: this.opts.timeoutMs,
+    });
   }
 
   start() {
@@ -72,17 +95,28 @@ export class DeliveryWorker {
     else this.schedule(0);
   }
 
-  /** Stops taking work, aborts sends in flight (they are retried on the next start) and waits for the pass to end. */
+  /** Stops taking work, aborts sends in flight (they are retried on the next start) and waits for the lanes to end. */
   async stop() {
     this.stopped = true;
     clearTimeout(this.timer);
     this.abort.abort();
     await this.running;
+    await Promise.allSettled([...this.lanes.values()]);
+    await this.dispatcher.destroy().catch(() => {});
   }
 
+  /** Runs a pass in `ms`, unless one is already due sooner. */
   private schedule(ms: number) {
+    if (this.stopped) return;
+    const at = Date.now() + ms;
+    if (this.timer && at >= this.wakeAt) return;
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.run(), ms);
+    this.wakeAt = at;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.wakeAt = Infinity;
+      void this.run();
+    }, ms);
     this.timer.unref();
   }
 
@@ -99,7 +133,6 @@ export class DeliveryWorker {
     })();
     await this.running;
     this.running = undefined;
-    if (this.stopped) return;
     const now = this.again;
     this.again = false;
     this.schedule(now ? 0 : wait);
@@ -115,13 +148,24 @@ export class DeliveryWorker {
     return Math.max(0, Math.min(this.opts.pollMs, next.nextAttemptAt.getTime() - Date.now()));
   }
 
+  /** Starts a lane for each destination with something due and no lane yet. */
   private async pass() {
-    const heads = await this.prisma.delivery.groupBy({ by: ['destinationId'], where: { deliveredAt: null } });
-    const queue = heads.map((h) => h.destinationId);
-    const workers = Array.from({ length: Math.min(this.opts.concurrency, queue.length) }, async () => {
-      for (let id = queue.shift(); id !== undefined && !this.stopped; id = queue.shift()) await this.drain(id);
-    });
-    await Promise.all(workers);
+    const due = await this.prisma.delivery.groupBy({ by: ['destinationId'], where: { deliveredAt: null, nextAttemptAt: { lte: new Date() } } });
+    for (const { destinationId } of due) {
+      if (this.stopped || this.lanes.size >= this.opts.concurrency) break;
+      if (this.lanes.has(destinationId)) continue;
+      const lane = this.drain(destinationId)
+        .catch((e) => {
+          // The claim, if any, lapses with its lease and the event is tried again then.
+          if (!this.stopped) this.warn('event delivery failed; will retry', { destination_id: destinationId, error: describeError(e).reason });
+        })
+        .finally(() => {
+          this.lanes.delete(destinationId);
+          // A lane ending frees room for destinations that found none.
+          this.kick();
+        });
+      this.lanes.set(destinationId, lane);
+    }
   }
 
   /** Sends one destination's due events, oldest first, until one fails or none is due. */
@@ -134,6 +178,7 @@ export class DeliveryWorker {
         where: { destinationId, eventSeq: head.eventSeq, deliveredAt: null, nextAttemptAt: head.nextAttemptAt },
         data: { nextAttemptAt: claimedUntil },
       });
+      // Another instance claimed it: that instance serves this destination for now.
       if (claim.count !== 1) return;
       const key = { destinationId_eventSeq: { destinationId, eventSeq: head.eventSeq } };
       const destination = await findStored(this.server, destinationId);
@@ -163,6 +208,7 @@ export class DeliveryWorker {
       await this.prisma.delivery.update({ where: key, data: { attempts: attempt, lastError: failure, nextAttemptAt: new Date(Date.now() + delay) } });
       // The target's URL may carry credentials, so the log names the destination, not the URL.
       this.warn('event delivery failed; will retry', { destination_id: destinationId, event_id: event.id, attempt, retry_in_ms: delay, error: failure });
+      this.schedule(delay);
       return;
     }
   }
@@ -178,20 +224,29 @@ export class DeliveryWorker {
       'service-delivery-attempt': String(attempt),
     };
     if (http.secret) headers[SIGNATURE_HEADER.toLowerCase()] = signatureOf(http.secret, body);
+    // The deadline is a timer this send holds itself: a signal only referenced through
+    // AbortSignal.any() can be garbage-collected in Node 20 and then never fires.
+    const deadline = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      deadline.abort();
+    }, this.opts.timeoutMs);
+    const onStop = () => deadline.abort();
+    this.abort.signal.addEventListener('abort', onStop, { once: true });
     try {
-      const res = await fetch(http.url, {
-        method: 'POST',
-        headers,
-        body,
-        redirect: 'manual',
-        signal: AbortSignal.any([this.abort.signal, AbortSignal.timeout(this.opts.timeoutMs)]),
-      });
-      await res.body?.cancel().catch(() => {});
-      return res.status >= 200 && res.status < 300 ? undefined : `HTTP ${res.status}`;
+      const res = await request(http.url, { method: 'POST', headers, body, signal: deadline.signal, dispatcher: this.dispatcher });
+      await res.body.dump().catch(() => {});
+      return res.statusCode >= 200 && res.statusCode < 300 ? undefined : `HTTP ${res.statusCode}`;
     } catch (e) {
-      const err = e as Error & { cause?: { code?: string; message?: string } };
-      if (err.name === 'TimeoutError') return `no response within ${this.opts.timeoutMs} ms`;
-      return err.cause?.code ?? err.cause?.message ?? err.message;
+      const err = e as Error & { code?: string; cause?: { code?: string; message?: string } };
+      if (timedOut || err.code === 'UND_ERR_HEADERS_TIMEOUT' || err.code === 'UND_ERR_BODY_TIMEOUT' || err.code === 'UND_ERR_CONNECT_TIMEOUT') {
+        return `no response within ${this.opts.timeoutMs} ms`;
+      }
+      return err.cause?.code ?? err.code ?? err.cause?.message ?? err.message;
+    } finally {
+      clearTimeout(timer);
+      this.abort.signal.removeEventListener('abort', onStop);
     }
   }
 

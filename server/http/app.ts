@@ -8,12 +8,14 @@ import { newIdBody } from '../store/ids.js';
 import { ApiError } from './errors.js';
 import { parseJsonBody } from './body.js';
 import { answerProtocolErrors } from './protocol.js';
-import { RateLimiter } from './rate-limit.js';
+import { clientKey, RateLimiter } from './rate-limit.js';
 import { answerClientError, API_KEY_HEADER, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
 
 export const VERSION_HEADER = 'service-version';
 const PUBLIC = new Set(['/healthz', '/openapi.json']);
 const METHODS: Method[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+/** Client addresses whose failed authentications are counted at once; the oldest is forgotten past it. */
+const MAX_TRACKED_ADDRESSES = 10_000;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -28,9 +30,13 @@ export interface AppOptions {
   apiRateLimit: number;
   /** The rate limit's window in ms (default a minute). */
   apiRateWindowMs?: number;
+  /** Failed authentications per minute per client address; 0 turns the limit off. */
+  authFailureLimit?: number;
   /** Where request log lines go (one JSON object per line). */
   log?: (line: string) => void;
   openapi: () => unknown;
+  /** True once shutdown has begun (before Fastify's own close): requests get 503 with Connection: close. */
+  isClosing?: () => boolean;
 }
 
 const fastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
@@ -49,6 +55,13 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   });
   answerProtocolErrors(app);
   const limiter = new RateLimiter(opts.apiRateLimit, opts.apiRateWindowMs);
+  const failures = new RateLimiter(opts.authFailureLimit ?? 0, opts.apiRateWindowMs, MAX_TRACKED_ADDRESSES);
+  /** A presented token that did not authenticate: 401, or 429 once the address has failed too often. */
+  const refuse = (request: FastifyRequest, error: ApiError) => {
+    const wait = failures.take(clientKey(request.ip));
+    if (wait > 0) return new ApiError('ERR_SERVICE_227', `too many failed authentications from this address; retry in ${wait} s`, { retry_after: wait }, { 'Retry-After': String(wait) });
+    return error;
+  };
   const log = opts.log ?? ((line: string) => process.stdout.write(`${line}\n`));
 
   let closing = false;
@@ -73,7 +86,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     request.startedAt = process.hrtime.bigint();
     reply.header(OPERATION_HEADER, request.id);
     // A request on a kept-alive connection after SIGTERM: refuse it so the client retries elsewhere.
-    if (closing) throw new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry', {}, { Connection: 'close', 'Retry-After': '1' });
+    if (closing || opts.isClosing?.()) throw new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry', {}, { Connection: 'close', 'Retry-After': '1' });
     const path = request.url.split('?')[0].replace(/\/+$/, '') || '/';
     if (PUBLIC.has(path)) return;
     const auth = request.headers.authorization;
@@ -81,8 +94,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     const challenge = { 'WWW-Authenticate': 'Bearer' };
     if (!bearer) throw new ApiError('ERR_SERVICE_201', 'send Authorization: Bearer <API key token>', {}, challenge);
     const found = await authenticate(opts.server.db.read as unknown as Tx, bearer[1]);
-    if (!found) throw new ApiError('ERR_SERVICE_202', 'the API key is not valid; it may have been deleted', {}, challenge);
-    if (!found.active) throw new ApiError('ERR_SERVICE_203', 'the API key belongs to an inactive bot user; activate the bot or use another key', {}, challenge);
+    // A valid key is never refused for its address's failures: a guesser sharing it (a NAT, a proxy) cannot lock others out.
+    if (!found) throw refuse(request, new ApiError('ERR_SERVICE_202', 'the API key is not valid; it may have been deleted', {}, challenge));
+    if (!found.active) throw refuse(request, new ApiError('ERR_SERVICE_203', 'the API key belongs to an inactive bot user; activate the bot or use another key', {}, challenge));
     // Credentials first: a caller without a valid key learns nothing else about the request,
     // and a bare request is told it needs authenticating (401), not which header it lacks.
     const version = request.headers[VERSION_HEADER];

@@ -4,7 +4,8 @@
 export class RateLimiter {
   private readonly hits = new Map<string, number[]>();
   private calls = 0;
-  constructor(private readonly perMinute: number, private readonly windowMs = 60_000) {}
+  /** `maxKeys` bounds the memory whoever picks the keys (client addresses) can make it hold. */
+  constructor(private readonly perMinute: number, private readonly windowMs = 60_000, private readonly maxKeys = Infinity) {}
 
   /** Records a request; returns 0 when allowed, else the seconds until one would be. */
   take(key: string, now = Date.now()): number {
@@ -17,6 +18,11 @@ export class RateLimiter {
       return Math.max(1, Math.ceil((list[0] + this.windowMs - now) / 1000));
     }
     list.push(now);
+    if (!this.hits.has(key) && this.hits.size >= this.maxKeys) {
+      this.forget(since);
+      // Still full: the longest-tracked key goes (a flood of new keys forgets the oldest first).
+      if (this.hits.size >= this.maxKeys) this.hits.delete(this.hits.keys().next().value!);
+    }
     this.hits.set(key, list);
     return 0;
   }
@@ -30,4 +36,20 @@ export class RateLimiter {
   private forget(since: number) {
     for (const [key, list] of this.hits) if (!list.length || list[list.length - 1] <= since) this.hits.delete(key);
   }
+}
+
+/**
+ * The key a client address is limited by: an IPv4 address (also IPv4-mapped IPv6) as is,
+ * an IPv6 address by its /64, the smallest block one subscriber is usually given, so that
+ * one client cannot get a fresh allowance per address of its own network.
+ */
+export function clientKey(address: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return mapped[1];
+  if (!address.includes(':')) return address;
+  const [head, tail = ''] = address.split('%')[0].toLowerCase().split('::');
+  const left = head ? head.split(':') : [];
+  const right = address.includes('::') && tail ? tail.split(':') : [];
+  const groups = address.includes('::') ? [...left, ...Array(8 - left.length - right.length).fill('0'), ...right] : left;
+  return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '')).join(':')}::/64`;
 }

@@ -4,7 +4,7 @@
 // certificate whose private key stays sealed with the route).
 import { httpsEdge, httpsEdgeRoute } from '../../provider/catalog/edges.js';
 import { generateKeyAsync, issueCertificate } from '../crypto/x509-build.js';
-import { behaviour, type Doc } from './behaviours.js';
+import { behaviour, type Doc, type StoredResource } from './behaviours.js';
 
 behaviour(httpsEdge.kind, {
   read: ({ out }) => {
@@ -14,6 +14,18 @@ behaviour(httpsEdge.kind, {
 
 /** The sealed SAML signing identity of a route. */
 interface SamlIdentity { certificate_pem: string; private_key_pem: string }
+
+/** Where the route keeps the public copy of its SAML signing certificate (not part of the read form). */
+const CERTIFICATE = 'saml_request_signing_certificate_pem';
+
+/** Routes written before the public copy existed: from the sealed value, or null when that cannot be opened. */
+function legacyCertificate(row: StoredResource): string | null {
+  try {
+    return (row.internal.saml as SamlIdentity | undefined)?.certificate_pem ?? null;
+  } catch {
+    return null;
+  }
+}
 
 /** Ten years: the certificate identifies the route to the IdP, which pins it; rotating it breaks logins. */
 const SIGNING_CERTIFICATE_DAYS = 3650;
@@ -35,7 +47,9 @@ behaviour(httpsEdgeRoute.kind, {
     const internal: Doc = { ...prior?.internal };
     if (body.saml == null) delete internal.saml;
     else internal.saml ??= await samlIdentity(id);
-    return { internal };
+    // The certificate is public: a copy outside the sealed value lets reads show it without unsealing.
+    const computed: Doc = { ...prior?.computed, [CERTIFICATE]: (internal.saml as SamlIdentity | undefined)?.certificate_pem };
+    return { internal, computed };
   },
   read: ({ row, out, ctx }) => {
     if (!out.saml) return;
@@ -44,6 +58,6 @@ behaviour(httpsEdgeRoute.kind, {
     out.saml.metadata_url = `${base}/metadata`;
     out.saml.assertion_consumer_service_url = `${base}/acs`;
     out.saml.single_logout_url = `${base}/slo`;
-    out.saml.request_signing_certificate_pem = (row.internal.saml as SamlIdentity | undefined)?.certificate_pem ?? null;
+    out.saml.request_signing_certificate_pem = row.computed[CERTIFICATE] ?? legacyCertificate(row);
   },
 });

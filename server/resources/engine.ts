@@ -25,10 +25,20 @@ export { rfc3339 };
 /** A human name for a kind in messages: "IP policy", "HTTPS edge route". */
 export const label = (kind: KindEntry) => kind.type.replace(/_/g, ' ').replace(/\b(ip|https|tcp|tls|ssh|api|http)\b/g, (w) => w.toUpperCase());
 
+/**
+ * The stored form of a row. Write-only values are unsealed only when something asks for
+ * them (a write that re-validates the whole document, a worker that sends with them):
+ * reads, lists and deletes never do, so they work whatever state the sealed value is in.
+ */
 function toStored(ctx: ServerContext, row: Row): StoredResource {
   const data = row.data as { body: Doc; computed: Doc };
-  const sealed = row.sealed ? JSON.parse(ctx.box.open(row.sealed)) : { fields: {}, internal: {} };
-  return { id: row.id, kind: row.kind, parentId: row.parentId, createdAt: row.createdAt, body: data.body, computed: data.computed, secretFields: sealed.fields, internal: sealed.internal };
+  let opened: { fields: Record<string, unknown>; internal: Doc } | undefined;
+  const open = () => (opened ??= row.sealed ? JSON.parse(ctx.box.open(row.sealed)) : { fields: {}, internal: {} });
+  return {
+    id: row.id, kind: row.kind, parentId: row.parentId, createdAt: row.createdAt, body: data.body, computed: data.computed,
+    get secretFields() { return open().fields; },
+    get internal() { return open().internal; },
+  };
 }
 
 /** The absolute uri of a resource. */

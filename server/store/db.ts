@@ -41,6 +41,8 @@ export async function openDatabase(url: string): Promise<Database> {
   if (provider === 'sqlite') {
     const file = path.resolve(sqliteFile(url));
     fs.mkdirSync(path.dirname(file), { recursive: true });
+    // Owner-only, like the key files: SQLite gives its -wal and -shm files the database file's mode.
+    fs.closeSync(fs.openSync(file, 'a', 0o600));
     const migrated = await migrateSqlite(file);
     const { PrismaBetterSqlite3 } = await import('@prisma/adapter-better-sqlite3');
     // timeout is SQLite's busy_timeout: how long a writer waits for another process's writer.

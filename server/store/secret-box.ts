@@ -1,12 +1,17 @@
 // Encryption at rest for write-only values (private keys, module secrets): AES-256-GCM
-// under the server key. The key comes from EDGEFORM_SECRET_KEY, or from a key file that
-// is generated with owner-only permissions on first start; never from the database.
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
+// under the server key. The key comes from EDGEFORM_SECRET_KEY or a key file, never from
+// the database, which records only a check value of it (secret-key.ts decides which key).
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
+
+/** What the check value is an HMAC of: fixed, so equal keys give equal checks. */
+const CHECK_LABEL = 'edgeform secret key check v1';
 
 export class SecretBox {
-  private constructor(private readonly key: Buffer) {}
+  private constructor(
+    private readonly key: Buffer,
+    /** The key being rotated away from: opens what some instance still sealed with it. */
+    private readonly previous?: SecretBox,
+  ) {}
 
   static fromKey(text: string): SecretBox {
     const raw = /^[0-9a-f]{64}$/i.test(text.trim()) ? Buffer.from(text.trim(), 'hex') : Buffer.from(text.trim(), 'base64');
@@ -14,13 +19,19 @@ export class SecretBox {
     return new SecretBox(raw);
   }
 
-  /** Reads the key file, creating it (mode 0600) with a fresh random key when absent. */
-  static fromFile(file: string): SecretBox {
-    if (!fs.existsSync(file)) {
-      fs.mkdirSync(path.dirname(file), { recursive: true });
-      fs.writeFileSync(file, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600, flag: 'wx' });
-    }
-    return SecretBox.fromKey(fs.readFileSync(file, 'utf8'));
+  /** The same key, opening values sealed under `previous` too. */
+  withPrevious(previous: SecretBox | undefined): SecretBox {
+    return previous ? new SecretBox(this.key, previous) : this;
+  }
+
+  /** `v1:<hex HMAC-SHA256 of a fixed label under the key>`: tells keys apart without revealing them. */
+  check(): string {
+    return `v1:${createHmac('sha256', this.key).update(CHECK_LABEL).digest('hex')}`;
+  }
+
+  /** The key as a key file holds it (64 hex digits). */
+  exportKey(): string {
+    return this.key.toString('hex');
   }
 
   seal(plain: string): string {
@@ -31,6 +42,25 @@ export class SecretBox {
   }
 
   open(sealed: string): string {
+    try {
+      return this.openOwn(sealed);
+    } catch (e) {
+      if (this.previous) return this.previous.open(sealed);
+      throw e;
+    }
+  }
+
+  /** True when this key (not a previous one) opens the value. */
+  canOpen(sealed: string): boolean {
+    try {
+      this.openOwn(sealed);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  private openOwn(sealed: string): string {
     const [version, iv, tag, body] = sealed.split('.');
     if (version !== 'v1') throw new Error(`unknown sealed format ${version}`);
     const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64'));

@@ -1,10 +1,9 @@
 // Event destinations and subscriptions, and delivery: `log` destinations readable over the
 // API, `http` destinations POSTed to a local receiver (signed, in order, retried).
 import { createHmac } from 'node:crypto';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, expectInvalid, RFC3339, unknownId } from '../helpers/api.js';
+import { eventually, receiver } from '../helpers/events.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;
@@ -17,40 +16,6 @@ const subscribe = async (types: string[], destinationIds: string[]) => {
   expect(r.status, r.text).toBe(201);
   return r.body;
 };
-
-/** Polls until the check passes (delivery runs in the background). */
-async function eventually<T>(check: () => Promise<T>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (e) {
-      if (Date.now() > deadline) throw e;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-}
-
-interface Received { headers: http.IncomingHttpHeaders; body: string; json: any }
-
-/** A local HTTP receiver; `respond` picks each reply's status. */
-async function receiver(respond: (n: number, json: any) => number = () => 204) {
-  const received: Received[] = [];
-  let attempts = 0;
-  const server = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (c) => { body += c; });
-    req.on('end', () => {
-      const json = JSON.parse(body);
-      const status = respond(++attempts, json);
-      if (status < 300) received.push({ headers: req.headers, body, json });
-      res.writeHead(status).end();
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
-  return { url, received, attempts: () => attempts, close: () => new Promise<void>((r) => server.close(() => r())) };
-}
 
 describe('event destinations', () => {
   it('full CRUD with a log target', async () => {

@@ -48,7 +48,7 @@ function sealedOf(id: string): { fields: Record<string, unknown>; internal: Reco
   const db = new Database(fs.readdirSync(s.dir).map((f) => path.join(s.dir, f)).find((f) => f.endsWith('.db'))!, { readonly: true });
   try {
     const row = db.prepare('SELECT sealed FROM "Resource" WHERE id = ?').get(id) as { sealed: string };
-    return JSON.parse(SecretBox.fromFile(path.join(s.dir, 'secret.key')).open(row.sealed));
+    return JSON.parse(SecretBox.fromKey(fs.readFileSync(path.join(s.dir, 'secret.key'), 'utf8')).open(row.sealed));
   } finally {
     db.close();
   }

@@ -1,14 +1,13 @@
 // `edgeform serve` that cannot start, as an operator meets it: one line on stderr that names
 // the setting to change, no stack trace, exit 2 for a bad flag or environment value (a
 // usage error, as the README's exit codes say) and 1 for what the machine refused.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serveToExit } from '../helpers/serve.js';
 
-const BIN = path.resolve('bin/edgeform.js');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-serve-errors-'));
 const aFile = path.join(dir, 'a-file');
 fs.writeFileSync(aFile, 'not a folder\n');
@@ -30,21 +29,7 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** Runs serve to its exit (asynchronous: the test's own listener must keep answering). */
-function serve(args: string[], env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, [BIN, 'serve', '--data-dir', path.join(dir, 'data'), ...args], {
-    env: { ...process.env, EDGEFORM_PORT: '', EDGEFORM_HOST: '', EDGEFORM_DATABASE_URL: '', EDGEFORM_PUBLIC_URL: '', EDGEFORM_SECRET_KEY: '', EDGEFORM_SECRET_KEY_FILE: '', EDGEFORM_BOOTSTRAP_TOKEN: '', EDGEFORM_BOOTSTRAP_TOKEN_FILE: '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c) => { stdout += c; });
-  child.stderr.on('data', (c) => { stderr += c; });
-  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
-    child.on('close', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); }),
-  );
-}
+const serve = (args: string[], env: Record<string, string> = {}) => serveToExit(['--data-dir', path.join(dir, 'data'), ...args], env);
 
 interface Case {
   case: string;
@@ -68,6 +53,10 @@ const cases: Case[] = [
   { case: 'a database file that is not SQLite', args: () => ['--port', '0', '--database', `file:${notADatabase}`], code: 1, says: [/not a SQLite database/, /--database \/ EDGEFORM_DATABASE_URL/] },
   { case: 'PostgreSQL that is not running (port 1 refuses), password kept out of the line', args: () => ['--port', '0', '--database', 'postgresql://edgeform:hunter2@127.0.0.1:1/edgeform'], code: 1, says: [/cannot reach PostgreSQL .*127\.0\.0\.1:1/, /is it running/, /--database \/ EDGEFORM_DATABASE_URL/] },
   { case: 'a key file that holds no key', args: () => ['--port', '0'], env: { EDGEFORM_SECRET_KEY_FILE: badKeyFile }, code: 1, says: [/bad\.key \(EDGEFORM_SECRET_KEY_FILE\) does not hold a valid key/, /64 hex digits/] },
+  { case: 'a bootstrap token of one character', args: () => ['--port', '0'], env: { EDGEFORM_BOOTSTRAP_TOKEN: 'a' }, code: 2, says: [/^Error: EDGEFORM_BOOTSTRAP_TOKEN is too weak: it must be at least 32 characters/] },
+  { case: 'a bootstrap token one character short of 32', args: () => ['--port', '0'], env: { EDGEFORM_BOOTSTRAP_TOKEN: 'Ab3dEf6hIj9lMn2pQr5tUv8xYz1bCd4' }, code: 2, says: [/EDGEFORM_BOOTSTRAP_TOKEN is too weak/] },
+  { case: 'a long bootstrap token of few characters', args: () => ['--port', '0'], env: { EDGEFORM_BOOTSTRAP_TOKEN: 'ab'.repeat(30) }, code: 2, says: [/EDGEFORM_BOOTSTRAP_TOKEN is too weak/] },
+  { case: 'a bootstrap token with characters a bearer token cannot carry', args: () => ['--port', '0'], env: { EDGEFORM_BOOTSTRAP_TOKEN: 'Ab3dEf6hIj9lMn2pQr5tUv8xYz1bCd4Gh 7' }, code: 2, says: [/EDGEFORM_BOOTSTRAP_TOKEN is too weak/] },
   { case: 'a secret key in the environment that is not one', args: () => ['--port', '0'], env: { EDGEFORM_SECRET_KEY: 'abc' }, code: 1, says: [/^Error: EDGEFORM_SECRET_KEY is not a valid key/m] },
 ];
 
@@ -76,11 +65,14 @@ describe('edgeform serve that cannot start', () => {
     const r = await serve(c.args(), c.env);
     expect(r.code, r.stderr).toBe(c.code);
     const lines = r.stderr.trim().split('\n');
+    expect(lines, r.stderr).toHaveLength(1);
     expect(lines[0]).toMatch(/^Error: /);
     for (const re of c.says) expect(r.stderr).toMatch(re);
     // No stack trace, no password, and nothing claiming it is listening.
     expect(r.stderr).not.toMatch(/^\s+at /m);
     expect(r.stderr).not.toContain('hunter2');
     expect(r.stdout).not.toMatch(/listening/);
+    // A refused token is not repeated back.
+    if ((c.env?.EDGEFORM_BOOTSTRAP_TOKEN?.length ?? 0) > 8) expect(r.stderr).not.toContain(c.env!.EDGEFORM_BOOTSTRAP_TOKEN);
   });
 });

@@ -89,14 +89,15 @@ export async function startTestServer(overrides: Partial<ServerConfig> & { dir?:
     del: (p, o) => request('DELETE', p, undefined, o),
     async restart() {
       const port = Number(new URL(server.listening).port);
-      await server.close();
+      // The client's connections first: the server waits for kept-alive connections to go idle.
       await agent.close();
+      await server.close();
       agent = new Agent();
       server = await startServer({ ...config, port });
     },
     async close() {
-      await server.close();
       await agent.close();
+      await server.close();
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -1,6 +1,6 @@
 // The sliding window behind 429 and Retry-After, with a controlled clock.
 import { describe, expect, it } from 'vitest';
-import { RateLimiter } from '../../server/http/rate-limit.js';
+import { clientKey, RateLimiter } from '../../server/http/rate-limit.js';
 
 describe('RateLimiter', () => {
   it('allows perMinute requests per sliding minute, then says how many seconds to wait', () => {
@@ -37,5 +37,31 @@ describe('RateLimiter', () => {
     for (let i = 0; i < 500; i++) l.take(`old${i}`, 0);
     for (let i = 0; i < 500; i++) l.take('busy', 120_000 + i);
     expect(l.size).toBe(1);
+  });
+
+  it('with maxKeys, a flood of new keys keeps memory bounded and forgets the oldest first', () => {
+    const l = new RateLimiter(2, 60_000, 100);
+    expect(l.take('first', 0)).toBe(0);
+    expect(l.take('first', 1)).toBe(0);
+    expect(l.take('first', 2)).toBeGreaterThan(0);
+    for (let i = 0; i < 10_000; i++) l.take(`addr-${i}`, 10 + i);
+    expect(l.size).toBeLessThanOrEqual(100);
+    // 'first' was forgotten to make room: it starts afresh rather than growing the map.
+    expect(l.take('first', 20_000)).toBe(0);
+    expect(l.size).toBeLessThanOrEqual(100);
+  });
+});
+
+describe('clientKey', () => {
+  it.each([
+    { address: '203.0.113.9', key: '203.0.113.9', reason: 'IPv4 as is' },
+    { address: '::ffff:203.0.113.9', key: '203.0.113.9', reason: 'IPv4-mapped IPv6 is the IPv4 client' },
+    { address: '2001:db8:1:2:aaaa:bbbb:cccc:dddd', key: '2001:db8:1:2::/64', reason: 'IPv6 by its /64' },
+    { address: '2001:db8:1:2::1', key: '2001:db8:1:2::/64', reason: 'another address of the same /64' },
+    { address: '2001:DB8::1', key: '2001:db8:0:0::/64', reason: 'compressed and upper case' },
+    { address: '::1', key: '0:0:0:0::/64', reason: 'loopback' },
+    { address: 'fe80::1%eth0', key: 'fe80:0:0:0::/64', reason: 'a zone is dropped' },
+  ])('$reason', ({ address, key }) => {
+    expect(clientKey(address)).toBe(key);
   });
 });
