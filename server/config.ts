@@ -19,6 +19,8 @@ export interface ServerConfig {
   secretKeyFile: string;
   /** Request log lines; default stdout. */
   log?: (line: string) => void;
+  /** How long a stack lock lives without renewal (EDGEFORM_STACK_LOCK_LEASE, seconds; default 60). */
+  stackLockLeaseSeconds?: number;
   /** Event delivery timing (tests shorten the backoff). */
   delivery?: Partial<DeliveryOptions>;
 }
@@ -69,5 +71,6 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     bootstrapTokenFile: path.resolve(pick(env.EDGEFORM_BOOTSTRAP_TOKEN_FILE) ?? path.join(dataDir, 'bootstrap-token')),
     secretKey: pick(env.EDGEFORM_SECRET_KEY),
     secretKeyFile: path.resolve(pick(env.EDGEFORM_SECRET_KEY_FILE) ?? path.join(dataDir, 'secret.key')),
+    stackLockLeaseSeconds: int('EDGEFORM_STACK_LOCK_LEASE', pick(env.EDGEFORM_STACK_LOCK_LEASE), 60, 1, 3600),
   };
 }
