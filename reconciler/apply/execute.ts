@@ -9,6 +9,7 @@ import { kindOf, shapeOf, type KindEntry } from '../../provider/catalog/index.js
 import { mapRefs } from '../../provider/catalog/walk.js';
 import { onceFields, parseRef } from '../manifest/kinds.js';
 import type { Change, Operation, Plan } from '../plan/types.js';
+import { createOnce } from './uncertain.js';
 
 type Doc = Record<string, any>;
 
@@ -65,6 +66,8 @@ export async function execute(client: ApiClient, plan: Plan, opts: ExecuteOption
   const done: Change[] = [];
   /** Changes that started and are over (done or failed). */
   const ended = new Set<string>();
+  // Ids the plan knows already: a create whose outcome is unknown never takes one of them for its own.
+  const known = new Set<string>(plan.changes.flatMap((c) => (c.id ? [c.id] : [])));
 
   const resolve = (v: string | undefined) => {
     if (v === undefined || !parseRef(v)) return v;
@@ -82,7 +85,12 @@ export async function execute(client: ApiClient, plan: Plan, opts: ExecuteOption
       case 'create': {
         const body = mapRefs(kind.fields, o.body ?? {}, (v) => resolve(v)!);
         if (kind.parent?.in === 'body' && parent) body[kind.parent.field] = parent;
-        const made = await client.create(kind, body, pathParent);
+        let { made, found } = await createOnce(client, kind, body, pathParent, parent, known);
+        // Made, but its once-returned token went with the lost response: of no use, so made anew.
+        if (found && o.tokenFile && onceFields(kind).length) {
+          await client.delete(kind, made.id, pathParent);
+          ({ made } = await createOnce(client, kind, body, pathParent, parent, new Set([...known, made.id])));
+        }
         if (o.tokenFile) await writeOnce(client, o.tokenFile, kind, made, pathParent);
         if (o.assigns) ids.set(o.assigns, made.id);
         createdId.set(o.address, made.id);
