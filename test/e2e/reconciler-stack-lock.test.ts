@@ -96,6 +96,28 @@ describe('two applies of one stack at once', () => {
   });
 });
 
+describe('a run whose lock another run took', () => {
+  it('warns and starts no more calls (after a force-unlock and a new holder)', async () => {
+    const s = await server(3);
+    const gate = await proxyTo(s, { passFirst: 10 });
+    const dir = manifestDir({ 'big.yaml': bigManifest() });
+    const first = startCli(['apply', '-f', dir, '--auto-approve', '--parallelism', '2'], env(gate.url, s));
+    const holder = await lockHeld(s);
+    await first.waitFor(/Creation complete/);
+    const r = stackRunner(s);
+    expect((await r.run(['force-unlock', 'default', holder.lock_id, '--force'])).code).toBe(0);
+    expect((await s.put(LOCK, ELSEWHERE)).status).toBe(200);
+    await first.waitFor(/Warning: the lock on stack "default" was lost: lock \S+ was released by someone else and is now held by edgeform apply -f other\/ --auto-approve \(pid 4121 on ci-runner-7/);
+    const posts = gate.posts;
+    gate.open();
+    expect(await first.exited).toBe(1);
+    expect(gate.posts).toBe(posts);
+    expect(first.stdout).toMatch(/Apply interrupted: \d+ changes not done\./);
+    // The new holder's lock is left alone.
+    expect((await s.get(LOCK)).body.lock_id).toBe(ELSEWHERE.lock_id);
+  });
+});
+
 describe('force-unlock, --lock=false, --lock-timeout', () => {
   const doc = toYaml([{ kind: 'IPPolicy', name: 'office', description: 'office' }]);
 
