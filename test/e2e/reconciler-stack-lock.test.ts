@@ -3,6 +3,7 @@
 // (--lock-timeout) and then has nothing to do; nothing is made twice. A killed holder's
 // lease expires; force-unlock releases a lock; --lock=false runs without one; a server
 // without the extension is warned about once.
+import fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { manifestDir } from '../helpers/cli.js';
 import { startCli } from '../helpers/cli-process.js';
@@ -176,8 +177,20 @@ describe('force-unlock, --lock=false, --lock-timeout', () => {
     // The other run's lock is untouched.
     expect((await s.get(LOCK)).body.lock_id).toBe(ELSEWHERE.lock_id);
     expect((await r.run(['apply', '-f', dir, '--lock-timeout', 'soon'])).code).toBe(2);
-    // plan takes no lock: it reads beside a running apply.
-    expect((await r.run(['plan', '-f', dir, '--detailed-exitcode'])).code).toBe(0);
+    // destroy and apply PLANFILE take the lock too.
+    const file = `${dir}/saved.plan`;
+    fs.writeFileSync(`${dir}/p.yaml`, toYaml([{ kind: 'IPPolicy', name: 'office', description: 'changed' }]));
+    const planned = await r.run(['plan', '-f', dir, '--out', file]);
+    expect(planned.code, planned.stderr).toBe(0);
+    for (const args of [['apply', file], ['destroy', '-f', dir, '--auto-approve']]) {
+      const blocked = await r.run(args);
+      expect(blocked.code, args.join(' ')).toBe(1);
+      expect(blocked.stderr).toContain(`Error: Error acquiring the stack lock: stack "default" is locked by another run.`);
+      expect(blocked.stderr).toContain(`ID:        ${ELSEWHERE.lock_id}`);
+    }
+    expect((await s.get('/ip_policies')).body.ip_policies[0].description).toBe('office');
+    // plan takes no lock: it reads beside a running apply (and sees the change still to make).
+    expect((await r.run(['plan', '-f', dir, '--detailed-exitcode'])).code).toBe(2);
   });
 
   it('against a server without the extension, apply and destroy warn once and go on', async () => {
