@@ -10,8 +10,11 @@ export const INTERRUPTED = 130;
 export class Interrupts {
   private readonly controller = new AbortController();
   private count = 0;
-  /** Set while the plan's operations run: an interrupt then stops them instead of the process. */
-  executing = false;
+  /**
+   * Where the run is: before any change (an interrupt exits at once), making changes (it
+   * stops them), or done with them (it lets the run release the lock and print its summary).
+   */
+  phase: 'planning' | 'executing' | 'finishing' = 'planning';
   /** Run before exiting on an interrupt outside execution (the lock's release). */
   beforeExit?: () => Promise<unknown>;
   private readonly listener = () => void this.onSigint();
@@ -31,7 +34,11 @@ export class Interrupts {
       say('Two interrupts received. Exiting immediately: the calls in flight may or may not have been made, so state may be partial; run plan to see what is left.');
       process.exit(INTERRUPTED);
     }
-    if (this.executing) {
+    if (this.phase === 'finishing') {
+      say('Interrupt received. The changes are over; releasing the stack lock. Press Ctrl-C again to exit immediately.');
+      return;
+    }
+    if (this.phase === 'executing') {
       say('Interrupt received. Stopping: no new API calls are started; the ones in flight finish. Press Ctrl-C again to exit immediately (state may be partial).');
       this.controller.abort();
       return;

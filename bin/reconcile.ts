@@ -148,9 +148,9 @@ async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, an
     else if (e.type === 'failed') write(`${s.red(json ? `Error: ${failureText(e.failure)}` : progressFailed(e.change, e.failure))}\n`);
     else if (e.type === 'still') write(`${progressStill(e.change, e.seconds)}\n`);
   };
-  run.interrupts.executing = true;
+  run.interrupts.phase = 'executing';
   const result = await execute(client, plan, { parallelism: t.parallelism ?? 10, onProgress: progress, stillEvery: io.stillEvery, signal: run.interrupts.signal });
-  run.interrupts.executing = false;
+  run.interrupts.phase = 'finishing';
   if (json) io.out(`${JSON.stringify(applyJson(plan, result, client.calls))}\n`);
   else io.out(`\n${renderApplyResult(plan.mode, result, io.outStyle)}`);
   if (result.notDone && run.interrupts.interrupted) return INTERRUPTED;

@@ -226,7 +226,9 @@ export async function execute(client: ApiClient, plan: Plan, opts: ExecuteOption
       }
     };
     pump();
-    stuck();
+    // Stopped before anything started (the lock lost while planning): nothing will complete to say so.
+    if (stopped() && running === 0) finish();
+    else stuck();
   }).finally(() => clearInterval(ticker));
   if (!stopped()) return { failures, skipped: [...skipped], done };
   const doneAt = new Set(done.map((c) => c.address));
