@@ -14,6 +14,8 @@ import { failureText, progressDone, progressFailed, progressStart, progressStill
 import { isNoop, type Plan } from '../reconciler/plan/types.js';
 import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, type Target } from '../reconciler/session.js';
 import { exportManifests } from '../reconciler/export.js';
+import { INTERRUPTED } from './interrupts.js';
+import { commandLine, LockError, lockOptions, startRun, type Run } from './lock.js';
 
 /** Where a command writes and reads; the process streams, or captured ones in tests. */
 export interface Io {
@@ -54,10 +56,15 @@ export class UsageError extends UserError {}
 
 const collect = (v: string, prior: string[] = []) => [...prior, v];
 
-function targetOptions(cmd: Command) {
+/** Where the API is and the key to it. */
+export function apiOptions(cmd: Command) {
   return cmd
     .addOption(new Option('--api-url <url>', 'API base URL').env('EDGEFORM_API_URL').default('http://127.0.0.1:8080'))
-    .addOption(new Option('--api-key <token>', 'API key token (prefer the environment variable: flags show in process lists)').env('EDGEFORM_API_KEY'))
+    .addOption(new Option('--api-key <token>', 'API key token (prefer the environment variable: flags show in process lists)').env('EDGEFORM_API_KEY'));
+}
+
+function targetOptions(cmd: Command) {
+  return apiOptions(cmd)
     .addOption(new Option('--stack <name>', 'stack whose resources this run manages (its name is stamped into their metadata)').env('EDGEFORM_STACK').default('default'))
     .option('--no-color', 'no colour, even on a terminal');
 }
@@ -66,7 +73,7 @@ const manifestOption = (cmd: Command) =>
   cmd.option('-f, --file <path>', 'manifest file or directory of *.yaml files (repeatable)', collect, [] as string[])
     .option('--cdktf <dir>', 'a synthesized CDKTF stack (a folder with cdk.tf.json, or cdktf.out) instead of, or besides, manifests (repeatable)', collect, [] as string[]);
 
-function targetOf(opts: Record<string, any>): Target {
+export function targetOf(opts: Record<string, any>): Target {
   if (!opts.apiKey) throw new UserError('no API key: set EDGEFORM_API_KEY (or --api-key) to a token; "edgeform serve" prints the first one on its first start');
   if (!/^https?:\/\/[^/]/i.test(opts.apiUrl) || !URL.canParse(opts.apiUrl)) throw new UsageError(`--api-url / EDGEFORM_API_URL must be the server's http(s) base URL, such as http://127.0.0.1:8080, not ${JSON.stringify(opts.apiUrl)}`);
   if (!/^[a-z0-9._-]{1,64}$/i.test(opts.stack)) throw new UsageError(`stack name "${opts.stack}" must be 1-64 letters, digits, '.', '_' or '-'`);
@@ -129,7 +136,7 @@ async function confirm(io: Io, opts: Record<string, any>, what: string): Promise
   return true;
 }
 
-async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, any>, client: ReturnType<typeof clientFor>): Promise<number> {
+async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, any>, client: ReturnType<typeof clientFor>, run: Run): Promise<number> {
   const json = !!opts.json;
   const progress = (e: ProgressEvent) => {
     const write = json ? io.err : io.out;
@@ -141,10 +148,13 @@ async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, an
     else if (e.type === 'failed') write(`${s.red(json ? `Error: ${failureText(e.failure)}` : progressFailed(e.change, e.failure))}\n`);
     else if (e.type === 'still') write(`${progressStill(e.change, e.seconds)}\n`);
   };
-  const result = await execute(client, plan, { parallelism: t.parallelism ?? 10, onProgress: progress, stillEvery: io.stillEvery });
+  run.interrupts.phase = 'executing';
+  const result = await execute(client, plan, { parallelism: t.parallelism ?? 10, onProgress: progress, stillEvery: io.stillEvery, signal: run.interrupts.signal });
+  run.interrupts.phase = 'finishing';
   if (json) io.out(`${JSON.stringify(applyJson(plan, result, client.calls))}\n`);
   else io.out(`\n${renderApplyResult(plan.mode, result, io.outStyle)}`);
-  return result.failures.length ? 1 : 0;
+  if (result.notDone && run.interrupts.interrupted) return INTERRUPTED;
+  return result.failures.length || result.notDone ? 1 : 0;
 }
 
 function parallelismOption(cmd: Command) {
@@ -163,11 +173,11 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
     const cmd = args[args.length - 1] as Command;
     const opts = cmd.opts();
     try {
-      setCode(await fn(opts, ...args.slice(0, -2)));
+      setCode(await fn(opts, ...args.slice(0, -2), cmd));
     } catch (e) {
       const out = io();
       // --json readers get one document whatever went wrong (a refused plan included).
-      if (opts.json) out.out(`${JSON.stringify({ error: explain(e, opts.apiUrl), ...(e instanceof ManifestError ? { problems: e.problems.list } : {}) })}\n`);
+      if (opts.json) out.out(`${JSON.stringify({ error: explain(e, opts.apiUrl), ...(e instanceof ManifestError ? { problems: e.problems.list } : {}), ...(e instanceof LockError ? { lock: e.lock } : {}) })}\n`);
       out.err(`${out.errStyle.red('Error:')} ${explain(e, opts.apiUrl)}\n`);
       // With --detailed-exitcode, 2 means "changes present": a CI job must not read a mistake as that.
       setCode(e instanceof UsageError && !opts.detailedExitcode ? 2 : 1);
@@ -226,7 +236,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
       }),
     );
 
-  const apply = parallelismOption(targetOptions(manifestOption(new Command('apply'))))
+  const apply = lockOptions(parallelismOption(targetOptions(manifestOption(new Command('apply')))))
     .argument('[plan-file]', 'a plan saved with "plan --out": applied exactly, refused if anything it touches changed since')
     .description('Make the API calls that bring live state to the manifests (or carry out a saved plan).')
     .option('--prune', 'also delete resources this stack manages that are no longer declared')
@@ -234,11 +244,14 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
     .option('--auto-approve', 'do not ask for confirmation')
     .option('--json', 'print one JSON document (progress goes to stderr)')
     .action(
-      wrap(async (opts, planFile?: string) => {
+      wrap(async (opts, planFile: string | undefined, cmd: Command) => {
         const t = targetOf(opts);
         const out = io();
         const client = clientFor(t);
+        let run: Run | undefined;
         try {
+          // The lock is taken before the plan is made: a run that waited for another plans on what that one left.
+          run = await startRun(out, t, opts, commandLine(cmd));
           let plan: Plan;
           if (planFile) {
             if (opts.file?.length || opts.cdktf?.length) throw new UsageError('give either a saved plan file or manifests (-f, --cdktf), not both');
@@ -264,25 +277,28 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
             if (!opts.json) out.out(renderPlan(plan, out.outStyle));
             if (!(await confirm(out, opts, 'Apply'))) return 1;
           }
-          return await runPlanned(out, plan, t, opts, client);
+          return await runPlanned(out, plan, t, opts, client, run);
         } finally {
+          await run?.end();
           await client.close();
         }
       }),
     );
 
-  const destroy = parallelismOption(targetOptions(manifestOption(new Command('destroy'))))
+  const destroy = lockOptions(parallelismOption(targetOptions(manifestOption(new Command('destroy')))))
     .description('Delete every resource this stack manages (prevent_destroy in the manifests blocks it).')
     .option('--auto-approve', 'do not ask for confirmation')
     .option('--json', 'print one JSON document (progress goes to stderr)')
     .action(
-      wrap(async (opts) => {
+      wrap(async (opts, cmd: Command) => {
         jsonNeedsApproval(opts, 'destroy');
         const t = targetOf(opts);
         const out = io();
         const manifest = desiredOf(opts);
         const client = clientFor(t);
+        let run: Run | undefined;
         try {
+          run = await startRun(out, t, opts, commandLine(cmd));
           const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: 'destroy' });
           if (planned.problems.length) throw new UserError(`cannot destroy:\n  ${planned.problems.join('\n  ')}`);
           if (!planned.plan.changes.length) {
@@ -292,8 +308,9 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
           }
           if (!opts.json) out.out(renderPlan(planned.plan, out.outStyle));
           if (!(await confirm(out, opts, 'Destroy'))) return 1;
-          return await runPlanned(out, planned.plan, t, opts, client);
+          return await runPlanned(out, planned.plan, t, opts, client, run);
         } finally {
+          await run?.end();
           await client.close();
         }
       }),

@@ -27,6 +27,8 @@ export interface ServerConfig {
   log?: (line: string) => void;
   /** How shutdown closes kept-alive connections (tests shorten it). */
   drain?: Partial<DrainOptions>;
+  /** How long a stack lock lives without renewal (EDGEFORM_STACK_LOCK_LEASE, seconds; default 60). */
+  stackLockLeaseSeconds?: number;
   /** Event delivery timing (tests shorten the backoff). */
   delivery?: Partial<DeliveryOptions>;
 }
@@ -100,5 +102,6 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     secretKeyPrevious: pick(env.EDGEFORM_SECRET_KEY_PREVIOUS),
     secretKeyPreviousFile: optionalPath(pick(env.EDGEFORM_SECRET_KEY_PREVIOUS_FILE)),
     delivery: { timeoutMs: int('EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS', pick(env.EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS), DELIVERY_DEFAULTS.timeoutMs, 100, 600_000) },
+    stackLockLeaseSeconds: int('EDGEFORM_STACK_LOCK_LEASE', pick(env.EDGEFORM_STACK_LOCK_LEASE), 60, 1, 3600),
   };
 }

@@ -8,7 +8,8 @@ import { ApiClientError, type ApiClient } from '../../provider/client/index.js';
 import { kindOf, shapeOf, type KindEntry } from '../../provider/catalog/index.js';
 import { mapRefs } from '../../provider/catalog/walk.js';
 import { onceFields, parseRef } from '../manifest/kinds.js';
-import type { Change, Operation, Plan } from '../plan/types.js';
+import { isNoop, type Change, type Operation, type Plan } from '../plan/types.js';
+import { createOnce } from './uncertain.js';
 
 type Doc = Record<string, any>;
 
@@ -35,6 +36,8 @@ export interface ExecuteResult {
   skipped: string[];
   /** Changes carried out in full. */
   done: Change[];
+  /** Set when the run was stopped (`signal`): the changes neither done, failed nor skipped, by address. */
+  notDone?: string[];
 }
 
 class Unresolved extends Error {}
@@ -44,6 +47,8 @@ export interface ExecuteOptions {
   onProgress?: (e: ProgressEvent) => void;
   /** How often a change still running is reported (ms; default 10 s): a wait on the rate limit must not look like a hang. */
   stillEvery?: number;
+  /** Aborted: no operation starts any more; those in flight finish, and the result lists what was not done. */
+  signal?: AbortSignal;
 }
 
 export async function execute(client: ApiClient, plan: Plan, opts: ExecuteOptions): Promise<ExecuteResult> {
@@ -65,6 +70,10 @@ export async function execute(client: ApiClient, plan: Plan, opts: ExecuteOption
   const done: Change[] = [];
   /** Changes that started and are over (done or failed). */
   const ended = new Set<string>();
+  // Ids the plan knows already: a create whose outcome is unknown never takes one of them for its own.
+  const known = new Set<string>(plan.changes.flatMap((c) => (c.id ? [c.id] : [])));
+
+  const stopped = () => opts.signal?.aborted === true;
 
   const resolve = (v: string | undefined) => {
     if (v === undefined || !parseRef(v)) return v;
@@ -82,7 +91,12 @@ export async function execute(client: ApiClient, plan: Plan, opts: ExecuteOption
       case 'create': {
         const body = mapRefs(kind.fields, o.body ?? {}, (v) => resolve(v)!);
         if (kind.parent?.in === 'body' && parent) body[kind.parent.field] = parent;
-        const made = await client.create(kind, body, pathParent);
+        let { made, found } = await createOnce(client, kind, body, pathParent, parent, known);
+        // Made, but its once-returned token went with the lost response: of no use, so made anew.
+        if (found && o.tokenFile && onceFields(kind).length) {
+          await client.delete(kind, made.id, pathParent);
+          ({ made } = await createOnce(client, kind, body, pathParent, parent, new Set([...known, made.id])));
+        }
         if (o.tokenFile) await writeOnce(client, o.tokenFile, kind, made, pathParent);
         if (o.assigns) ids.set(o.assigns, made.id);
         createdId.set(o.address, made.id);
@@ -143,9 +157,12 @@ export async function execute(client: ApiClient, plan: Plan, opts: ExecuteOption
       settled++;
       running--;
       pump();
-      if (settled === total) finish();
+      if (settled === total || (stopped() && running === 0)) finish();
       else stuck();
     };
+    opts.signal?.addEventListener('abort', () => {
+      if (running === 0) finish();
+    });
     // Nothing runs and nothing can start, yet operations are left: they wait on each other.
     // The planner never orders a cycle; if it ever did, report it rather than wait forever.
     const stuck = () => {
@@ -165,7 +182,7 @@ export async function execute(client: ApiClient, plan: Plan, opts: ExecuteOption
       }
     };
     const pump = () => {
-      while (running < opts.parallelism && ready.length) {
+      while (!stopped() && running < opts.parallelism && ready.length) {
         const i = ready.shift()!;
         if (blocked.has(i)) {
           // Skipped, but settled like any other, so that its own dependents settle too.
@@ -209,9 +226,14 @@ export async function execute(client: ApiClient, plan: Plan, opts: ExecuteOption
       }
     };
     pump();
-    stuck();
+    // Stopped before anything started (the lock lost while planning): nothing will complete to say so.
+    if (stopped() && running === 0) finish();
+    else stuck();
   }).finally(() => clearInterval(ticker));
-  return { failures, skipped: [...skipped], done };
+  if (!stopped()) return { failures, skipped: [...skipped], done };
+  const doneAt = new Set(done.map((c) => c.address));
+  const notDone = plan.changes.filter((c) => !isNoop(c) && !doneAt.has(c.address) && !ended.has(c.address) && !skipped.has(c.address)).map((c) => c.address);
+  return { failures, skipped: [...skipped], done, notDone };
 }
 
 function failureOf(o: Operation, e: unknown): Failure {

@@ -47,6 +47,7 @@ export function applyJson(plan: Plan, result: ExecuteResult, apiCalls: number) {
       operation_id: f.operationId ?? null,
     })),
     skipped: result.skipped,
+    ...(result.notDone ? { interrupted: true, not_done: result.notDone } : {}),
     api_calls: apiCalls,
   });
 }

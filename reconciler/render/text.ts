@@ -253,7 +253,13 @@ export function renderApplyResult(mode: Plan['mode'], result: ExecuteResult, s: 
   const out: string[] = [];
   for (const f of result.failures) out.push(s.red(`Error: ${failureText(f)}`));
   if (result.skipped.length) out.push(s.yellow(`Not attempted, because something they depend on failed: ${result.skipped.join(', ')}`));
-  if (result.failures.length) {
+  if (result.notDone) {
+    // Stopped by an interrupt: what was done, and what is left for the next run.
+    const verb = mode === 'destroy' ? 'Destroy' : 'Apply';
+    if (result.notDone.length) out.push(s.yellow(`Not done, because the run was interrupted: ${result.notDone.join(', ')}`));
+    const failed = result.failures.length ? ` ${result.failures.length} operation${result.failures.length === 1 ? '' : 's'} failed.` : '';
+    out.push('', s.red(s.bold(`${verb} interrupted: ${result.notDone.length} change${result.notDone.length === 1 ? '' : 's'} not done.${failed}`)) + ` ${counts.add} added, ${counts.change} changed, ${counts.destroy} destroyed before that. Run ${mode === 'destroy' ? 'destroy' : 'apply'} again to finish.`);
+  } else if (result.failures.length) {
     out.push('', s.red(s.bold(`Apply failed: ${result.failures.length} operation${result.failures.length === 1 ? '' : 's'} failed.`)) + ` ${counts.add} added, ${counts.change} changed, ${counts.destroy} destroyed before that. Fix the cause and run apply again to finish.`);
   } else if (mode === 'destroy') {
     out.push(s.green(s.bold(`Destroy complete! Resources: ${counts.destroy} destroyed.`)));

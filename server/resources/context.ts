@@ -16,6 +16,8 @@ export interface ServerContext {
   publicUrl: string;
   /** Called after every committed write; wakes the event delivery worker. */
   afterCommit?: () => void;
+  /** How long a stack lock lives without renewal, in seconds (server/extensions/stack-locks.ts). */
+  stackLockLeaseSeconds?: number;
 }
 
 export interface Ctx extends ServerContext {

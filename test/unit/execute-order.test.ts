@@ -44,4 +44,31 @@ describe('execute', () => {
       ['IPPolicy/p2', expect.stringContaining('a cycle in the plan')],
     ]);
   });
+
+  it('stops starting operations when its signal is aborted: those in flight finish, the rest are listed as not done', async () => {
+    const controller = new AbortController();
+    const made: string[] = [];
+    const c = {
+      async create(_kind: unknown, body: { description: string }) {
+        // The second create (p3: ready from the start, after p0) is in flight when the interrupt comes.
+        if (body.description === 'p3') controller.abort();
+        await new Promise((r) => setTimeout(r, 10));
+        made.push(body.description);
+        return { id: `ipp_${body.description}` };
+      },
+    } as unknown as ApiClient;
+    const result = await execute(c, planOf([op(0, []), op(1, [0]), op(2, [1]), op(3, [])]), { parallelism: 1, signal: controller.signal });
+    expect(made).toEqual(['p0', 'p3']);
+    expect(result.done.map((d) => d.address)).toEqual(['IPPolicy/p0', 'IPPolicy/p3']);
+    expect(result.notDone).toEqual(['IPPolicy/p1', 'IPPolicy/p2']);
+  });
+
+  it('aborted before it starts, it makes no call and finishes at once', async () => {
+    const c = client([]);
+    const controller = new AbortController();
+    controller.abort();
+    const result = await execute(c.client, planOf([op(0, []), op(1, [0])]), { parallelism: 2, signal: controller.signal });
+    expect(c.made).toEqual([]);
+    expect(result.notDone).toEqual(['IPPolicy/p0', 'IPPolicy/p1']);
+  });
 });

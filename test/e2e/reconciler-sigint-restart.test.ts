@@ -1,0 +1,110 @@
+// Interruptions and restarts, end to end. Ctrl-C (SIGINT) mid-apply stops starting calls,
+// lets the ones in flight finish, prints what was and was not done, releases the stack
+// lock and exits 130; a second Ctrl-C exits 130 at once. A later apply finishes the job
+// with no duplicates. A server restarted mid-apply does not stop the run: creates whose
+// answer was lost are looked up before they are sent again.
+import { afterEach, describe, expect, it } from 'vitest';
+import { manifestDir } from '../helpers/cli.js';
+import { startCli, type CliProcess } from '../helpers/cli-process.js';
+import { gateProxy, type GateProxy } from '../helpers/gate-proxy.js';
+import { bigManifest, census, COMPLETE, DECLARED, NO_CHANGES, stackRunner } from '../helpers/reconciler.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+const LOCK = '/_edgeform/stack_locks/default';
+const servers: TestServer[] = [];
+const proxies: GateProxy[] = [];
+afterEach(async () => {
+  for (const p of proxies.splice(0)) await p.close();
+  for (const s of servers.splice(0)) await s.close();
+});
+
+/** Polls (bounded) until `ok` holds. */
+async function until(ok: () => boolean, what: string) {
+  for (let i = 0; i < 600 && !ok(); i++) await new Promise((r) => setTimeout(r, 100));
+  if (!ok()) throw new Error(`never: ${what}`);
+}
+
+/** An apply of bigManifest through a proxy that lets 20 creates through and holds the rest: mid-run, with calls in flight. */
+async function applyHeldMidway(lease?: number): Promise<{ s: TestServer; gate: GateProxy; run: CliProcess; dir: string }> {
+  const s = await startTestServer(lease ? { stackLockLeaseSeconds: lease } : {});
+  servers.push(s);
+  const gate = await gateProxy(s.url, { passFirst: 20 });
+  proxies.push(gate);
+  const dir = manifestDir({ 'big.yaml': bigManifest() });
+  const run = startCli(['apply', '-f', dir, '--auto-approve', '--parallelism', '4'], { EDGEFORM_API_URL: gate.url, EDGEFORM_API_KEY: s.token });
+  await until(() => gate.posts > 20, 'creates held at the gate');
+  return { s, gate, run, dir };
+}
+
+describe('Ctrl-C during apply', () => {
+  it('the first SIGINT finishes the calls in flight, prints what was and was not done, releases the lock and exits 130; the next apply finishes', async () => {
+    const { s, gate, run, dir } = await applyHeldMidway();
+    run.child.kill('SIGINT');
+    await run.waitFor(/Interrupt received\. Stopping: no new API calls are started/);
+    const held = gate.posts;
+    gate.open();
+    expect(await run.exited, run.stdout + run.stderr).toBe(130);
+    // Nothing was started after the interrupt: the creates in flight were the last.
+    expect(gate.posts).toBe(held);
+    const summary = /Apply interrupted: (\d+) changes? not done\. (\d+) added, 0 changed, 0 destroyed before that\. Run apply again to finish\./.exec(run.stdout);
+    expect(summary, run.stdout).not.toBeNull();
+    const [notDone, added] = [Number(summary![1]), Number(summary![2])];
+    expect(notDone).toBeGreaterThan(0);
+    expect(added).toBeGreaterThanOrEqual(20);
+    expect(notDone + added).toBe(DECLARED);
+    expect(run.stdout).toMatch(/Not done, because the run was interrupted: \S+/);
+    expect((await s.get(LOCK)).status).toBe(404);
+    expect(await census(s)).not.toEqual(COMPLETE);
+
+    const r = stackRunner(s);
+    const again = await r.run(['apply', '-f', dir, '--auto-approve']);
+    expect(again.code, again.stdout + again.stderr).toBe(0);
+    expect(again.stdout).toContain(`Apply complete! Resources: ${notDone} added, 0 changed, 0 destroyed.`);
+    expect(await census(s)).toEqual(COMPLETE);
+  });
+
+  it('a second SIGINT exits 130 at once, saying state may be partial; its lock expires and the next apply finishes with no duplicates', async () => {
+    const { s, gate, run, dir } = await applyHeldMidway(3);
+    run.child.kill('SIGINT');
+    await run.waitFor(/Interrupt received\. Stopping/);
+    run.child.kill('SIGINT');
+    // The creates in flight are still held at the gate: the process did not wait for them.
+    expect(await run.exited).toBe(130);
+    expect(run.stderr).toContain('Two interrupts received. Exiting immediately: the calls in flight may or may not have been made, so state may be partial');
+    expect(run.stdout).not.toContain('Apply interrupted');
+    gate.open();
+    const r = stackRunner(s);
+    const again = await r.run(['apply', '-f', dir, '--auto-approve', '--lock-timeout', '30s']);
+    expect(again.code, again.stdout + again.stderr).toBe(0);
+    expect(await census(s)).toEqual(COMPLETE);
+  });
+});
+
+describe('a server restarted mid-apply', () => {
+  it('does not stop the run: it completes with no duplicates', async () => {
+    let responses = 0;
+    let restarted: Promise<void> | undefined;
+    let after = 0;
+    let s: TestServer;
+    // A rolling restart: stop and start again on the same port after 40 of the apply's ~110 requests.
+    s = await startTestServer({
+      log: () => {
+        if (restarted) after++;
+        else if (++responses === 40) restarted = s.restart();
+      },
+    });
+    servers.push(s);
+    const dir = manifestDir({ 'big.yaml': bigManifest() });
+    const r = stackRunner(s);
+    const run = await r.run(['apply', '-f', dir, '--auto-approve']);
+    expect(restarted).toBeDefined();
+    await restarted;
+    expect(after).toBeGreaterThan(0);
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    expect(run.stdout).toContain(`Apply complete! Resources: ${DECLARED} added, 0 changed, 0 destroyed.`);
+    expect(await census(s)).toEqual(COMPLETE);
+    const plan = await r.run(['plan', '-f', dir, '--detailed-exitcode']);
+    expect(plan.stdout).toContain(NO_CHANGES);
+    expect(plan.code).toBe(0);
+  });
+});
