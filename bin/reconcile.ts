@@ -111,6 +111,11 @@ const UNREACHABLE: Record<string, string> = {
   ERR_SSL_WRONG_VERSION_NUMBER: 'the TLS handshake failed: a plain-HTTP server at an https:// URL?',
 };
 
+/** What the user should know that does not stop the run, on stderr (stdout may be one JSON document). */
+function warnAll(io: Io, warnings: readonly string[] = []) {
+  for (const w of warnings) io.err(`${io.errStyle.yellow('Warning:')} ${w}\n`);
+}
+
 /** As Terraform's `apply -json`: the question cannot share stdout with the one JSON document. */
 function jsonNeedsApproval(opts: Record<string, any>, command: string) {
   if (opts.json && !opts.autoApprove) throw new UsageError(`${command} --json needs --auto-approve: the confirmation prompt cannot share stdout with the JSON document (review with "edgeform plan --json" first, or save a plan with "plan --out FILE" and apply that file)`);
@@ -211,6 +216,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
         try {
           const out = io();
           const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: opts.refreshOnly ? 'refresh-only' : 'apply', prune: opts.prune, adopt: opts.adopt });
+          warnAll(out, planned.warnings);
           if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
           if (opts.out) savePlan(opts.out, planned);
           if (opts.json) out.out(`${JSON.stringify(planJson(planned.plan))}\n`);
@@ -254,6 +260,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
             jsonNeedsApproval(opts, 'apply');
             const manifest = desiredOf(opts);
             const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: 'apply', prune: opts.prune, adopt: opts.adopt });
+            warnAll(out, planned.warnings);
             if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
             plan = planned.plan;
             if (!plan.changes.some((c) => !isNoop(c))) {

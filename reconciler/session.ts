@@ -10,6 +10,7 @@ import { cdktfDocuments } from './sources/cdktf.js';
 import { ManifestError, Problems } from './manifest/problems.js';
 import { validateManifests, type Manifest } from './manifest/validate.js';
 import { refresh, type LiveState } from './live/refresh.js';
+import { fetchSecretFingerprints, secretItems } from './live/secret-fingerprints.js';
 import { liveFingerprint, makePlan, planFingerprints, type PlanOptions, type PlanResult } from './plan/plan.js';
 import type { Plan } from './plan/types.js';
 import { callerKeyProblems } from './plan/caller-key.js';
@@ -51,8 +52,11 @@ export async function planWith(client: ApiClient, manifest: Manifest, opts: Omit
   const before = client.calls;
   const kinds = kindsToRead(manifest, opts.mode, !!opts.prune);
   const live = await refresh(client, kinds);
-  const result = makePlan(manifest, live, { ...opts, apiCalls: client.calls - before, callerKeyId: client.keyId });
-  return { ...result, live, kinds: kinds.map((k) => k.kind) };
+  // Secrets matter only to a plan that may update: refresh-only reports drift, destroy deletes.
+  const items = opts.mode === 'apply' ? secretItems(manifest) : [];
+  const secrets = items.length ? await fetchSecretFingerprints(client, opts.stack, items) : { warnings: [] };
+  const result = makePlan(manifest, live, { ...opts, apiCalls: client.calls - before, callerKeyId: client.keyId, secretFingerprints: secrets.byAddress });
+  return { ...result, warnings: [...secrets.warnings, ...(result.warnings ?? [])], live, kinds: kinds.map((k) => k.kind) };
 }
 
 // ------------------------------------------------------------------------------ saved plans

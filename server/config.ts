@@ -12,6 +12,8 @@ export interface ServerConfig {
   apiRateLimit: number;
   /** The rate limit's window in ms (default a minute; tests shorten it, as with `delivery`). */
   apiRateWindowMs?: number;
+  /** Secret fingerprints (POST /_edgeform/fingerprints) per API key per hour; 0 turns the limit off. */
+  fingerprintRateLimit: number;
   bootstrapToken?: string;
   bootstrapTokenFile: string;
   /** 32-byte key (hex or base64) that encrypts secrets at rest; else the key file. */
@@ -65,6 +67,7 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     databaseUrl: pick(flags.database, env.EDGEFORM_DATABASE_URL) ?? `file:${path.join(dataDir, 'edgeform.db')}`,
     publicUrl: publicUrl(pick(flags.publicUrl, env.EDGEFORM_PUBLIC_URL)),
     apiRateLimit: int('--api-rate-limit / EDGEFORM_API_RATE_LIMIT', pick(flags.apiRateLimit, env.EDGEFORM_API_RATE_LIMIT), 600, 0, 1_000_000_000),
+    fingerprintRateLimit: int('EDGEFORM_FINGERPRINT_RATE_LIMIT', pick(env.EDGEFORM_FINGERPRINT_RATE_LIMIT), 1000, 0, 1_000_000_000),
     bootstrapToken: pick(env.EDGEFORM_BOOTSTRAP_TOKEN),
     bootstrapTokenFile: path.resolve(pick(env.EDGEFORM_BOOTSTRAP_TOKEN_FILE) ?? path.join(dataDir, 'bootstrap-token')),
     secretKey: pick(env.EDGEFORM_SECRET_KEY),

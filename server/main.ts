@@ -31,7 +31,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   try {
     const boot = await bootstrap(db, { token: config.bootstrapToken, tokenFile: config.bootstrapTokenFile });
     const routes = apiRoutes();
-    const server: ServerContext = { db, box, publicUrl: config.publicUrl ?? '' };
+    const server: ServerContext = { db, box, publicUrl: config.publicUrl ?? '', fingerprintRateLimit: config.fingerprintRateLimit };
     let openapi: unknown;
     const app = buildApp({
       server,

@@ -1,7 +1,7 @@
 // Encryption at rest for write-only values (private keys, module secrets): AES-256-GCM
 // under the server key. The key comes from EDGEFORM_SECRET_KEY, or from a key file that
 // is generated with owner-only permissions on first start; never from the database.
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -21,6 +21,11 @@ export class SecretBox {
       fs.writeFileSync(file, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600, flag: 'wx' });
     }
     return SecretBox.fromKey(fs.readFileSync(file, 'utf8'));
+  }
+
+  /** A 32-byte key for one purpose (`info`), derived from the server key (HKDF-SHA256); never stored. */
+  derive(info: string): Buffer {
+    return Buffer.from(hkdfSync('sha256', this.key, Buffer.alloc(0), `edgeform ${info}`, 32));
   }
 
   seal(plain: string): string {
