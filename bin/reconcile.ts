@@ -64,7 +64,8 @@ function targetOptions(cmd: Command) {
 
 const manifestOption = (cmd: Command) =>
   cmd.option('-f, --file <path>', 'manifest file or directory of *.yaml files (repeatable)', collect, [] as string[])
-    .option('--cdktf <dir>', 'a synthesized CDKTF stack (a folder with cdk.tf.json, or cdktf.out) instead of, or besides, manifests (repeatable)', collect, [] as string[]);
+    .option('--cdktf <dir>', 'a synthesized CDKTF stack (a folder with cdk.tf.json, or cdktf.out) instead of, or besides, manifests (repeatable)', collect, [] as string[])
+    .option('--exclude <glob>', "skip manifest files and folders matching the glob (repeatable; 'ci/**', 'docker-compose*.yml'); hidden ones (.github/) are always skipped in folders", collect, [] as string[]);
 
 function targetOf(opts: Record<string, any>): Target {
   if (!opts.apiKey) throw new UserError('no API key: set EDGEFORM_API_KEY (or --api-key) to a token; "edgeform serve" prints the first one on its first start');
@@ -77,7 +78,7 @@ function desiredOf(opts: Record<string, any>) {
   const files: string[] = opts.file ?? [];
   const cdktf: string[] = opts.cdktf ?? [];
   if (!files.length && !cdktf.length) throw new UsageError('no manifests: give -f PATH (a file or a directory of *.yaml files) or --cdktf DIR (a CDKTF synth output)');
-  return loadDesired(files, cdktf);
+  return loadDesired(files, cdktf, { exclude: opts.exclude });
 }
 
 /** Turns what went wrong into one actionable line. */

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { ApiClient } from '../provider/client/index.js';
 import { kindOf, type KindEntry } from '../provider/catalog/index.js';
 import { manifestKinds } from './manifest/kinds.js';
-import { loadManifests } from './manifest/load.js';
+import { loadManifests, type FileOptions } from './manifest/load.js';
 import { cdktfDocuments } from './sources/cdktf.js';
 import { ManifestError, Problems } from './manifest/problems.js';
 import { validateManifests, type Manifest } from './manifest/validate.js';
@@ -28,9 +28,9 @@ export function clientFor(t: Target): ApiClient {
 }
 
 /** Reads and checks manifests (and synthesized CDKTF stacks); throws ManifestError listing every problem. */
-export function loadDesired(paths: readonly string[], cdktfDirs: readonly string[] = []): Manifest {
+export function loadDesired(paths: readonly string[], cdktfDirs: readonly string[] = [], files: FileOptions = {}): Manifest {
   const problems = new Problems();
-  const raw = [...loadManifests(paths, problems), ...cdktfDirs.flatMap((d) => cdktfDocuments(d, problems))];
+  const raw = [...loadManifests(paths, problems, files), ...cdktfDirs.flatMap((d) => cdktfDocuments(d, problems))];
   const manifest = validateManifests(raw, problems);
   if (!problems.empty) throw new ManifestError(problems);
   return manifest;

@@ -492,7 +492,8 @@ class Planner {
       }
       for (const old of unmatchedLive.slice(pairs)) {
         const address = childAddress(d.address, old.spec, old.key);
-        this.change({ address, kind: old.spec.entry.kind, name: old.key, actions: ['delete'], before: this.childBefore(old), after: null, id: old.id, parentId: l.id, operations: [this.op(this.deleteChildOp(l, old, address))] });
+        // No --prune: a child is part of its parent's document, and the parent's document says it is gone.
+        this.change({ address, kind: old.spec.entry.kind, name: old.key, actions: ['delete'], before: this.childBefore(old), after: null, id: old.id, parentId: l.id, removedFrom: d.address, operations: [this.op(this.deleteChildOp(l, old, address))] });
       }
     }
   }
