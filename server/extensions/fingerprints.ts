@@ -90,6 +90,7 @@ extraRoute({
   status: 200,
   response,
   handle: async (ctx, req) => {
+    if (!req.body || typeof req.body !== 'object' || Array.isArray(req.body)) throw new ApiError('ERR_SERVICE_100', 'the request body must be a JSON object');
     const body = parseInput(request, req.body);
     const limit = ctx.fingerprintRateLimit ?? 0;
     if (body.items.length > limit && limit > 0) {
