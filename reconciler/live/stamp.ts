@@ -6,6 +6,7 @@
 // so secrets are compared without being stored or guessable from what readers see.
 import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
+import { canonical } from '../../provider/catalog/canonical-json.js';
 
 export interface Stamp {
   stack: string;
@@ -96,14 +97,7 @@ export function sameUserMetadata(a: string, b: string): boolean {
   return pa !== undefined && pb !== undefined && isDeepStrictEqual(pa, pb);
 }
 
-/** Canonical JSON: keys sorted, so equal documents hash equal. */
-export function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
-  if (isObject(value)) {
-    return `{${Object.keys(value).sort().filter((k) => value[k] !== undefined).map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(value ?? null);
-}
+export { canonical };
 
 /**
  * A salted, truncated SHA-256 of a value. The salt (stack and address) keeps equal values

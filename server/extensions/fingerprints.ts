@@ -6,6 +6,7 @@
 // uses. A guess can then be tested only here, online, within a per-key budget, like a login.
 import { createHmac } from 'node:crypto';
 import { z } from 'zod';
+import { canonical } from '../../provider/catalog/canonical-json.js';
 import { ApiError } from '../http/errors.js';
 import { parseInput } from '../http/validation.js';
 import type { SecretBox } from '../store/secret-box.js';
@@ -30,16 +31,6 @@ const request = z.strictObject({
     .describe(`Up to ${MAX_ITEMS} sets of values to fingerprint.`),
 });
 const response = z.object({ fingerprints: z.array(z.string()).describe('One fingerprint per item, in order.') });
-
-/** Canonical JSON (keys sorted), so equal values give equal fingerprints whatever their key order. */
-function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const o = value as Record<string, unknown>;
-    return `{${Object.keys(o).sort().filter((k) => o[k] !== undefined).map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(value ?? null);
-}
 
 const keys = new WeakMap<SecretBox, Buffer>();
 
