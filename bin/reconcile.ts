@@ -71,7 +71,8 @@ function targetOptions(cmd: Command) {
 
 const manifestOption = (cmd: Command) =>
   cmd.option('-f, --file <path>', 'manifest file or directory of *.yaml files (repeatable)', collect, [] as string[])
-    .option('--cdktf <dir>', 'a synthesized CDKTF stack (a folder with cdk.tf.json, or cdktf.out) instead of, or besides, manifests (repeatable)', collect, [] as string[]);
+    .option('--cdktf <dir>', 'a synthesized CDKTF stack (a folder with cdk.tf.json, or cdktf.out) instead of, or besides, manifests (repeatable)', collect, [] as string[])
+    .option('--exclude <glob>', "skip manifest files and folders matching the glob (repeatable; 'ci/**', 'docker-compose*.yml'); hidden ones (.github/) are always skipped in folders", collect, [] as string[]);
 
 export function targetOf(opts: Record<string, any>): Target {
   if (!opts.apiKey) throw new UserError('no API key: set EDGEFORM_API_KEY (or --api-key) to a token; "edgeform serve" prints the first one on its first start');
@@ -84,7 +85,7 @@ function desiredOf(opts: Record<string, any>) {
   const files: string[] = opts.file ?? [];
   const cdktf: string[] = opts.cdktf ?? [];
   if (!files.length && !cdktf.length) throw new UsageError('no manifests: give -f PATH (a file or a directory of *.yaml files) or --cdktf DIR (a CDKTF synth output)');
-  return loadDesired(files, cdktf);
+  return loadDesired(files, cdktf, { exclude: opts.exclude });
 }
 
 /** Turns what went wrong into one actionable line. */
@@ -117,6 +118,11 @@ const UNREACHABLE: Record<string, string> = {
   EPROTO: 'the connection failed (an HTTPS server at an http:// URL?)',
   ERR_SSL_WRONG_VERSION_NUMBER: 'the TLS handshake failed: a plain-HTTP server at an https:// URL?',
 };
+
+/** What the user should know that does not stop the run, on stderr (stdout may be one JSON document). */
+function warnAll(io: Io, warnings: readonly string[] = []) {
+  for (const w of warnings) io.err(`${io.errStyle.yellow('Warning:')} ${w}\n`);
+}
 
 /** As Terraform's `apply -json`: the question cannot share stdout with the one JSON document. */
 function jsonNeedsApproval(opts: Record<string, any>, command: string) {
@@ -221,6 +227,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
         try {
           const out = io();
           const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: opts.refreshOnly ? 'refresh-only' : 'apply', prune: opts.prune, adopt: opts.adopt });
+          warnAll(out, planned.warnings);
           if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
           if (opts.out) savePlan(opts.out, planned);
           if (opts.json) out.out(`${JSON.stringify(planJson(planned.plan))}\n`);
@@ -267,6 +274,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
             jsonNeedsApproval(opts, 'apply');
             const manifest = desiredOf(opts);
             const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: 'apply', prune: opts.prune, adopt: opts.adopt });
+            warnAll(out, planned.warnings);
             if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
             plan = planned.plan;
             if (!plan.changes.some((c) => !isNoop(c))) {

@@ -5,11 +5,12 @@ import path from 'node:path';
 import { ApiClient } from '../provider/client/index.js';
 import { kindOf, type KindEntry } from '../provider/catalog/index.js';
 import { manifestKinds } from './manifest/kinds.js';
-import { loadManifests } from './manifest/load.js';
+import { loadManifests, type FileOptions } from './manifest/load.js';
 import { cdktfDocuments } from './sources/cdktf.js';
 import { ManifestError, Problems } from './manifest/problems.js';
 import { validateManifests, type Manifest } from './manifest/validate.js';
 import { refresh, type LiveState } from './live/refresh.js';
+import { fetchSecretFingerprints, secretItems } from './live/secret-fingerprints.js';
 import { liveFingerprint, makePlan, planFingerprints, type PlanOptions, type PlanResult } from './plan/plan.js';
 import type { Plan } from './plan/types.js';
 import { callerKeyProblems } from './plan/caller-key.js';
@@ -27,9 +28,9 @@ export function clientFor(t: Target): ApiClient {
 }
 
 /** Reads and checks manifests (and synthesized CDKTF stacks); throws ManifestError listing every problem. */
-export function loadDesired(paths: readonly string[], cdktfDirs: readonly string[] = []): Manifest {
+export function loadDesired(paths: readonly string[], cdktfDirs: readonly string[] = [], files: FileOptions = {}): Manifest {
   const problems = new Problems();
-  const raw = [...loadManifests(paths, problems), ...cdktfDirs.flatMap((d) => cdktfDocuments(d, problems))];
+  const raw = [...loadManifests(paths, problems, files), ...cdktfDirs.flatMap((d) => cdktfDocuments(d, problems))];
   const manifest = validateManifests(raw, problems);
   if (!problems.empty) throw new ManifestError(problems);
   return manifest;
@@ -51,8 +52,11 @@ export async function planWith(client: ApiClient, manifest: Manifest, opts: Omit
   const before = client.calls;
   const kinds = kindsToRead(manifest, opts.mode, !!opts.prune);
   const live = await refresh(client, kinds);
-  const result = makePlan(manifest, live, { ...opts, apiCalls: client.calls - before, callerKeyId: client.keyId });
-  return { ...result, live, kinds: kinds.map((k) => k.kind) };
+  // Secrets matter only to a plan that may update: refresh-only reports drift, destroy deletes.
+  const items = opts.mode === 'apply' ? secretItems(manifest) : [];
+  const secrets = items.length ? await fetchSecretFingerprints(client, opts.stack, items) : { warnings: [] };
+  const result = makePlan(manifest, live, { ...opts, apiCalls: client.calls - before, callerKeyId: client.keyId, secretFingerprints: secrets.byAddress });
+  return { ...result, warnings: [...secrets.warnings, ...(result.warnings ?? [])], live, kinds: kinds.map((k) => k.kind) };
 }
 
 // ------------------------------------------------------------------------------ saved plans

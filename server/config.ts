@@ -15,6 +15,8 @@ export interface ServerConfig {
   apiRateWindowMs?: number;
   /** Failed authentications per minute per client address before 429; 0 turns the limit off. */
   authFailureLimit: number;
+  /** Secret fingerprints (POST /_edgeform/fingerprints) per API key per hour; 0 turns the limit off. */
+  fingerprintRateLimit: number;
   bootstrapToken?: string;
   bootstrapTokenFile: string;
   /** 32-byte key (hex or base64) that encrypts secrets at rest; else the key file. */
@@ -96,6 +98,7 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     apiRateLimit: int('--api-rate-limit / EDGEFORM_API_RATE_LIMIT', pick(flags.apiRateLimit, env.EDGEFORM_API_RATE_LIMIT), 600, 0, 1_000_000_000),
     authFailureLimit: int('--auth-failure-limit / EDGEFORM_AUTH_FAILURE_LIMIT', pick(flags.authFailureLimit, env.EDGEFORM_AUTH_FAILURE_LIMIT), 30, 0, 1_000_000),
     bootstrapToken: bootstrapToken(pick(env.EDGEFORM_BOOTSTRAP_TOKEN)),
+    fingerprintRateLimit: int('EDGEFORM_FINGERPRINT_RATE_LIMIT', pick(env.EDGEFORM_FINGERPRINT_RATE_LIMIT), 1000, 0, 1_000_000_000),
     bootstrapTokenFile: path.resolve(pick(env.EDGEFORM_BOOTSTRAP_TOKEN_FILE) ?? path.join(dataDir, 'bootstrap-token')),
     secretKey: pick(env.EDGEFORM_SECRET_KEY),
     secretKeyFile: path.resolve(pick(env.EDGEFORM_SECRET_KEY_FILE) ?? path.join(dataDir, 'secret.key')),

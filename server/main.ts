@@ -34,7 +34,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const box = await secretBoxFor(db, config, (msg) => (config.log ?? ((line: string) => process.stdout.write(`${line}\n`)))(JSON.stringify({ time: new Date().toISOString(), level: 'info', msg })));
     const boot = await bootstrap(db, { token: config.bootstrapToken, tokenFile: config.bootstrapTokenFile });
     const routes = apiRoutes();
-    const server: ServerContext = { db, box, publicUrl: config.publicUrl ?? '', stackLockLeaseSeconds: config.stackLockLeaseSeconds };
+    const server: ServerContext = { db, box, publicUrl: config.publicUrl ?? '', stackLockLeaseSeconds: config.stackLockLeaseSeconds, fingerprintRateLimit: config.fingerprintRateLimit };
     let openapi: unknown;
     let closing = false;
     const app = buildApp({

@@ -58,12 +58,14 @@ export class ApiClient {
   }
 
   /** One API call with retries; returns the parsed body (undefined for 204). */
-  async call<T = Doc>(method: string, path: string, body?: unknown): Promise<T> {
+  async call<T = Doc>(method: string, path: string, body?: unknown, opts: { retryTooMany?: boolean } = {}): Promise<T> {
     const attempts = this.opts.attempts ?? 6;
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.limiter.run(() => this.once<T>(method, path, body));
       } catch (e) {
+        // A budget counted in hours (secret fingerprints) is not worth waiting for: say so at once.
+        if (opts.retryTooMany === false && e instanceof ApiClientError && e.status === 429) throw e;
         const wait = this.retryDelay(e, method, attempt);
         if (wait === undefined || attempt >= attempts) throw e;
         if (e instanceof ApiClientError && e.status === 429) this.limiter.pause(wait);

@@ -1,10 +1,12 @@
 // The ownership stamp: edgeform's only memory of what it manages. It lives in a resource's
 // `metadata`, next to the user's own metadata (docs/manifest.md, "The ownership stamp"):
-// a JSON object whose `edgeform` key names the stack and document, and carries salted
-// hashes of what was applied (`h`, to tell drift from configuration changes) and of its
-// write-only values (`s`, so secrets are compared without being stored).
+// a JSON object whose `edgeform` key names the stack and document, and carries a salted
+// hash of what was applied (`h`, to tell drift from configuration changes) and a keyed
+// fingerprint of its write-only values (`s`, made by the server: secret-fingerprints.ts),
+// so secrets are compared without being stored or guessable from what readers see.
 import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
+import { canonical } from '../../provider/catalog/canonical-json.js';
 
 export interface Stamp {
   stack: string;
@@ -20,6 +22,32 @@ export interface Stamp {
 
 /** `s` of a resource adopted with its write-only values unknown: they are taken as declared until the next update sends them. */
 export const ADOPTED = 'adopted';
+/**
+ * `s` written against a server without the fingerprint extension: the values were sent but
+ * nothing readers could test guesses against is kept, so they are taken as declared.
+ */
+export const UNKNOWN = 'unknown';
+/** The prefix of a keyed `s` (server/extensions/fingerprints.ts). */
+export const KEYED = 'k1.';
+
+/**
+ * Whether the declared write-only values differ from those the live stamp records.
+ * `want` is the keyed fingerprint of the declared values, or UNKNOWN when the server cannot
+ * make one. A live `s` in the old unkeyed form (an edgeform before keyed fingerprints) is
+ * compared with `legacy()`, the old hash of the declared values, so an unchanged secret
+ * plans no change; the next update of the resource writes the keyed form. The old hash is
+ * never written again.
+ */
+export function secretsChanged(live: string | undefined, want: string | undefined, legacy: () => string): boolean {
+  if (live === want) return false;
+  if (want === undefined || live === undefined) return live !== want && !(want === UNKNOWN && live === undefined);
+  if (live === ADOPTED || live === UNKNOWN) return false;
+  if (!live.startsWith(KEYED)) return live !== legacy();
+  return want !== UNKNOWN;
+}
+
+/** Whether a live `s` is in the old unkeyed form, which readers of the metadata can test guesses against. */
+export const isLegacySecretFingerprint = (s: string | undefined) => !!s && s !== ADOPTED && s !== UNKNOWN && !s.startsWith(KEYED);
 
 export interface DecodedMetadata {
   stamp?: Stamp;
@@ -69,18 +97,13 @@ export function sameUserMetadata(a: string, b: string): boolean {
   return pa !== undefined && pb !== undefined && isDeepStrictEqual(pa, pb);
 }
 
-/** Canonical JSON: keys sorted, so equal documents hash equal. */
-export function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
-  if (isObject(value)) {
-    return `{${Object.keys(value).sort().filter((k) => value[k] !== undefined).map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(value ?? null);
-}
+export { canonical };
 
 /**
- * A salted, truncated SHA-256 of a value. The salt (stack and address) keeps equal secrets
- * in different resources from hashing alike; the values themselves are never stored.
+ * A salted, truncated SHA-256 of a value. The salt (stack and address) keeps equal values
+ * in different resources from hashing alike. Never for write-only values: the salt is
+ * readable, so anyone could test guesses against the hash (stamps of older edgeforms did:
+ * secretsChanged reads them).
  */
 export function fingerprint(salt: string, value: unknown): string {
   return createHash('sha256').update(`edgeform\u0000${salt}\u0000`).update(canonical(value)).digest('base64url').slice(0, 22);

@@ -1,8 +1,9 @@
-// Reads manifest files: paths or directories (`*.yaml`/`*.yml`, recursively), each a
-// multi-document YAML stream. Every document keeps where it came from, so any problem
+// Reads manifest files: paths or directories (`*.yaml`/`*.yml`, recursively, hidden ones
+// and `--exclude` globs skipped), each a multi-document YAML stream. Every document keeps where it came from, so any problem
 // found later can say file:line.
 import fs from 'node:fs';
 import path from 'node:path';
+import { Minimatch } from 'minimatch';
 import { isMap, isSeq, LineCounter, parseAllDocuments, type Document } from 'yaml';
 import { interpolate } from './interpolate.js';
 import { Problems } from './problems.js';
@@ -24,13 +25,36 @@ export interface RawDocument {
   interpolationFailed?: boolean;
 }
 
-/** The manifest files a list of paths names, in a stable order. */
-export function manifestFiles(paths: readonly string[], problems: Problems): string[] {
+export interface FileOptions {
+  /** Globs (`--exclude`) of files and folders to skip. */
+  exclude?: readonly string[];
+}
+
+/**
+ * Whether a path is excluded: a glob with a `/` matches the path relative to the folder
+ * given with -f, or as given; one without matches a file or folder name at any depth.
+ */
+function excluder(globs: readonly string[]) {
+  const matchers = globs.map((g) => new Minimatch(g.replace(/\/+$/, ''), { dot: true, matchBase: true }));
+  return (...candidates: string[]) => candidates.some((c) => matchers.some((m) => m.match(c.split(path.sep).join('/'))));
+}
+
+/**
+ * The manifest files a list of paths names, in a stable order. In folders, hidden files
+ * and folders (`.github/`, `.gitlab-ci.yml`) are skipped, and so is what `exclude` names.
+ */
+export function manifestFiles(paths: readonly string[], problems: Problems, opts: FileOptions = {}): string[] {
   const out: string[] = [];
-  const walk = (p: string) => {
+  const excluded = excluder(opts.exclude ?? []);
+  let skipped = 0;
+  const walk = (root: string, p: string) => {
     for (const e of fs.readdirSync(p, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
       const full = path.join(p, e.name);
-      if (e.isDirectory()) walk(full);
+      if (e.name.startsWith('.') || excluded(path.relative(root, full), full)) {
+        skipped++;
+        continue;
+      }
+      if (e.isDirectory()) walk(root, full);
       else if (/\.ya?ml$/i.test(e.name)) out.push(full);
     }
   };
@@ -44,10 +68,12 @@ export function manifestFiles(paths: readonly string[], problems: Problems): str
     }
     if (stat.isDirectory()) {
       const before = out.length;
-      walk(p);
+      skipped = 0;
+      walk(p, p);
       // A mistyped folder would otherwise declare nothing, and with --prune delete the stack.
-      if (out.length === before) problems.add({ file: p, line: 0 }, 'no *.yaml or *.yml files in this folder (or below); -f takes a manifest file or a folder of them (to declare nothing, give an empty file)');
-    } else out.push(p);
+      const why = skipped ? ` (${skipped} hidden or --exclude'd file${skipped === 1 ? '' : 's'} or folder${skipped === 1 ? '' : 's'} skipped)` : '';
+      if (out.length === before) problems.add({ file: p, line: 0 }, `no *.yaml or *.yml files in this folder (or below)${why}; -f takes a manifest file or a folder of them (to declare nothing, give an empty file)`);
+    } else if (!excluded(path.normalize(p), path.basename(p))) out.push(p);
   }
   return [...new Set(out)];
 }
@@ -77,7 +103,10 @@ export function parseManifestText(text: string, file: string, problems: Problems
     };
     const source = { file, line: isMap(doc.contents) || isSeq(doc.contents) ? lines.linePos(doc.contents.range![0]).line : start };
     const value = doc.toJS({ maxAliasCount: 1000 });
-    if (value == null || typeof value !== 'object' || Array.isArray(value)) {
+    // An empty document (a trailing `---`, as `helm template` writes; one holding only
+    // comments, or `~`) declares nothing, as kubectl reads it.
+    if (value == null) continue;
+    if (typeof value !== 'object' || Array.isArray(value)) {
       problems.add(source, 'a manifest document must be a mapping with kind, name and the fields of that kind');
       continue;
     }
@@ -91,9 +120,9 @@ export function parseManifestText(text: string, file: string, problems: Problems
   return out;
 }
 
-export function loadManifests(paths: readonly string[], problems: Problems): RawDocument[] {
+export function loadManifests(paths: readonly string[], problems: Problems, opts: FileOptions = {}): RawDocument[] {
   const out: RawDocument[] = [];
-  for (const file of manifestFiles(paths, problems)) {
+  for (const file of manifestFiles(paths, problems, opts)) {
     let text: string;
     try {
       text = fs.readFileSync(file, 'utf8');

@@ -10,7 +10,7 @@ import { BACKEND_KINDS } from '../../provider/catalog/modules.js';
 import { parseRef, type ChildSpec } from '../manifest/kinds.js';
 import type { Desired, DesiredChild, Manifest } from '../manifest/validate.js';
 import type { LiveChild, LiveResource, LiveState } from '../live/refresh.js';
-import { ADOPTED, encodeMetadata, fingerprint, sameUserMetadata, type Stamp } from '../live/stamp.js';
+import { encodeMetadata, fingerprint, isLegacySecretFingerprint, sameUserMetadata, secretsChanged, UNKNOWN, type Stamp } from '../live/stamp.js';
 import type { Action, Change, Operation, Plan } from './types.js';
 import { LiveIndex } from './live-index.js';
 import { callerKeyProblems } from './caller-key.js';
@@ -28,12 +28,19 @@ export interface PlanOptions {
   apiCalls?: number;
   /** The id of the API key the plan's operations will run with: they must not remove it. */
   callerKeyId?: string;
+  /**
+   * Keyed fingerprints of the declared write-only values, by address, made by the server
+   * (live/secret-fingerprints.ts); without them, write-only values are taken as unchanged.
+   */
+  secretFingerprints?: ReadonlyMap<string, string>;
 }
 
 export interface PlanResult {
   plan: Plan;
   /** Why the plan cannot be carried out (conflicts, prevent_destroy, ...): no operation runs when any. */
   problems: string[];
+  /** What the user should know that does not stop the plan. */
+  warnings?: string[];
 }
 
 export const SENSITIVE = '(sensitive value)';
@@ -196,7 +203,8 @@ class Planner {
    */
   private stampFor(address: string, entry: KindEntry, body: Doc, secrets: Record<string, unknown>, top: boolean): Stamp | undefined {
     if (!hasMetadata(entry)) return undefined;
-    const sWant = Object.keys(secrets).length ? fingerprint(`${this.salt(address)}#s`, secrets) : undefined;
+    // Keyed by the server; never the unkeyed hash, which anyone reading the metadata could test guesses against.
+    const sWant = Object.keys(secrets).length ? (this.opts.secretFingerprints?.get(address) ?? UNKNOWN) : undefined;
     const [pub] = splitSecrets(entry.fields, body);
     const stamp: Stamp = { stack: this.opts.stack, name: top ? address : undefined, h: fingerprint(this.salt(address), pub), s: sWant };
     // A child needs its stamp only for drift and secrets: when the user's metadata leaves no
@@ -229,7 +237,7 @@ class Planner {
     return { ...body, metadata };
   }
 
-  private diff(entry: KindEntry, want: Doc, liveIn: Doc, liveUser: string, liveStamp: Stamp | undefined, owned: boolean, stamp: Stamp | undefined, secrets: Record<string, unknown>, skip: string[]): Diff {
+  private diff(address: string, entry: KindEntry, want: Doc, liveIn: Doc, liveUser: string, liveStamp: Stamp | undefined, owned: boolean, stamp: Stamp | undefined, secrets: Record<string, unknown>, skip: string[]): Diff {
     const shape = Object.fromEntries(Object.entries(entry.fields).filter(([k]) => k !== 'metadata' && !skip.includes(k)));
     const [d, l] = comparable(shape, want, liveIn);
     const publicChanged = Object.keys(shape).filter((f) => (d![f] !== undefined || l![f] !== undefined) && !equal(d![f], l![f]));
@@ -237,7 +245,8 @@ class Planner {
     const metadataChanged = hasMetadata(entry) && !sameUserMetadata(want.metadata ?? '', liveUser);
     const secretFields = [...new Set(Object.keys(secrets).map((p) => p.split(/[.[]/)[0]))];
     // Write-only values are compared only when edgeform recorded what it sent.
-    const sensitiveChanged = owned && liveStamp?.s !== ADOPTED && liveStamp?.s !== stamp?.s;
+    const sensitiveChanged = owned && secretsChanged(liveStamp?.s, stamp?.s, () => fingerprint(`${this.salt(address)}#s`, secrets));
+    if (owned && !sensitiveChanged && stamp?.s && isLegacySecretFingerprint(liveStamp?.s)) this.legacyStamps.add(address);
     for (const f of sensitiveChanged ? secretFields : []) if (!changed.includes(f)) changed.push(f);
     const replaceFields = changed.filter((f) => entry.immutable.includes(f));
     const withMeta = (doc: Doc, meta: string) => (hasMetadata(entry) ? { ...doc, metadata: meta } : doc);
@@ -302,7 +311,7 @@ class Planner {
     }
     const adopting = !owned && hasMetadata(d.entry);
     const liveIn = this.liveInputOf(d.entry, l.id, l.read);
-    const diff = this.diff(d.entry, want, liveIn, l.userMetadata, l.stamp, owned, stamp, d.secrets, []);
+    const diff = this.diff(d.address, d.entry, want, liveIn, l.userMetadata, l.stamp, owned, stamp, d.secrets, []);
     const drift = this.isDrift(d.entry, want, diff, l.stamp, owned, stamp);
     if (diff.replaceFields.length) {
       if (d.preventDestroy) {
@@ -483,7 +492,8 @@ class Planner {
       }
       for (const old of unmatchedLive.slice(pairs)) {
         const address = childAddress(d.address, old.spec, old.key);
-        this.change({ address, kind: old.spec.entry.kind, name: old.key, actions: ['delete'], before: this.childBefore(old), after: null, id: old.id, parentId: l.id, operations: [this.op(this.deleteChildOp(l, old, address))] });
+        // No --prune: a child is part of its parent's document, and the parent's document says it is gone.
+        this.change({ address, kind: old.spec.entry.kind, name: old.key, actions: ['delete'], before: this.childBefore(old), after: null, id: old.id, parentId: l.id, removedFrom: d.address, operations: [this.op(this.deleteChildOp(l, old, address))] });
       }
     }
   }
@@ -517,7 +527,7 @@ class Planner {
     const stamp = this.stampFor(address, entry, c.body, c.secrets, false);
     const liveIn = this.liveInputOf(entry, lk.id, lk.read, c.spec.parentField);
     const owned = lk.stamp?.stack === this.opts.stack;
-    const diff = this.diff(entry, want, liveIn, lk.userMetadata, lk.stamp, owned, stamp, c.secrets, [c.spec.parentField]);
+    const diff = this.diff(address, entry, want, liveIn, lk.userMetadata, lk.stamp, owned, stamp, c.secrets, [c.spec.parentField]);
     const base = { address, kind: entry.kind, name: c.key, before: diff.before, after: diff.after, id: lk.id, parentId: l.id, sensitiveChanged: diff.sensitiveChanged || undefined };
     if (diff.replaceFields.length) {
       const first = this.op(this.deleteChildOp(l, lk, address));
@@ -525,7 +535,9 @@ class Planner {
       this.change({ ...base, actions: ['delete', 'create'], replacePaths: diff.replaceFields.map((f) => `/${f}`), operations: [first, create] });
       return;
     }
-    const needStamp = !!stamp && lk.stamp?.s !== stamp.s && (diff.changed.length > 0 || diff.metadataChanged || owned);
+    // A stamp whose `s` differs only in form (the old unkeyed hash of the same values, or
+    // values never fingerprinted) is rewritten by the next update, not by an update of its own.
+    const needStamp = !!stamp && lk.stamp?.s !== stamp.s && (diff.changed.length > 0 || diff.metadataChanged || diff.sensitiveChanged);
     const ops = diff.changed.length || diff.metadataChanged || needStamp ? this.updateOps(entry, lk.id, l.id, want, diff, stamp, address, needStamp) : [];
     const drift = this.isDrift(entry, want, diff, lk.stamp, owned, stamp);
     this.change({ ...base, actions: [ops.length ? 'update' : 'no-op'], drift: (drift && ops.length > 0) || undefined, operations: ops });
@@ -567,6 +579,8 @@ class Planner {
   }
 
   readonly orphans: string[] = [];
+  /** Addresses whose live `s` is the old unkeyed hash of unchanged values (rewritten by their next update). */
+  readonly legacyStamps = new Set<string>();
   private readonly byAddress = new Map<string, Change>();
   /** Addresses planDeletes has deleted (a second resource stamped alike is deposed). */
   private readonly deleted = new Set<string>();
@@ -713,7 +727,17 @@ export function makePlan(manifest: Manifest, live: LiveState, opts: PlanOptions)
       apiCalls: opts.apiCalls ?? 0,
     },
     problems: p.problems,
+    warnings: legacyWarnings(p.legacyStamps, p.changes),
   };
+}
+
+/** Old unkeyed secret fingerprints that this plan leaves in place (no update rewrites them). */
+function legacyWarnings(legacy: ReadonlySet<string>, changes: readonly Change[]): string[] {
+  const left = changes.filter((c) => legacy.has(c.address) && c.actions[0] === 'no-op').map((c) => c.address);
+  if (!left.length) return [];
+  return [
+    `${left.length} resource${left.length === 1 ? '' : 's'} still carr${left.length === 1 ? 'ies' : 'y'} the old, unkeyed fingerprint of ${left.length === 1 ? 'its' : 'their'} write-only values, against which anyone who can read ${left.length === 1 ? 'it' : 'them'} can test guesses offline: ${left.join(', ')}. The secrets are unchanged, so nothing is planned; the next update of each writes a keyed fingerprint (docs/manifest.md, "Secrets"). Rotate any secret that is easy to guess.`,
+  ];
 }
 
 /**

@@ -29,6 +29,11 @@ export interface Change {
   drift?: boolean;
   /** The resource exists but was not managed by this stack until now (adoption). */
   adopt?: boolean;
+  /**
+   * A child deleted because its parent's document no longer lists it (the parent's address):
+   * part of the parent's document, as Terraform's nested blocks, so no --prune is needed.
+   */
+  removedFrom?: string;
   /** The address edgeform last applied this resource as, when the document was renamed (Terraform's `previous_address`). */
   movedFrom?: string;
   /** The live id, when the resource exists. */

@@ -23,6 +23,7 @@ export function planJson(plan: Plan, extra: Record<string, unknown> = {}) {
         ...(c.replacePaths?.length ? { replace_paths: c.replacePaths } : {}),
         ...(c.sensitiveChanged ? { sensitive_changed: true } : {}),
       },
+      ...(c.removedFrom ? { action_reason: 'delete_because_removed_from_parent', parent_address: c.removedFrom } : {}),
       ...(c.drift ? { drift: true } : {}),
       ...(c.adopt ? { adopt: true } : {}),
       ...(c.tokenFile && c.actions.includes('create') ? { token_file: c.tokenFile } : {}),

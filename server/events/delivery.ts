@@ -16,6 +16,7 @@ import { describeError } from '../http/reply.js';
 import type { ServerContext } from '../resources/context.js';
 import { findStored } from '../resources/engine.js';
 import { eventBody, isLogTarget } from './outbox.js';
+import { logTargetLine } from './log-target.js';
 
 export interface DeliveryOptions {
   /** Longest sleep between passes when nothing is due sooner (other instances' events, retries). */
@@ -190,6 +191,7 @@ export class DeliveryWorker {
       const target = mergeSecrets(destination.body, destination.secretFields);
       const event = await this.prisma.event.findUnique({ where: { seq: head.eventSeq } });
       if (!event || isLogTarget(target)) {
+        if (event) this.log(logTargetLine(destinationId, event));
         await this.prisma.delivery.update({ where: key, data: { deliveredAt: new Date() } });
         continue;
       }

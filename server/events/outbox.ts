@@ -1,7 +1,8 @@
 // The event outbox: an event is written in the same transaction as the change that causes
 // it, with one Delivery row per destination subscribed to its type (and not at all when
 // no subscription wants it). The delivery worker
-// (delivery.ts) sends them after the commit; `log` destinations keep them readable instead.
+// (delivery.ts) sends them after the commit, or writes them to the server's log for `log`
+// destinations, which also keep them readable.
 import { eventDestination, eventSubscription } from '../../provider/catalog/events.js';
 import type { KindEntry } from '../../provider/catalog/index.js';
 import type { Tx } from '../resources/context.js';
@@ -28,7 +29,8 @@ export async function emit(tx: Tx, kind: KindEntry, action: EventAction, object:
   const now = new Date();
   const event = await tx.event.create({ data: { id: newId('ev'), type, resourceId: object.id, payload: { type, created_at: rfc3339(now), object }, createdAt: now } });
   await tx.delivery.createMany({
-    data: destinations.map((d) => ({ destinationId: d.id, eventSeq: event.seq, nextAttemptAt: now, deliveredAt: isLogTarget((d.data as { body: Doc }).body) ? now : null })),
+    // A `log` destination's events too: the delivery worker writes each to the server's log once committed.
+    data: destinations.map((d) => ({ destinationId: d.id, eventSeq: event.seq, nextAttemptAt: now, deliveredAt: null })),
   });
 }
 

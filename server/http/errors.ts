@@ -20,6 +20,7 @@ export const ERRORS = {
   ERR_SERVICE_218: { status: 400, summary: 'The Service-Version header is missing.' },
   ERR_SERVICE_226: { status: 429, summary: 'Too many requests for this API key; retry after Retry-After seconds.' },
   ERR_SERVICE_227: { status: 429, summary: 'Too many failed authentications from this client address; retry after Retry-After seconds.' },
+  ERR_SERVICE_228: { status: 429, summary: 'Too many secret fingerprints asked for with this API key (POST /_edgeform/fingerprints); retry after Retry-After seconds.' },
   ERR_SERVICE_300: { status: 404, summary: 'No resource has this id.' },
   ERR_SERVICE_301: { status: 404, summary: 'No such path.' },
   ERR_SERVICE_302: { status: 404, summary: 'The module is not set on this resource.' },

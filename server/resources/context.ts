@@ -14,6 +14,8 @@ export interface ServerContext {
   box: SecretBox;
   /** Base of every uri, without a trailing slash. */
   publicUrl: string;
+  /** Secret fingerprints per API key per hour (server/extensions/fingerprints.ts); 0: no limit. */
+  fingerprintRateLimit?: number;
   /** Called after every committed write; wakes the event delivery worker. */
   afterCommit?: () => void;
   /** How long a stack lock lives without renewal, in seconds (server/extensions/stack-locks.ts). */

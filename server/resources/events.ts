@@ -1,7 +1,7 @@
 // Event subscriptions and destinations: each source's own uri, and the events a
 // destination received (a `log` destination's only output).
 import { eventDestination, eventSubscription } from '../../provider/catalog/events.js';
-import { eventBody } from '../events/outbox.js';
+import { eventBody, isLogTarget } from '../events/outbox.js';
 import { ApiError } from '../http/errors.js';
 import { envelope, LIST_QUERY, pageOf } from '../http/paging.js';
 import { behaviour } from './behaviours.js';
@@ -39,11 +39,12 @@ extraRoute({
   status: 200,
   handle: async (ctx, req) => {
     const { limit, beforeId } = pageOf(req.query, 'ev');
-    await getResource(ctx, eventDestination, req.params.id);
+    const destination = await getResource(ctx, eventDestination, req.params.id);
     // Event ids sort by time like every id, so a cursor that names no event still has a place.
     const before = beforeId ? await ctx.db.read.event.findFirst({ where: { id: { gte: beforeId } }, orderBy: { id: 'asc' } }) : undefined;
     const rows = await ctx.db.read.delivery.findMany({
-      where: { destinationId: req.params.id, deliveredAt: { not: null }, ...(before ? { eventSeq: { lt: before.seq } } : {}) },
+      // A log destination lists its events at once, whether or not the worker has logged them yet.
+      where: { destinationId: req.params.id, ...(isLogTarget(destination) ? {} : { deliveredAt: { not: null } }), ...(before ? { eventSeq: { lt: before.seq } } : {}) },
       orderBy: { eventSeq: 'desc' },
       take: limit + 1,
     });

@@ -5,3 +5,4 @@ import './events.js';
 import './families.js';
 import './edges.js';
 import '../extensions/stack-locks.js';
+import '../extensions/fingerprints.js';

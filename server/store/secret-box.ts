@@ -1,7 +1,7 @@
 // Encryption at rest for write-only values (private keys, module secrets): AES-256-GCM
 // under the server key. The key comes from EDGEFORM_SECRET_KEY or a key file, never from
 // the database, which records only a check value of it (secret-key.ts decides which key).
-import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 
 /** What the check value is an HMAC of: fixed, so equal keys give equal checks. */
 const CHECK_LABEL = 'edgeform secret key check v1';
@@ -32,6 +32,11 @@ export class SecretBox {
   /** The key as a key file holds it (64 hex digits). */
   exportKey(): string {
     return this.key.toString('hex');
+  }
+
+  /** A 32-byte key for one purpose (`info`), derived from the server key (HKDF-SHA256); never stored. */
+  derive(info: string): Buffer {
+    return Buffer.from(hkdfSync('sha256', this.key, Buffer.alloc(0), `edgeform ${info}`, 32));
   }
 
   seal(plain: string): string {

@@ -47,6 +47,8 @@ export async function startTestServer(overrides: Partial<ServerConfig> & { dir?:
   const logs: string[] = [];
   const config: ServerConfig = {
     ...resolveConfig({ port: 0, dataDir: dir, apiRateLimit: 0 }, {}),
+    // As the API rate limit: off, unless a test is about it.
+    fingerprintRateLimit: 0,
     bootstrapToken: TEST_TOKEN,
     log: (line) => logs.push(line),
     ...overrides,

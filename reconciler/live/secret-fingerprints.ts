@@ -1,0 +1,55 @@
+// Keyed fingerprints of the manifests' write-only values, made by the server
+// (POST /_edgeform/fingerprints, docs/api.md "Secret fingerprints") under a key only it
+// holds: the stamp's `s` then tells the plan that a declared secret changed, while a reader
+// of `metadata` cannot test guesses against it offline.
+import { ApiClientError, type ApiClient } from '../../provider/client/index.js';
+import type { Manifest } from '../manifest/validate.js';
+import { childAddress } from '../plan/plan.js';
+
+export const FINGERPRINTS_PATH = '/_edgeform/fingerprints';
+const BATCH = 100;
+
+export interface SecretFingerprints {
+  /** Address -> keyed fingerprint; undefined when the server has no such extension. */
+  byAddress?: Map<string, string>;
+  warnings: string[];
+}
+
+/** Each declared document and child with write-only values: its address and the values. */
+export function secretItems(manifest: Manifest): Array<{ address: string; values: Record<string, unknown> }> {
+  const out: Array<{ address: string; values: Record<string, unknown> }> = [];
+  for (const d of manifest.documents) {
+    if (Object.keys(d.secrets).length) out.push({ address: d.address, values: d.secrets });
+    for (const list of Object.values(d.children)) {
+      for (const c of list) if (Object.keys(c.secrets).length) out.push({ address: childAddress(d.address, c.spec, c.key), values: c.secrets });
+    }
+  }
+  return out;
+}
+
+/** Asks the server for the fingerprints; against a server without the extension, none (and a warning). */
+export async function fetchSecretFingerprints(client: ApiClient, stack: string, items: Array<{ address: string; values: Record<string, unknown> }>): Promise<SecretFingerprints> {
+  const byAddress = new Map<string, string>();
+  for (let i = 0; i < items.length; i += BATCH) {
+    const batch = items.slice(i, i + BATCH);
+    let answer: { fingerprints?: unknown };
+    try {
+      answer = await client.call('POST', FINGERPRINTS_PATH, { stack, items: batch }, { retryTooMany: false });
+    } catch (e) {
+      if (e instanceof ApiClientError && (e.status === 404 || e.status === 405 || e.status === 501)) {
+        return {
+          warnings: [
+            `the server has no secret fingerprints (POST ${FINGERPRINTS_PATH}: ${e.status}), so changes to write-only values in the manifests cannot be seen: they are taken as unchanged, and sent again with the next update of their resource. Upgrade the server to compare them.`,
+          ],
+        };
+      }
+      throw e;
+    }
+    const got = answer?.fingerprints;
+    if (!Array.isArray(got) || got.length !== batch.length || !got.every((f) => typeof f === 'string')) {
+      throw new Error(`POST ${FINGERPRINTS_PATH} answered ${JSON.stringify(answer).slice(0, 200)}, not one fingerprint per item; is the API URL an edgeform server?`);
+    }
+    batch.forEach((item, j) => byAddress.set(item.address, got[j] as string));
+  }
+  return { byAddress, warnings: [] };
+}
