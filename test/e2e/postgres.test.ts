@@ -1,6 +1,7 @@
 // The server on PostgreSQL: a throwaway cluster (scripts/pg-cluster.mjs), the same API as
 // on SQLite, byte-wise id order, uniqueness races, several instances on one database,
 // restart persistence, and health reporting when the database goes away.
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain .mjs script without types
 import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
@@ -91,7 +92,9 @@ describe.skipIf(!available)('PostgreSQL', () => {
 
   it('several instances share one database; only one bootstraps it', async () => {
     const fresh = await pg.createDatabase('shared');
-    const [a, b] = await Promise.all([startTestServer({ databaseUrl: fresh }), startTestServer({ databaseUrl: fresh })]);
+    // Instances on one database share one secret key (docs/api.md, "The secret key").
+    const secretKey = randomBytes(32).toString('hex');
+    const [a, b] = await Promise.all([startTestServer({ databaseUrl: fresh, secretKey }), startTestServer({ databaseUrl: fresh, secretKey })]);
     try {
       expect([a.server.bootstrap.created, b.server.bootstrap.created].filter(Boolean)).toHaveLength(1);
       expect(await a.server.db.prisma.resource.count({ where: { kind: 'User' } })).toBe(1);

@@ -202,6 +202,17 @@ describe.skipIf(!pgAvailable)('the secret key on PostgreSQL', () => {
       second.child.kill('SIGTERM');
       expect(await second.exited).toBe(0);
       await first.close();
+
+      // Two instances racing on a new database, each about to generate its own key: one starts, the other refuses and leaves no key file.
+      const fresh = await pg.createDatabase('edgeform_keys_race');
+      const dirs = [tempDir(), tempDir()];
+      const raced = await Promise.allSettled(dirs.map((dir) => startTestServer({ databaseUrl: fresh, dir })));
+      const started = raced.filter((r) => r.status === 'fulfilled');
+      expect(started).toHaveLength(1);
+      const refused = raced.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+      expect(String(refused.reason.message)).toMatch(/EDGEFORM_SECRET_KEY/);
+      expect(dirs.filter((dir) => fs.existsSync(path.join(dir, 'secret.key')))).toHaveLength(1);
+      await (started[0] as PromiseFulfilledResult<Awaited<ReturnType<typeof startTestServer>>>).value.server.close();
     } finally {
       pg.stop();
     }
