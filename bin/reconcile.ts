@@ -256,15 +256,16 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
         const out = io();
         const client = clientFor(t);
         let run: Run | undefined;
+        // The lock is taken after the offline checks, before the first call: a run that waited for another plans on what that one left.
+        const lock = async () => (run = await startRun(out, t, opts, commandLine(cmd)));
         try {
-          // The lock is taken before the plan is made: a run that waited for another plans on what that one left.
-          run = await startRun(out, t, opts, commandLine(cmd));
           let plan: Plan;
           if (planFile) {
             if (opts.file?.length || opts.cdktf?.length) throw new UsageError('give either a saved plan file or manifests (-f, --cdktf), not both');
             const saved = readPlan(planFile);
             if (saved.plan.stack !== t.stack) throw new UserError(`the plan was made for stack "${saved.plan.stack}", not "${t.stack}"; pass --stack ${saved.plan.stack}`);
             if (saved.plan.apiUrl.replace(/\/+$/, '') !== t.apiUrl.replace(/\/+$/, '')) throw new UserError(`the plan was made against ${saved.plan.apiUrl}, not ${t.apiUrl}`);
+            await lock();
             const { stale, problems } = await checkSavedPlan(client, saved);
             if (stale.length) throw new UserError(`the saved plan is stale: ${stale.join(', ')} changed since it was made; run plan again`);
             if (problems.length) throw new UserError(`the plan cannot be carried out:\n  ${problems.join('\n  ')}`);
@@ -273,6 +274,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
           } else {
             jsonNeedsApproval(opts, 'apply');
             const manifest = desiredOf(opts);
+            await lock();
             const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: 'apply', prune: opts.prune, adopt: opts.adopt });
             warnAll(out, planned.warnings);
             if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
@@ -285,7 +287,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
             if (!opts.json) out.out(renderPlan(plan, out.outStyle));
             if (!(await confirm(out, opts, 'Apply'))) return 1;
           }
-          return await runPlanned(out, plan, t, opts, client, run);
+          return await runPlanned(out, plan, t, opts, client, run!);
         } finally {
           await run?.end();
           await client.close();

@@ -86,6 +86,7 @@ export async function acquireLock(client: ApiClient, opts: AcquireOptions): Prom
   const body = { lock_id: randomUUID(), host: os.hostname(), pid: process.pid, command: opts.command, who: whoami() };
   const started = Date.now();
   let said = false;
+  let vanished = 0;
   let info: LockInfo;
   for (;;) {
     try {
@@ -96,8 +97,9 @@ export async function acquireLock(client: ApiClient, opts: AcquireOptions): Prom
       const holder = heldBy(e);
       if (!(e instanceof ApiClientError && e.status === 409 && e.code === LOCK_HELD)) throw e;
       const waited = Date.now() - started;
-      // Changed hands between the server's two statements: no holder to name, try again.
-      if (!holder) continue;
+      // Changed hands between the server's two statements: no holder to name, try again (a few times).
+      if (!holder && ++vanished < 10) continue;
+      if (!holder) throw e;
       if (waited >= opts.timeoutMs) throw new LockHeld(holder, waited);
       if (!said) opts.onWait?.(holder);
       said = true;

@@ -11,6 +11,8 @@ import { bigManifest, census, COMPLETE, DECLARED, NO_CHANGES, stackRunner } from
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const LOCK = '/_edgeform/stack_locks/default';
+/** Tests that start edgeform processes (each loads TypeScript first) get room on a busy machine. */
+const PROCESSES = 180_000;
 const servers: TestServer[] = [];
 const proxies: GateProxy[] = [];
 afterEach(async () => {
@@ -44,8 +46,8 @@ describe('Ctrl-C during apply', () => {
     const held = gate.posts;
     gate.open();
     expect(await run.exited, run.stdout + run.stderr).toBe(130);
-    // Nothing was started after the interrupt: the creates in flight were the last.
-    expect(gate.posts).toBe(held);
+    // Nothing was started after the interrupt: at most the creates in flight then (--parallelism 4) reached the server after it.
+    expect(gate.posts - held).toBeLessThanOrEqual(4);
     const summary = /Apply interrupted: (\d+) changes? not done\. (\d+) added, 0 changed, 0 destroyed before that\. Run apply again to finish\./.exec(run.stdout);
     expect(summary, run.stdout).not.toBeNull();
     const [notDone, added] = [Number(summary![1]), Number(summary![2])];
@@ -61,7 +63,7 @@ describe('Ctrl-C during apply', () => {
     expect(again.code, again.stdout + again.stderr).toBe(0);
     expect(again.stdout).toContain(`Apply complete! Resources: ${notDone} added, 0 changed, 0 destroyed.`);
     expect(await census(s)).toEqual(COMPLETE);
-  });
+  }, PROCESSES);
 
   it('a second SIGINT exits 130 at once, saying state may be partial; its lock expires and the next apply finishes with no duplicates', async () => {
     const { s, gate, run, dir } = await applyHeldMidway(3);
@@ -77,7 +79,7 @@ describe('Ctrl-C during apply', () => {
     const again = await r.run(['apply', '-f', dir, '--auto-approve', '--lock-timeout', '30s']);
     expect(again.code, again.stdout + again.stderr).toBe(0);
     expect(await census(s)).toEqual(COMPLETE);
-  });
+  }, PROCESSES);
 });
 
 describe('a server restarted mid-apply', () => {

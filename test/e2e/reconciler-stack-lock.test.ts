@@ -12,6 +12,8 @@ import { bigManifest, census, COMPLETE, DECLARED, stackRunner, toYaml } from '..
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const LOCK = '/_edgeform/stack_locks/default';
+/** Tests that start edgeform processes (each loads TypeScript first) get room on a busy machine. */
+const PROCESSES = 180_000;
 /** A lock as a run elsewhere (now gone) would have left it. */
 const ELSEWHERE = { lock_id: 'c0ffee00-0000-4000-8000-000000000001', host: 'ci-runner-7', pid: 4121, command: 'edgeform apply -f other/ --auto-approve', who: 'ci@ci-runner-7' };
 
@@ -76,7 +78,7 @@ describe('two applies of one stack at once', () => {
     expect(await census(s)).toEqual(COMPLETE);
     // Both released their lock.
     expect((await s.get(LOCK)).status).toBe(404);
-  });
+  }, PROCESSES);
 
   it('a killed holder (SIGKILL) leaves a lease that expires, and the next run then applies', async () => {
     const s = await server(3);
@@ -90,11 +92,10 @@ describe('two applies of one stack at once', () => {
     expect(holder.lease_seconds).toBe(3);
     // Left behind: nobody released it.
     expect((await s.get(LOCK)).body.lock_id).toBe(holder.lock_id);
-    gate.open();
     const next = startCli(['apply', '-f', dir, '--auto-approve', '--lock-timeout', '30s'], env(s.url, s));
     expect(await next.exited, next.stdout + next.stderr).toBe(0);
     expect(await census(s)).toEqual(COMPLETE);
-  });
+  }, PROCESSES);
 });
 
 describe('a run whose lock another run took', () => {
@@ -116,7 +117,7 @@ describe('a run whose lock another run took', () => {
     expect(first.stdout).toMatch(/Apply interrupted: \d+ changes not done\./);
     // The new holder's lock is left alone.
     expect((await s.get(LOCK)).body.lock_id).toBe(ELSEWHERE.lock_id);
-  });
+  }, PROCESSES);
 });
 
 describe('force-unlock, --lock=false, --lock-timeout', () => {

@@ -12,13 +12,28 @@ const holder = (n: number) => ({ lock_id: `run-${n}`, host: `host-${n}`, pid: 10
 const at = (stack: string) => `/_edgeform/stack_locks/${stack}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function suite(name: string, open: () => Promise<{ a: TestServer; b: TestServer; close(): Promise<void> }>) {
+interface Pair { a: TestServer; b: TestServer; close(): Promise<void> }
+
+/** Two server instances on one database (one on SQLite), with a lease long enough that no lock expires by accident. */
+const LONG = 600;
+/** Servers on the same database with a short lease, for expiry. */
+const SHORT = 2;
+
+function suite(name: string, open: (lease: number, on?: Pair) => Promise<Pair>) {
   describe(name, () => {
     let a: TestServer;
     let b: TestServer;
-    let close: () => Promise<void>;
-    beforeAll(async () => ({ a, b, close } = await open()));
-    afterAll(async () => close?.());
+    let short: Pair;
+    let long: Pair;
+    beforeAll(async () => {
+      long = await open(LONG);
+      short = await open(SHORT, long);
+      ({ a, b } = long);
+    });
+    afterAll(async () => {
+      await short?.close();
+      await long?.close();
+    });
 
     it('50 runs racing for one stack (over two server instances): exactly one holds it, the others are told who', async () => {
       const replies = await Promise.all(Array.from({ length: 50 }, (_, i) => (i % 2 ? b : a).put(at('race'), holder(i))));
@@ -36,7 +51,7 @@ function suite(name: string, open: () => Promise<{ a: TestServer; b: TestServer;
     it('the holder renews (created_at kept, expiry moved); another id is refused naming the holder; release needs the holder\'s id', async () => {
       const first = await a.put(at('payments'), holder(1));
       expect(first.status).toBe(200);
-      expect(first.body).toMatchObject({ stack: 'payments', ...holder(1), lease_seconds: 3 });
+      expect(first.body).toMatchObject({ stack: 'payments', ...holder(1), lease_seconds: LONG });
       expect(first.body.created_at).toMatch(RFC3339);
       await sleep(1100);
       const renewed = await b.put(at('payments'), holder(1));
@@ -56,14 +71,14 @@ function suite(name: string, open: () => Promise<{ a: TestServer; b: TestServer;
     });
 
     it('a lock not renewed within its lease is free for the next run', async () => {
-      expect((await a.put(at('expiring'), holder(1))).status).toBe(200);
-      expectError(await a.put(at('expiring'), holder(2)), 409, 'ERR_SERVICE_328');
-      await sleep(3300);
-      expectError(await a.get(at('expiring')), 404, 'ERR_SERVICE_304');
-      const taken = await b.put(at('expiring'), holder(2));
+      expect((await short.a.put(at('expiring'), holder(1))).body.lease_seconds).toBe(SHORT);
+      await sleep(SHORT * 1000 + 300);
+      expectError(await short.a.get(at('expiring')), 404, 'ERR_SERVICE_304');
+      const taken = await short.b.put(at('expiring'), holder(2));
       expect(taken.status).toBe(200);
       expect(taken.body.lock_id).toBe('run-2');
-      // The old holder's release no longer touches it.
+      // The old holder's release no longer touches it (on a server whose lease is long, so it stays held).
+      expect((await a.put(at('expiring'), holder(2))).body.lease_seconds).toBe(LONG);
       expectError(await a.del(`${at('expiring')}?lock_id=run-1`), 409, 'ERR_SERVICE_328');
     });
 
@@ -76,24 +91,25 @@ function suite(name: string, open: () => Promise<{ a: TestServer; b: TestServer;
   });
 }
 
-suite('stack locks on SQLite', async () => {
-  const a = await startTestServer({ stackLockLeaseSeconds: 3 });
+suite('stack locks on SQLite', async (lease, on) => {
+  const a = await startTestServer({ stackLockLeaseSeconds: lease, ...(on ? { dir: on.a.dir } : {}) });
   return { a, b: a, close: () => a.close() };
 });
 
 describe.skipIf(!postgresAvailable())('on PostgreSQL', () => {
-  suite('stack locks on PostgreSQL, two server instances on one database', async () => {
-    const pg = await startPostgres();
-    const url = await pg.createDatabase('locks');
-    const a = await startTestServer({ databaseUrl: url, stackLockLeaseSeconds: 3 });
-    const b = await startTestServer({ databaseUrl: url, stackLockLeaseSeconds: 3 });
+  let url: string;
+  suite('stack locks on PostgreSQL, two server instances on one database', async (lease, on) => {
+    const pg = on ? undefined : await startPostgres();
+    if (pg) url = await pg.createDatabase('locks');
+    const a = await startTestServer({ databaseUrl: url, stackLockLeaseSeconds: lease });
+    const b = await startTestServer({ databaseUrl: url, stackLockLeaseSeconds: lease });
     return {
       a,
       b,
       async close() {
         await a.close();
         await b.close();
-        pg.stop();
+        pg?.stop();
       },
     };
   });

@@ -29,12 +29,18 @@ export async function gateProxy(upstream: string, opts: GateOptions = {}): Promi
   let opened = !!opts.open;
   const held: (() => void)[] = [];
   const sockets = new Set<import('node:net').Socket>();
+  const upstreams = new Set<http.ClientRequest>();
   const forward = (req: http.IncomingMessage, res: http.ServerResponse) => {
     const up = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
       res.writeHead(answer.statusCode ?? 502, answer.headers);
       answer.pipe(res);
     });
+    upstreams.add(up);
+    up.on('close', () => upstreams.delete(up));
     up.on('error', () => res.destroy());
+    // A client gone mid-request (killed) must not leave a half-sent request on the server.
+    req.on('aborted', () => up.destroy());
+    res.on('close', () => { if (!res.writableFinished) up.destroy(); });
     req.pipe(up);
   };
   const server = http.createServer((req, res) => {
@@ -68,6 +74,7 @@ export async function gateProxy(upstream: string, opts: GateOptions = {}): Promi
     close: () =>
       new Promise<void>((r) => {
         for (const s of sockets) s.destroy();
+        for (const u of upstreams) u.destroy();
         server.close(() => r());
       }),
   };
