@@ -16,6 +16,8 @@ export const FINGERPRINTS_PATH = '/_edgeform/fingerprints';
 /** The prefix of a keyed fingerprint (`k1.` + 22 base64url characters). */
 export const KEYED_PREFIX = 'k1.';
 const MAX_ITEMS = 100;
+/** Write-only values of one document or child: a route holds a handful (client secrets, webhook secrets). */
+const MAX_VALUES = 64;
 
 const request = z.strictObject({
   stack: z.string().min(1).max(64).describe('The stack the values belong to.'),
@@ -23,7 +25,11 @@ const request = z.strictObject({
     .array(
       z.strictObject({
         address: z.string().min(1).max(1000).describe('The address of the document or child the values belong to, such as HTTPSEdge/web.routes["/"].'),
-        values: z.record(z.string(), z.unknown()).describe('The write-only values, by path: never stored or logged.'),
+        values: z
+          .record(z.string().max(1000), z.unknown())
+          .refine((m) => Object.keys(m).length <= MAX_VALUES, `at most ${MAX_VALUES} values`)
+          .meta({ maxProperties: MAX_VALUES })
+          .describe('The write-only values, by path: never stored or logged.'),
       }),
     )
     .min(1)

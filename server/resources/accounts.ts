@@ -1,6 +1,7 @@
 // Behaviour of users, bots, API keys and credentials: ownership rules and tokens.
 import { apiKey, botUser, credential, user } from '../../provider/catalog/accounts.js';
 import { ApiError } from '../http/errors.js';
+import { lockResources } from '../store/locks.js';
 import { digestOf, newToken } from '../http/tokens.js';
 import { behaviour, type StoredResource } from './behaviours.js';
 import type { Ctx, Tx } from './context.js';
@@ -40,7 +41,10 @@ function ownedByCaller(what: string) {
 // no restart brings one back (the bootstrap runs only on an empty database): keep the last one.
 async function keepLastAdminKey({ row, ctx, tx }: { row: StoredResource; ctx: Ctx; tx: Tx }) {
     const ownerId = row.body.owner_id as string;
-    const owner = await lockRow(ctx, tx, ownerId);
+    // Two deletes of the admin's last two keys queue here (NO KEY UPDATE conflicts with itself,
+    // not with the KEY SHARE every write of the caller holds), so the second sees the first.
+    await lockResources(tx, ctx.db.provider, [ownerId], 'NO KEY UPDATE');
+    const owner = await tx.resource.findUnique({ where: { id: ownerId } });
     if (owner?.kind !== user.kind || (owner.data as { computed: { admin?: boolean } }).computed.admin !== true) return;
     const keys = await tx.reference.count({ where: { toId: ownerId, path: 'owner_id', from: { kind: apiKey.kind } } });
     if (keys <= 1) {
@@ -69,16 +73,6 @@ behaviour(botUser.kind, {
 });
 
 export interface Authenticated { keyId: string; ownerId: string; admin: boolean; active: boolean }
-
-/**
- * Reads a row and, on PostgreSQL, locks it until the transaction ends, so two concurrent
- * deletes of the admin's last two keys cannot both see the other one. SQLite runs one write
- * transaction at a time.
- */
-async function lockRow(ctx: Ctx, tx: Tx, id: string) {
-  if (ctx.db.provider === 'postgresql') await tx.$queryRawUnsafe('SELECT "id" FROM "Resource" WHERE "id" = $1 FOR UPDATE', id);
-  return tx.resource.findUnique({ where: { id } });
-}
 
 /** Resolves a bearer token to its key and owner, or undefined. */
 export async function authenticate(tx: Tx, token: string): Promise<Authenticated | undefined> {

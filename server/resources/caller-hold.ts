@@ -12,7 +12,8 @@ import type { Ctx, Tx } from './context.js';
 
 export async function holdCaller(ctx: Ctx, tx: Tx): Promise<void> {
   const caller = ctx.caller;
-  if (!caller) return;
+  // No key: an operator command run with shell access (edgeform admin create-key).
+  if (!caller?.keyId) return;
   const bot = kindOfId(caller.ownerId)?.kind === botUser.kind;
   await lockResources(tx, ctx.db.provider, [caller.keyId], 'KEY SHARE');
   // Only a bot's row says whether its keys work; a user's may change while its keys write.

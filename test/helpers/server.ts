@@ -49,6 +49,7 @@ export async function startTestServer(overrides: Partial<ServerConfig> & { dir?:
     ...resolveConfig({ port: 0, dataDir: dir, apiRateLimit: 0 }, {}),
     // As the API rate limit: off, unless a test is about it.
     fingerprintRateLimit: 0,
+    authFailureLimit: 0,
     bootstrapToken: TEST_TOKEN,
     log: (line) => logs.push(line),
     ...overrides,
