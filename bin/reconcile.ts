@@ -14,6 +14,7 @@ import { failureText, progressDone, progressFailed, progressStart, progressStill
 import { isNoop, type Plan } from '../reconciler/plan/types.js';
 import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, type Target } from '../reconciler/session.js';
 import { exportManifests } from '../reconciler/export.js';
+import { chooseStack, StackNameError, STACK_PATTERN, unnamedStackMessage } from '../reconciler/stack-name.js';
 
 /** Where a command writes and reads; the process streams, or captured ones in tests. */
 export interface Io {
@@ -58,7 +59,7 @@ function targetOptions(cmd: Command) {
   return cmd
     .addOption(new Option('--api-url <url>', 'API base URL').env('EDGEFORM_API_URL').default('http://127.0.0.1:8080'))
     .addOption(new Option('--api-key <token>', 'API key token (prefer the environment variable: flags show in process lists)').env('EDGEFORM_API_KEY'))
-    .addOption(new Option('--stack <name>', 'stack whose resources this run manages (its name is stamped into their metadata)').env('EDGEFORM_STACK').default('default'))
+    .addOption(new Option('--stack <name>', 'stack whose resources this run manages (its name is stamped into their metadata); default: the "stack:" of an edgeform.yaml beside the manifests, else "default"').env('EDGEFORM_STACK'))
     .option('--no-color', 'no colour, even on a terminal');
 }
 
@@ -69,8 +70,24 @@ const manifestOption = (cmd: Command) =>
 function targetOf(opts: Record<string, any>): Target {
   if (!opts.apiKey) throw new UserError('no API key: set EDGEFORM_API_KEY (or --api-key) to a token; "edgeform serve" prints the first one on its first start');
   if (!/^https?:\/\/[^/]/i.test(opts.apiUrl) || !URL.canParse(opts.apiUrl)) throw new UsageError(`--api-url / EDGEFORM_API_URL must be the server's http(s) base URL, such as http://127.0.0.1:8080, not ${JSON.stringify(opts.apiUrl)}`);
-  if (!/^[a-z0-9._-]{1,64}$/i.test(opts.stack)) throw new UsageError(`stack name "${opts.stack}" must be 1-64 letters, digits, '.', '_' or '-'`);
-  return { apiUrl: opts.apiUrl, apiKey: opts.apiKey, stack: opts.stack, parallelism: opts.parallelism ? Number(opts.parallelism) : undefined };
+  if (opts.stack !== undefined && !STACK_PATTERN.test(opts.stack)) throw new UsageError(`stack name "${opts.stack}" must be 1-64 letters, digits, '.', '_' or '-'`);
+  const chosen = stackOf(opts);
+  return { apiUrl: opts.apiUrl, apiKey: opts.apiKey, stack: chosen.stack, parallelism: opts.parallelism ? Number(opts.parallelism) : undefined };
+}
+
+/** The run's stack: --stack, else the edgeform.yaml beside the manifests, else the implicit default. */
+function stackOf(opts: Record<string, any>) {
+  try {
+    return chooseStack(opts.stack, opts.file ?? []);
+  } catch (e) {
+    if (e instanceof StackNameError && e.usage) throw new UsageError(e.message);
+    throw e;
+  }
+}
+
+/** --prune and destroy delete: refused on the implicit stack every directory shares. */
+function needsNamedStack(opts: Record<string, any>, what: string) {
+  if (!stackOf(opts).named) throw new UsageError(unnamedStackMessage(what));
 }
 
 function desiredOf(opts: Record<string, any>) {
@@ -206,6 +223,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
     .action(
       wrap(async (opts) => {
         const t = targetOf(opts);
+        if (opts.prune) needsNamedStack(opts, 'plan --prune');
         const manifest = desiredOf(opts);
         const client = clientFor(t);
         try {
@@ -243,6 +261,8 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
           if (planFile) {
             if (opts.file?.length || opts.cdktf?.length) throw new UsageError('give either a saved plan file or manifests (-f, --cdktf), not both');
             const saved = readPlan(planFile);
+            // Unnamed here, the stack is the one the plan was made for.
+            if (opts.stack === undefined) t.stack = saved.plan.stack;
             if (saved.plan.stack !== t.stack) throw new UserError(`the plan was made for stack "${saved.plan.stack}", not "${t.stack}"; pass --stack ${saved.plan.stack}`);
             if (saved.plan.apiUrl.replace(/\/+$/, '') !== t.apiUrl.replace(/\/+$/, '')) throw new UserError(`the plan was made against ${saved.plan.apiUrl}, not ${t.apiUrl}`);
             const { stale, problems } = await checkSavedPlan(client, saved);
@@ -252,6 +272,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
             if (!opts.json) out.out(renderPlan(plan, out.outStyle) + '\n');
           } else {
             jsonNeedsApproval(opts, 'apply');
+            if (opts.prune) needsNamedStack(opts, 'apply --prune');
             const manifest = desiredOf(opts);
             const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: 'apply', prune: opts.prune, adopt: opts.adopt });
             if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
@@ -279,6 +300,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
       wrap(async (opts) => {
         jsonNeedsApproval(opts, 'destroy');
         const t = targetOf(opts);
+        needsNamedStack(opts, 'destroy');
         const out = io();
         const manifest = desiredOf(opts);
         const client = clientFor(t);

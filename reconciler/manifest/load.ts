@@ -6,6 +6,7 @@ import path from 'node:path';
 import { isMap, isSeq, LineCounter, parseAllDocuments, type Document } from 'yaml';
 import { interpolate } from './interpolate.js';
 import { Problems } from './problems.js';
+import { isStackFile } from '../stack-name.js';
 
 type Doc = Record<string, any>;
 
@@ -31,7 +32,7 @@ export function manifestFiles(paths: readonly string[], problems: Problems): str
     for (const e of fs.readdirSync(p, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
       const full = path.join(p, e.name);
       if (e.isDirectory()) walk(full);
-      else if (/\.ya?ml$/i.test(e.name)) out.push(full);
+      else if (/\.ya?ml$/i.test(e.name) && !isStackFile(e.name)) out.push(full); // edgeform.yaml names the stack
     }
   };
   for (const p of paths) {
@@ -47,7 +48,7 @@ export function manifestFiles(paths: readonly string[], problems: Problems): str
       walk(p);
       // A mistyped folder would otherwise declare nothing, and with --prune delete the stack.
       if (out.length === before) problems.add({ file: p, line: 0 }, 'no *.yaml or *.yml files in this folder (or below); -f takes a manifest file or a folder of them (to declare nothing, give an empty file)');
-    } else out.push(p);
+    } else if (!isStackFile(p)) out.push(p);
   }
   return [...new Set(out)];
 }

@@ -31,6 +31,8 @@ export interface Change {
   adopt?: boolean;
   /** The address edgeform last applied this resource as, when the document was renamed (Terraform's `previous_address`). */
   movedFrom?: string;
+  /** The address of the resource whose delete takes this one with it (the server cascades: a bot's API keys). */
+  deletedWith?: string;
   /** The live id, when the resource exists. */
   id?: string;
   /** The file a create writes the once-returned token to (the document's token_file). */

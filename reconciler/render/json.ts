@@ -25,6 +25,7 @@ export function planJson(plan: Plan, extra: Record<string, unknown> = {}) {
       },
       ...(c.drift ? { drift: true } : {}),
       ...(c.adopt ? { adopt: true } : {}),
+      ...(c.deletedWith ? { deleted_with: c.deletedWith } : {}),
       ...(c.tokenFile && c.actions.includes('create') ? { token_file: c.tokenFile } : {}),
     })),
     orphans: plan.orphans,

@@ -161,7 +161,11 @@ function documentLines(sym: string, doc: Record<string, unknown>): string[] {
 export function renderChange(c: Change, s: Style): string[] {
   const verb = verbOf(c);
   const out: string[] = [];
-  const notes = [c.drift ? 'changed outside edgeform since the last apply' : '', c.adopt ? 'adopted into this stack' : ''].filter(Boolean);
+  const notes = [
+    c.drift ? 'changed outside edgeform since the last apply' : '',
+    c.adopt ? 'adopted into this stack' : '',
+    c.deletedWith ? `the server deletes it with ${c.deletedWith}` : '',
+  ].filter(Boolean);
   out.push(s.bold(`  # ${c.address} ${headline[verb]}`) + (notes.length ? s.dim(` (${notes.join('; ')})`) : ''));
   if (c.movedFrom) out.push(s.dim(`  # (moved from ${c.movedFrom})`));
   out.push(`${verb === 'replace' ? '' : '  '}${symbol(verb, s)} ${c.address}${c.id ? s.dim(` [id=${c.id}]`) : ''}`);

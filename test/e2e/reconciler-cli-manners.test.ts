@@ -68,7 +68,7 @@ describe('against a server', () => {
   });
 
   it('a folder with no manifests is refused, not read as "declare nothing": apply --prune on a mistyped folder must not delete the stack', async () => {
-    const env = { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token };
+    const env = { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token, EDGEFORM_STACK: 'manners' };
     expect((await runCli(['apply', '-f', MANIFEST, '--auto-approve'], env)).code).toBe(0);
     const empty = manifestDir({ 'README.md': '# notes, no manifests\n' });
     for (const command of [['validate'], ['plan', '--prune'], ['apply', '--prune', '--auto-approve'], ['destroy', '--auto-approve']]) {

@@ -65,7 +65,8 @@ describe('reconciler: --prune, prevent_destroy and destroy', () => {
     s = await startTestServer();
     me = stackRunner(s);
     other = stackRunner(s, { EDGEFORM_STACK: 'other' });
-    dir = manifestDir({ 'stack.yaml': toYaml(mine) });
+    // This directory names its stack beside its manifests; the other one names it with EDGEFORM_STACK.
+    dir = manifestDir({ 'stack.yaml': toYaml(mine), 'edgeform.yaml': 'stack: mine\n' });
     theirDir = manifestDir({ 'stack.yaml': toYaml(theirs) });
     await me.apply(['-f', dir]);
     await other.apply(['-f', theirDir]);
@@ -104,7 +105,7 @@ describe('reconciler: --prune, prevent_destroy and destroy', () => {
     expect(plan.code, plan.stderr).toBe(0);
     // Only declared kinds are read without --prune (a no-op plan stays a few lists), so the
     // tunnel-group backend, whose kind is no longer declared at all, is found by --prune alone.
-    expect(plan.stdout).toContain('1 resource is managed by stack "default" but no longer declared: IPPolicy/old.');
+    expect(plan.stdout).toContain('1 resource is managed by stack "mine" but no longer declared: IPPolicy/old.');
     // The list covers only the kinds declared: the line says so, since --prune may delete more.
     expect(plan.stdout).toContain('Run with --prune to delete it. Only the kinds these manifests declare were read; --prune reads every kind, and may find more.');
     const p = await me.planJson(['-f', dir]);
@@ -204,7 +205,7 @@ describe('reconciler: --prune, prevent_destroy and destroy', () => {
     });
     const again = await me.run(['destroy', '-f', dir, '--auto-approve']);
     expect(again.code).toBe(0);
-    expect(again.stdout).toContain('No changes. Stack "default" manages no resources.');
+    expect(again.stdout).toContain('No changes. Stack "mine" manages no resources.');
     expect((await other.run(['plan', '-f', theirDir, '--detailed-exitcode'])).code).toBe(0);
   });
 });

@@ -68,7 +68,7 @@ describe('reconciler: an unreachable API', () => {
 
   beforeAll(async () => {
     s = await startTestServer();
-    r = stackRunner(s);
+    r = stackRunner(s, { EDGEFORM_STACK: 'unreachable' });
     dir = manifestDir({ 'big.yaml': bigManifest() });
   });
   afterAll(async () => {
