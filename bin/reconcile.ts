@@ -1,6 +1,7 @@
 // `edgeform validate | plan | apply | destroy | export`: the reconciler's commands.
 // Exit codes: 0 success (plan: no changes with --detailed-exitcode), 1 error, 2 changes
-// present (plan --detailed-exitcode) or a usage error.
+// present (plan --detailed-exitcode) or a usage error, 3 no changes but leftovers: resources
+// the stack manages that no manifest declares (plan --detailed-exitcode).
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -218,7 +219,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
     .option('--adopt', 'take over unmanaged resources that hold a declared natural key (edge hostports) or id')
     .option('--out <file>', 'save the plan for "edgeform apply FILE" (holds secrets: written owner-only)')
     .option('--json', 'print one JSON document (resource_changes[], api_calls)')
-    .option('--detailed-exitcode', 'exit 0 with no changes, 1 on error, 2 with changes')
+    .option('--detailed-exitcode', 'exit 0 with no changes, 1 on error, 2 with changes, 3 with no changes but leftovers (resources the stack manages that no manifest declares)')
     .option('--refresh-only', 'only report what changed outside edgeform since the last apply')
     .action(
       wrap(async (opts) => {
@@ -236,8 +237,9 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
             out.out(renderPlan(planned.plan, out.outStyle));
             if (opts.out) out.out(`\nSaved the plan to ${opts.out}. To carry it out exactly: edgeform apply ${opts.out}\n`);
           }
-          const changes = planned.plan.changes.some((c) => !isNoop(c));
-          return opts.detailedExitcode && changes ? 2 : 0;
+          if (!opts.detailedExitcode) return 0;
+          // Leftovers are not changes (apply leaves them without --prune), yet a pipeline watching for drift must see them.
+          return planned.plan.changes.some((c) => !isNoop(c)) ? 2 : planned.plan.orphans.length ? 3 : 0;
         } finally {
           await client.close();
         }

@@ -35,11 +35,14 @@ export function loadDesired(paths: readonly string[], cdktfDirs: readonly string
   return manifest;
 }
 
-/** The kinds a plan must read: what is declared, or everything when deleting undeclared resources. */
-export function kindsToRead(manifest: Manifest, mode: Plan['mode'], prune: boolean): KindEntry[] {
-  if (mode === 'destroy' || prune) return [...manifestKinds];
-  const declared = new Set(manifest.documents.map((d) => d.kind));
-  return manifestKinds.filter((k) => declared.has(k.kind));
+/**
+ * The kinds a plan reads: every kind a stack can manage, declared or not. A kind no
+ * document declares any more still holds what the stack applied (an edge, with its
+ * hostports): reading only the declared kinds hid it, and the plan said "No changes". It
+ * costs one list call per kind that has nothing to list.
+ */
+export function kindsToRead(): KindEntry[] {
+  return [...manifestKinds];
 }
 
 export interface Planned extends PlanResult {
@@ -49,7 +52,7 @@ export interface Planned extends PlanResult {
 
 export async function planWith(client: ApiClient, manifest: Manifest, opts: Omit<PlanOptions, 'apiCalls'>): Promise<Planned> {
   const before = client.calls;
-  const kinds = kindsToRead(manifest, opts.mode, !!opts.prune);
+  const kinds = kindsToRead();
   const live = await refresh(client, kinds);
   const result = makePlan(manifest, live, { ...opts, apiCalls: client.calls - before, callerKeyId: client.keyId });
   return { ...result, live, kinds: kinds.map((k) => k.kind) };

@@ -1,6 +1,7 @@
 // The planner: matches each declared document with a live resource (ownership stamp,
 // explicit id, natural key), diffs normalised forms field by field, and turns the result
 // into changes for people and operations for the executor, ordered by references.
+import fs from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
 import jsonPatch from 'fast-json-patch';
 import { kindOf, shapeOf, traitsOf, type KindEntry } from '../../provider/catalog/index.js';
@@ -307,13 +308,15 @@ class Planner {
     const liveIn = this.liveInputOf(d.entry, l.id, l.read);
     const diff = this.diff(d.entry, want, liveIn, l.userMetadata, l.stamp, owned, stamp, d.secrets, []);
     const drift = this.isDrift(d.entry, want, diff, l.stamp, owned, stamp);
-    if (diff.replaceFields.length) {
+    const lost = owned ? lostToken(d) : undefined;
+    if (diff.replaceFields.length || lost) {
       if (d.preventDestroy) {
-        this.problems.push(`${d.address} has prevent_destroy set, but changing ${diff.replaceFields.join(', ')} replaces it; remove prevent_destroy to allow the replacement, or undo the change`);
+        const why = diff.replaceFields.length ? `changing ${diff.replaceFields.join(', ')} replaces it` : `${lost}, which replaces it`;
+        this.problems.push(`${d.address} has prevent_destroy set, but ${why}; remove prevent_destroy to allow the replacement, or undo the change`);
         return;
       }
       if (adopting && !this.opts.adopt) return this.unmanaged(d, l);
-      this.replaceDocument(d, l, want, stamp, diff);
+      this.replaceDocument(d, l, want, stamp, diff, lost);
       return;
     }
     this.known.set(d.address, l.id);
@@ -398,13 +401,13 @@ class Planner {
     return this.op({ method: 'create', kind: entry.kind, parent, body, address, touches: [], after: this.waitsFor(entry, body, parent) });
   }
 
-  private replaceDocument(d: Desired, l: LiveResource, want: Doc, stamp: Stamp | undefined, diff: Diff) {
+  private replaceDocument(d: Desired, l: LiveResource, want: Doc, stamp: Stamp | undefined, diff: Diff, reason?: string) {
     const childIds = Object.values(l.children).flat().map((c) => c.id);
     // Unique natural keys (hostports) cannot exist twice: delete first. Otherwise create
     // first, so referrers move to the new resource before the old one goes.
     const uniqueKeys = Object.keys(d.entry.fields).some((f) => d.entry.traits(f).unique && !d.entry.traits(f).unique!.perParent);
     const del = { method: 'delete' as const, kind: d.kind, id: l.id, address: d.address, touches: [l.id, ...childIds] };
-    const extra = { id: l.id, replacePaths: diff.replaceFields.map((f) => `/${f}`), sensitiveChanged: diff.sensitiveChanged || undefined };
+    const extra = { id: l.id, replacePaths: diff.replaceFields.map((f) => `/${f}`), sensitiveChanged: diff.sensitiveChanged || undefined, replaceReason: reason };
     if (uniqueKeys) {
       const first = this.op(del);
       this.createDocument(d, want, stamp, ['delete', 'create'], diff.before, extra, [first]);
@@ -698,6 +701,16 @@ class Planner {
   }
 }
 
+/**
+ * Why a resource whose once-returned token was to be kept in token_file must be replaced:
+ * the file is not there (the apply that created it was cut off before writing it, or it was
+ * removed), and the server never returns the token again, so only a new resource has one.
+ */
+function lostToken(d: Desired): string | undefined {
+  if (!d.tokenFile || fs.existsSync(d.tokenFile)) return undefined;
+  return `token_file ${d.tokenFile} does not exist: the token cannot be recovered, so the key is replaced`;
+}
+
 export const childAddress = (parent: string, spec: ChildSpec, key: string) => `${parent}.${spec.key}[${JSON.stringify(key)}]`;
 
 /** Documents in reference order (what a document refers to comes first); a cycle is a problem. */
@@ -739,7 +752,7 @@ export function makePlan(manifest: Manifest, live: LiveState, opts: PlanOptions)
   p.orderUniqueValues();
   if (opts.mode !== 'refresh-only') p.problems.push(...callerKeyProblems(p.changes, p.operations, live, opts.callerKeyId));
   const fingerprints = planFingerprints(p.changes, live);
-  const changes = opts.mode === 'refresh-only' ? p.changes.filter((c) => c.drift).map((c) => ({ ...c, operations: [] })) : p.changes;
+  const changes = opts.mode === 'refresh-only' ? refreshOnlyChanges(p.changes) : p.changes;
   return {
     plan: {
       stack: opts.stack,
@@ -754,6 +767,21 @@ export function makePlan(manifest: Manifest, live: LiveState, opts: PlanOptions)
     },
     problems: p.problems,
   };
+}
+
+/**
+ * What a refresh-only plan reports: drift, and every declared resource that does not exist,
+ * as deleted (Terraform's "has been deleted"). With no state, edgeform cannot tell a
+ * resource deleted by hand from one never applied; either way the live state lacks it.
+ */
+function refreshOnlyChanges(changes: readonly Change[]): Change[] {
+  const out: Change[] = [];
+  for (const c of changes) {
+    if (c.actions.length === 1 && c.actions[0] === 'create') {
+      out.push({ ...c, actions: ['delete'], before: c.after, after: null, patch: [], drift: true, deletedOutside: true, tokenFile: undefined, operations: [] });
+    } else if (c.drift) out.push({ ...c, operations: [] });
+  }
+  return out;
 }
 
 /**

@@ -31,6 +31,10 @@ export interface Change {
   adopt?: boolean;
   /** The address edgeform last applied this resource as, when the document was renamed (Terraform's `previous_address`). */
   movedFrom?: string;
+  /** Why the resource is replaced when no field forces it (a token_file that does not exist). */
+  replaceReason?: string;
+  /** Refresh-only: a declared resource that does not exist (deleted outside edgeform, or never applied). */
+  deletedOutside?: boolean;
   /** The address of the resource whose delete takes this one with it (the server cascades: a bot's API keys). */
   deletedWith?: string;
   /** The live id, when the resource exists. */

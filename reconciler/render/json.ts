@@ -26,6 +26,8 @@ export function planJson(plan: Plan, extra: Record<string, unknown> = {}) {
       ...(c.drift ? { drift: true } : {}),
       ...(c.adopt ? { adopt: true } : {}),
       ...(c.deletedWith ? { deleted_with: c.deletedWith } : {}),
+      ...(c.replaceReason ? { replace_reason: c.replaceReason } : {}),
+      ...(c.deletedOutside ? { deleted_outside: true } : {}),
       ...(c.tokenFile && c.actions.includes('create') ? { token_file: c.tokenFile } : {}),
     })),
     orphans: plan.orphans,
