@@ -11,7 +11,8 @@ import { NO_CHANGES, toYaml } from '../helpers/reconciler.js';
 
 type Doc = Record<string, any>;
 
-describe('reconciler: what is lost must show', () => {
+// Each test starts several edgeform processes (tsx compiles on start): seconds each on a loaded machine.
+describe('reconciler: what is lost must show', { timeout: 240_000 }, () => {
   let s: TestServer;
   let env: Record<string, string | undefined>;
   const edgeform = (args: string[]) => runCliProcess(args, env);

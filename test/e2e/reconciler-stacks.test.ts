@@ -26,7 +26,8 @@ function teamDir(stack: string | undefined, extra: Doc[] = []): string {
   return manifestDir(files);
 }
 
-describe('reconciler: stacks cannot touch each other', () => {
+// Each test starts several edgeform processes (tsx compiles on start): seconds each on a loaded machine.
+describe('reconciler: stacks cannot touch each other', { timeout: 240_000 }, () => {
   let s: TestServer;
   let env: Record<string, string | undefined>;
   const edgeform = (args: string[], more: Record<string, string | undefined> = {}) => runCliProcess(args, { ...env, ...more });
