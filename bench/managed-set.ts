@@ -99,11 +99,13 @@ export interface StateEntry {
   parent?: string;
 }
 
-/** Every resource of a live state, children included: what a Terraform state would list. */
-export function stateOf(live: LiveState): StateEntry[] {
+/** Every resource of a live state that `stack` stamped, children included: what a Terraform state would list. */
+export function stateOf(live: LiveState, stack: string): StateEntry[] {
   const out: StateEntry[] = [];
   for (const list of live.byKind.values()) {
     for (const l of list) {
+      // Plans read every kind: the server's own bootstrap key is no part of the stack.
+      if (l.stamp?.stack !== stack) continue;
       out.push({ kind: l.entry.kind, id: l.id });
       for (const kids of Object.values(l.children)) for (const k of kids) out.push({ kind: k.spec.entry.kind, id: k.id, parent: l.id });
     }

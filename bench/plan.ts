@@ -86,7 +86,7 @@ async function bench(n: number, opts: ReturnType<typeof args>) {
     const setupMs = performance.now() - t0;
 
     const live = await refresh(client, planned.kinds.map(kindOf));
-    const state = stateOf(live);
+    const state = stateOf(live, 'bench');
     if (state.length !== n) throw new Error(`expected ${n} live resources, found ${state.length}`);
     const stateFile = path.join(dir, 'state.json');
     fs.writeFileSync(stateFile, JSON.stringify(state));

@@ -1,6 +1,7 @@
 // `edgeform validate | plan | apply | destroy | export`: the reconciler's commands.
 // Exit codes: 0 success (plan: no changes with --detailed-exitcode), 1 error, 2 changes
-// present (plan --detailed-exitcode) or a usage error.
+// present (plan --detailed-exitcode) or a usage error, 3 no changes but leftovers: resources
+// the stack manages that no manifest declares (plan --detailed-exitcode).
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -16,6 +17,7 @@ import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, t
 import { exportManifests } from '../reconciler/export.js';
 import { INTERRUPTED } from './interrupts.js';
 import { commandLine, LockError, lockOptions, startRun, type Run } from './lock.js';
+import { chooseStack, StackNameError, STACK_PATTERN, unnamedStackMessage } from '../reconciler/stack-name.js';
 
 /** Where a command writes and reads; the process streams, or captured ones in tests. */
 export interface Io {
@@ -65,7 +67,7 @@ export function apiOptions(cmd: Command) {
 
 function targetOptions(cmd: Command) {
   return apiOptions(cmd)
-    .addOption(new Option('--stack <name>', 'stack whose resources this run manages (its name is stamped into their metadata)').env('EDGEFORM_STACK').default('default'))
+    .addOption(new Option('--stack <name>', 'stack whose resources this run manages (its name is stamped into their metadata); default: the "stack:" of an edgeform.yaml beside the manifests, else "default"').env('EDGEFORM_STACK'))
     .option('--no-color', 'no colour, even on a terminal');
 }
 
@@ -77,8 +79,24 @@ const manifestOption = (cmd: Command) =>
 export function targetOf(opts: Record<string, any>): Target {
   if (!opts.apiKey) throw new UserError('no API key: set EDGEFORM_API_KEY (or --api-key) to a token; "edgeform serve" prints the first one on its first start');
   if (!/^https?:\/\/[^/]/i.test(opts.apiUrl) || !URL.canParse(opts.apiUrl)) throw new UsageError(`--api-url / EDGEFORM_API_URL must be the server's http(s) base URL, such as http://127.0.0.1:8080, not ${JSON.stringify(opts.apiUrl)}`);
-  if (!/^[a-z0-9._-]{1,64}$/i.test(opts.stack)) throw new UsageError(`stack name "${opts.stack}" must be 1-64 letters, digits, '.', '_' or '-'`);
-  return { apiUrl: opts.apiUrl, apiKey: opts.apiKey, stack: opts.stack, parallelism: opts.parallelism ? Number(opts.parallelism) : undefined };
+  if (opts.stack !== undefined && !STACK_PATTERN.test(opts.stack)) throw new UsageError(`stack name "${opts.stack}" must be 1-64 letters, digits, '.', '_' or '-'`);
+  const chosen = stackOf(opts);
+  return { apiUrl: opts.apiUrl, apiKey: opts.apiKey, stack: chosen.stack, parallelism: opts.parallelism ? Number(opts.parallelism) : undefined };
+}
+
+/** The run's stack: --stack, else the edgeform.yaml beside the manifests, else the implicit default. */
+function stackOf(opts: Record<string, any>) {
+  try {
+    return chooseStack(opts.stack, opts.file ?? []);
+  } catch (e) {
+    if (e instanceof StackNameError && e.usage) throw new UsageError(e.message);
+    throw e;
+  }
+}
+
+/** --prune and destroy delete: refused on the implicit stack every directory shares. */
+function needsNamedStack(opts: Record<string, any>, what: string) {
+  if (!stackOf(opts).named) throw new UsageError(unnamedStackMessage(what));
 }
 
 function desiredOf(opts: Record<string, any>) {
@@ -217,11 +235,12 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
     .option('--adopt', 'take over unmanaged resources that hold a declared natural key (edge hostports) or id')
     .option('--out <file>', 'save the plan for "edgeform apply FILE" (holds secrets: written owner-only)')
     .option('--json', 'print one JSON document (resource_changes[], api_calls)')
-    .option('--detailed-exitcode', 'exit 0 with no changes, 1 on error, 2 with changes')
+    .option('--detailed-exitcode', 'exit 0 with no changes, 1 on error, 2 with changes, 3 with no changes but leftovers (resources the stack manages that no manifest declares)')
     .option('--refresh-only', 'only report what changed outside edgeform since the last apply')
     .action(
       wrap(async (opts) => {
         const t = targetOf(opts);
+        if (opts.prune) needsNamedStack(opts, 'plan --prune');
         const manifest = desiredOf(opts);
         const client = clientFor(t);
         try {
@@ -235,8 +254,9 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
             out.out(renderPlan(planned.plan, out.outStyle));
             if (opts.out) out.out(`\nSaved the plan to ${opts.out}. To carry it out exactly: edgeform apply ${opts.out}\n`);
           }
-          const changes = planned.plan.changes.some((c) => !isNoop(c));
-          return opts.detailedExitcode && changes ? 2 : 0;
+          if (!opts.detailedExitcode) return 0;
+          // Leftovers are not changes (apply leaves them without --prune), yet a pipeline watching for drift must see them.
+          return planned.plan.changes.some((c) => !isNoop(c)) ? 2 : planned.plan.orphans.length ? 3 : 0;
         } finally {
           await client.close();
         }
@@ -263,6 +283,8 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
           if (planFile) {
             if (opts.file?.length || opts.cdktf?.length) throw new UsageError('give either a saved plan file or manifests (-f, --cdktf), not both');
             const saved = readPlan(planFile);
+            // Unnamed here, the stack is the one the plan was made for.
+            if (opts.stack === undefined) t.stack = saved.plan.stack;
             if (saved.plan.stack !== t.stack) throw new UserError(`the plan was made for stack "${saved.plan.stack}", not "${t.stack}"; pass --stack ${saved.plan.stack}`);
             if (saved.plan.apiUrl.replace(/\/+$/, '') !== t.apiUrl.replace(/\/+$/, '')) throw new UserError(`the plan was made against ${saved.plan.apiUrl}, not ${t.apiUrl}`);
             await lock();
@@ -273,6 +295,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
             if (!opts.json) out.out(renderPlan(plan, out.outStyle) + '\n');
           } else {
             jsonNeedsApproval(opts, 'apply');
+            if (opts.prune) needsNamedStack(opts, 'apply --prune');
             const manifest = desiredOf(opts);
             await lock();
             const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: 'apply', prune: opts.prune, adopt: opts.adopt });
@@ -303,6 +326,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
       wrap(async (opts, cmd: Command) => {
         jsonNeedsApproval(opts, 'destroy');
         const t = targetOf(opts);
+        needsNamedStack(opts, 'destroy');
         const out = io();
         const manifest = desiredOf(opts);
         const client = clientFor(t);

@@ -36,11 +36,14 @@ export function loadDesired(paths: readonly string[], cdktfDirs: readonly string
   return manifest;
 }
 
-/** The kinds a plan must read: what is declared, or everything when deleting undeclared resources. */
-export function kindsToRead(manifest: Manifest, mode: Plan['mode'], prune: boolean): KindEntry[] {
-  if (mode === 'destroy' || prune) return [...manifestKinds];
-  const declared = new Set(manifest.documents.map((d) => d.kind));
-  return manifestKinds.filter((k) => declared.has(k.kind));
+/**
+ * The kinds a plan reads: every kind a stack can manage, declared or not. A kind no
+ * document declares any more still holds what the stack applied (an edge, with its
+ * hostports): reading only the declared kinds hid it, and the plan said "No changes". It
+ * costs one list call per kind that has nothing to list.
+ */
+export function kindsToRead(): KindEntry[] {
+  return [...manifestKinds];
 }
 
 export interface Planned extends PlanResult {
@@ -50,7 +53,7 @@ export interface Planned extends PlanResult {
 
 export async function planWith(client: ApiClient, manifest: Manifest, opts: Omit<PlanOptions, 'apiCalls'>): Promise<Planned> {
   const before = client.calls;
-  const kinds = kindsToRead(manifest, opts.mode, !!opts.prune);
+  const kinds = kindsToRead();
   const live = await refresh(client, kinds);
   // Secrets matter only to a plan that may update: refresh-only reports drift, destroy deletes.
   const items = opts.mode === 'apply' ? secretItems(manifest) : [];

@@ -31,9 +31,13 @@ export const botUser = defineKind({
   operations: ['create', 'read', 'list', 'update', 'delete'],
   summary: 'A non-human owner of API keys and credentials. Never an admin; an inactive bot cannot authenticate.',
   events: true,
+  // `metadata` is an extension (docs/api.md, "Bot user metadata"): SPEC's bot has none, and
+  // without it the reconciler could not stamp a bot as its stack's own.
+  naturalKey: 'name',
   body: {
     name: z.string().min(1).max(255).describe('Name of the bot, at most 255 characters.'),
     active: z.boolean().default(true).describe('Whether the bot may authenticate.'),
+    metadata: metadata(),
   },
 });
 

@@ -3,7 +3,7 @@
 // use them to turn read forms back into input forms.
 import { z } from 'zod';
 import { readKey } from './define.js';
-import { defOf, fieldOf, shapeOf, traitsOf, unwrap, type RefTrait } from './traits.js';
+import { defOf, fieldOf, hasDefault, shapeOf, traitsOf, unwrap, type RefTrait } from './traits.js';
 
 type Doc = Record<string, any>;
 export type Path = (string | number)[];
@@ -141,7 +141,8 @@ export function toReadFields(shape: Record<string, z.ZodType>, doc: Doc, ctx: Re
     const el = elementOf(schema);
     const elShape = el && shapeOf(el);
     if (elShape && Array.isArray(value)) { out[key] = value.map((v) => toReadFields(elShape, v, ctx)); continue; }
-    out[key] = value === undefined ? null : value;
+    // A field added to a kind after the resource was stored (a bot's metadata) reads as its default.
+    out[key] = value === undefined ? (hasDefault(schema) ? (schema.safeParse(undefined).data ?? null) : null) : value;
   }
   return out;
 }

@@ -7,6 +7,7 @@ import { Minimatch } from 'minimatch';
 import { isMap, isSeq, LineCounter, parseAllDocuments, type Document } from 'yaml';
 import { interpolate } from './interpolate.js';
 import { Problems } from './problems.js';
+import { isStackFile } from '../stack-name.js';
 
 type Doc = Record<string, any>;
 
@@ -55,7 +56,7 @@ export function manifestFiles(paths: readonly string[], problems: Problems, opts
         continue;
       }
       if (e.isDirectory()) walk(root, full);
-      else if (/\.ya?ml$/i.test(e.name)) out.push(full);
+      else if (/\.ya?ml$/i.test(e.name) && !isStackFile(e.name)) out.push(full); // edgeform.yaml names the stack
     }
   };
   for (const p of paths) {
@@ -73,7 +74,7 @@ export function manifestFiles(paths: readonly string[], problems: Problems, opts
       // A mistyped folder would otherwise declare nothing, and with --prune delete the stack.
       const why = skipped ? ` (${skipped} hidden or --exclude'd file${skipped === 1 ? '' : 's'} or folder${skipped === 1 ? '' : 's'} skipped)` : '';
       if (out.length === before) problems.add({ file: p, line: 0 }, `no *.yaml or *.yml files in this folder (or below)${why}; -f takes a manifest file or a folder of them (to declare nothing, give an empty file)`);
-    } else if (!excluded(path.normalize(p), path.basename(p))) out.push(p);
+    } else if (!excluded(path.normalize(p), path.basename(p)) && !isStackFile(p)) out.push(p);
   }
   return [...new Set(out)];
 }

@@ -1,6 +1,7 @@
 // The planner: matches each declared document with a live resource (ownership stamp,
 // explicit id, natural key), diffs normalised forms field by field, and turns the result
 // into changes for people and operations for the executor, ordered by references.
+import fs from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
 import jsonPatch from 'fast-json-patch';
 import { kindOf, shapeOf, traitsOf, type KindEntry } from '../../provider/catalog/index.js';
@@ -126,10 +127,14 @@ class Planner {
     const h = candidates.length > 1 ? this.stampFor(d.address, d.entry, d.body, d.secrets, true)?.h : undefined;
     const stamped = candidates.find((l) => h && l.stamp?.h === h) ?? candidates[0];
     if (stamped) return take(stamped);
-    const keyField = d.entry.naturalKey ?? (!hasMetadata(d.entry) && 'name' in d.entry.fields ? 'name' : undefined);
+    const keyField = d.entry.naturalKey;
     if (!keyField) return { owned: false };
     const keys = new Set([d.body[keyField]].flat().filter((v) => v != null).map(String));
-    const holder = this.index.holding(d.kind, keyField, [...keys]).find((l) => !this.matched.has(l.id));
+    // A key the API keeps unique (hostports) is held by one resource, whoever stamped it; one
+    // it does not (a bot's name) names another stack's resource only by coincidence, and
+    // serves to find unstamped ones for --adopt.
+    const unique = !!d.entry.traits(keyField).unique;
+    const holder = this.index.holding(d.kind, keyField, [...keys]).find((l) => !this.matched.has(l.id) && (unique || !l.stamp));
     if (!holder) return { owned: false };
     const what = `${keyField} ${[holder.read[keyField]].flat().filter((v) => keys.has(String(v))).join(', ')}`;
     if (holder.stamp?.stack === stack) return take(holder); // renamed document, same resource
@@ -137,7 +142,6 @@ class Planner {
       this.problems.push(`${d.address}: ${what} belongs to ${holder.id}, which stack "${holder.stamp.stack}" manages (as ${holder.stamp.name}); remove it there first`);
       return undefined;
     }
-    if (!hasMetadata(d.entry)) return take(holder); // nothing to stamp: the natural key is the identity
     if (!this.opts.adopt) {
       this.problems.push(`${d.address}: ${what} belongs to ${holder.id}, which edgeform does not manage; pass --adopt to take it over, or run "edgeform export --adopt" first`);
       return undefined;
@@ -313,13 +317,15 @@ class Planner {
     const liveIn = this.liveInputOf(d.entry, l.id, l.read);
     const diff = this.diff(d.address, d.entry, want, liveIn, l.userMetadata, l.stamp, owned, stamp, d.secrets, []);
     const drift = this.isDrift(d.entry, want, diff, l.stamp, owned, stamp);
-    if (diff.replaceFields.length) {
+    const lost = owned ? lostToken(d) : undefined;
+    if (diff.replaceFields.length || lost) {
       if (d.preventDestroy) {
-        this.problems.push(`${d.address} has prevent_destroy set, but changing ${diff.replaceFields.join(', ')} replaces it; remove prevent_destroy to allow the replacement, or undo the change`);
+        const why = diff.replaceFields.length ? `changing ${diff.replaceFields.join(', ')} replaces it` : `${lost}, which replaces it`;
+        this.problems.push(`${d.address} has prevent_destroy set, but ${why}; remove prevent_destroy to allow the replacement, or undo the change`);
         return;
       }
       if (adopting && !this.opts.adopt) return this.unmanaged(d, l);
-      this.replaceDocument(d, l, want, stamp, diff);
+      this.replaceDocument(d, l, want, stamp, diff, lost);
       return;
     }
     this.known.set(d.address, l.id);
@@ -404,13 +410,13 @@ class Planner {
     return this.op({ method: 'create', kind: entry.kind, parent, body, address, touches: [], after: this.waitsFor(entry, body, parent) });
   }
 
-  private replaceDocument(d: Desired, l: LiveResource, want: Doc, stamp: Stamp | undefined, diff: Diff) {
+  private replaceDocument(d: Desired, l: LiveResource, want: Doc, stamp: Stamp | undefined, diff: Diff, reason?: string) {
     const childIds = Object.values(l.children).flat().map((c) => c.id);
     // Unique natural keys (hostports) cannot exist twice: delete first. Otherwise create
     // first, so referrers move to the new resource before the old one goes.
     const uniqueKeys = Object.keys(d.entry.fields).some((f) => d.entry.traits(f).unique && !d.entry.traits(f).unique!.perParent);
     const del = { method: 'delete' as const, kind: d.kind, id: l.id, address: d.address, touches: [l.id, ...childIds] };
-    const extra = { id: l.id, replacePaths: diff.replaceFields.map((f) => `/${f}`), sensitiveChanged: diff.sensitiveChanged || undefined };
+    const extra = { id: l.id, replacePaths: diff.replaceFields.map((f) => `/${f}`), sensitiveChanged: diff.sensitiveChanged || undefined, replaceReason: reason };
     if (uniqueKeys) {
       const first = this.op(del);
       this.createDocument(d, want, stamp, ['delete', 'create'], diff.before, extra, [first]);
@@ -551,9 +557,8 @@ class Planner {
     for (const [kind, list] of this.live.byKind) {
       for (const l of list) {
         if (this.matched.has(l.id) && mode !== 'destroy') continue;
-        // Kinds without metadata cannot carry a stamp: destroy takes the declared ones, found by name.
-        const mine = l.stamp?.stack === stack || (mode === 'destroy' && this.matched.has(l.id) && !hasMetadata(l.entry));
-        if (!mine) continue;
+        // Only what carries this stack's stamp is deleted: nothing else is provably its own.
+        if (l.stamp?.stack !== stack) continue;
         const name = l.stamp?.name ?? `${kind}/${l.read.name ?? l.id}`;
         const doc = declared.get(name);
         // Stamped as a declared document that another resource is (or, in destroy, as one
@@ -578,21 +583,59 @@ class Planner {
     }
   }
 
+  /**
+   * Lists what the server deletes along with a resource this plan deletes: live resources
+   * whose cascading reference names it (a bot's API keys and credentials, through
+   * `owner_id`), so that the plan counts everything that goes, as Terraform does. One that
+   * another stack manages, or that the manifests keep, is a problem: a stack deletes only
+   * what is provably its own, and never what it declares.
+   */
+  planCascades() {
+    const { stack } = this.opts;
+    const referrers = new Map<string, Array<{ l: LiveResource; field: string }>>();
+    for (const list of this.live.byKind.values()) {
+      for (const l of list) {
+        for (const r of collectRefs(l.entry.fields, this.liveInputOf(l.entry, l.id, l.read))) {
+          if (r.ref.onDelete !== 'cascade') continue;
+          for (const id of r.ids) referrers.set(id, [...(referrers.get(id) ?? []), { l, field: r.path }]);
+        }
+      }
+    }
+    const deleting = new Map<string, { op: number; address: string }>();
+    for (const o of this.operations) if (o.method === 'delete' && o.id && !parseRef(o.id) && !o.parent) deleting.set(o.id, { op: o.index, address: o.address });
+    const queue = [...deleting.keys()];
+    while (queue.length) {
+      const id = queue.shift()!;
+      const by = deleting.get(id)!;
+      for (const { l, field } of referrers.get(id) ?? []) {
+        if (deleting.has(l.id)) continue;
+        const address = l.stamp?.stack === stack && l.stamp.name ? l.stamp.name : `${l.entry.kind}/${l.id}`;
+        const why = `deleting ${by.address} deletes ${l.entry.kind} ${l.id} with it (the server deletes what its ${field} names)`;
+        if (l.stamp && l.stamp.stack !== stack) {
+          this.problems.push(`${why}, which stack "${l.stamp.stack}" manages as ${l.stamp.name}; a stack deletes only its own resources: point ${field} elsewhere, or delete it in stack "${l.stamp.stack}", first`);
+          continue;
+        }
+        if (this.matched.has(l.id)) {
+          this.problems.push(`${why}, which the manifests declare as ${address}; keep ${by.address} declared, or remove ${address} from the manifests too`);
+          continue;
+        }
+        deleting.set(l.id, by);
+        queue.push(l.id);
+        const orphan = this.orphans.indexOf(address);
+        if (orphan >= 0) this.orphans.splice(orphan, 1);
+        const before = { ...this.liveInputOf(l.entry, l.id, l.read), ...(hasMetadata(l.entry) ? { metadata: l.userMetadata } : {}) };
+        this.change({ address, kind: l.entry.kind, name: address.slice(l.entry.kind.length + 1), actions: ['delete'], before, after: null, id: l.id, deletedWith: by.address, operations: [by.op] });
+        this.cascade(l, address, by.op);
+      }
+    }
+  }
+
   readonly orphans: string[] = [];
   /** Addresses whose live `s` is the old unkeyed hash of unchanged values (rewritten by their next update). */
   readonly legacyStamps = new Set<string>();
   private readonly byAddress = new Map<string, Change>();
   /** Addresses planDeletes has deleted (a second resource stamped alike is deposed). */
   private readonly deleted = new Set<string>();
-
-  /** Destroy: the declared resources of kinds that cannot be stamped, found by their name. */
-  claimUnstampable() {
-    for (const d of this.manifest.documents) {
-      if (hasMetadata(d.entry) || !('name' in d.entry.fields)) continue;
-      const l = this.index.holding(d.kind, 'name', [String(d.body.name)]).find((r) => !this.matched.has(r.id));
-      if (l) this.matched.add(l.id);
-    }
-  }
 
   /** A delete waits for every operation on a resource that refers to what it deletes. */
   orderDeletes() {
@@ -672,6 +715,16 @@ class Planner {
   }
 }
 
+/**
+ * Why a resource whose once-returned token was to be kept in token_file must be replaced:
+ * the file is not there (the apply that created it was cut off before writing it, or it was
+ * removed), and the server never returns the token again, so only a new resource has one.
+ */
+function lostToken(d: Desired): string | undefined {
+  if (!d.tokenFile || fs.existsSync(d.tokenFile)) return undefined;
+  return `token_file ${d.tokenFile} does not exist: the token cannot be recovered, so the key is replaced`;
+}
+
 export const childAddress = (parent: string, spec: ChildSpec, key: string) => `${parent}.${spec.key}[${JSON.stringify(key)}]`;
 
 /** Documents in reference order (what a document refers to comes first); a cycle is a problem. */
@@ -707,13 +760,13 @@ export function makePlan(manifest: Manifest, live: LiveState, opts: PlanOptions)
   const p = new Planner(manifest, live, opts);
   const ordered = referenceOrder(manifest, p.problems);
   if (opts.mode !== 'destroy') for (const d of ordered) p.planDocument(d);
-  else p.claimUnstampable();
   p.planDeletes();
+  p.planCascades();
   p.orderDeletes();
   p.orderUniqueValues();
   if (opts.mode !== 'refresh-only') p.problems.push(...callerKeyProblems(p.changes, p.operations, live, opts.callerKeyId));
   const fingerprints = planFingerprints(p.changes, live);
-  const changes = opts.mode === 'refresh-only' ? p.changes.filter((c) => c.drift).map((c) => ({ ...c, operations: [] })) : p.changes;
+  const changes = opts.mode === 'refresh-only' ? refreshOnlyChanges(p.changes) : p.changes;
   return {
     plan: {
       stack: opts.stack,
@@ -738,6 +791,21 @@ function legacyWarnings(legacy: ReadonlySet<string>, changes: readonly Change[])
   return [
     `${left.length} resource${left.length === 1 ? '' : 's'} still carr${left.length === 1 ? 'ies' : 'y'} the old, unkeyed fingerprint of ${left.length === 1 ? 'its' : 'their'} write-only values, against which anyone who can read ${left.length === 1 ? 'it' : 'them'} can test guesses offline: ${left.join(', ')}. The secrets are unchanged, so nothing is planned; the next update of each writes a keyed fingerprint (docs/manifest.md, "Secrets"). Rotate any secret that is easy to guess.`,
   ];
+}
+
+/**
+ * What a refresh-only plan reports: drift, and every declared resource that does not exist,
+ * as deleted (Terraform's "has been deleted"). With no state, edgeform cannot tell a
+ * resource deleted by hand from one never applied; either way the live state lacks it.
+ */
+function refreshOnlyChanges(changes: readonly Change[]): Change[] {
+  const out: Change[] = [];
+  for (const c of changes) {
+    if (c.actions.length === 1 && c.actions[0] === 'create') {
+      out.push({ ...c, actions: ['delete'], before: c.after, after: null, patch: [], drift: true, deletedOutside: true, tokenFile: undefined, operations: [] });
+    } else if (c.drift) out.push({ ...c, operations: [] });
+  }
+  return out;
 }
 
 /**

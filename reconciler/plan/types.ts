@@ -36,6 +36,12 @@ export interface Change {
   removedFrom?: string;
   /** The address edgeform last applied this resource as, when the document was renamed (Terraform's `previous_address`). */
   movedFrom?: string;
+  /** Why the resource is replaced when no field forces it (a token_file that does not exist). */
+  replaceReason?: string;
+  /** Refresh-only: a declared resource that does not exist (deleted outside edgeform, or never applied). */
+  deletedOutside?: boolean;
+  /** The address of the resource whose delete takes this one with it (the server cascades: a bot's API keys). */
+  deletedWith?: string;
   /** The live id, when the resource exists. */
   id?: string;
   /** The file a create writes the once-returned token to (the document's token_file). */

@@ -162,12 +162,14 @@ export function renderChange(c: Change, s: Style): string[] {
   const verb = verbOf(c);
   const out: string[] = [];
   const notes = [
-    c.drift ? 'changed outside edgeform since the last apply' : '',
+    c.deletedOutside ? 'not found: deleted outside edgeform, or never applied' : c.drift ? 'changed outside edgeform since the last apply' : '',
     c.adopt ? 'adopted into this stack' : '',
     c.removedFrom ? `no longer listed in ${c.removedFrom}, whose document it is part of; deleted without --prune` : '',
+    c.deletedWith ? `the server deletes it with ${c.deletedWith}` : '',
   ].filter(Boolean);
-  out.push(s.bold(`  # ${c.address} ${headline[verb]}`) + (notes.length ? s.dim(` (${notes.join('; ')})`) : ''));
+  out.push(s.bold(`  # ${c.address} ${c.deletedOutside ? 'has been deleted' : headline[verb]}`) + (notes.length ? s.dim(` (${notes.join('; ')})`) : ''));
   if (c.movedFrom) out.push(s.dim(`  # (moved from ${c.movedFrom})`));
+  if (c.replaceReason) out.push(s.dim(`  # ${c.replaceReason}`));
   out.push(`${verb === 'replace' ? '' : '  '}${symbol(verb, s)} ${c.address}${c.id ? s.dim(` [id=${c.id}]`) : ''}`);
   const forces = new Set(c.replacePaths ?? []);
   const mark = (path: string) => ([...forces].some((f) => path === f || path.startsWith(`${f}/`)) ? s.red(' # forces replacement') : '');
@@ -204,7 +206,7 @@ export function renderPlan(plan: Plan, s: Style): string {
       for (const c of active) out.push(...renderChange(c, s), '');
       out.push('Run "edgeform apply" to put them back as the manifests declare.');
     }
-    out.push('', s.dim(`API calls: ${plan.apiCalls}`));
+    out.push(...leftoverLines(plan, s), '', s.dim(`API calls: ${plan.apiCalls}`));
     return `${out.join('\n')}\n`;
   }
   const drift = active.filter((c) => c.drift);
@@ -219,11 +221,19 @@ export function renderPlan(plan: Plan, s: Style): string {
     const { add, change, destroy } = summarize(active);
     out.push(s.bold(`Plan: ${add} to add, ${change} to change, ${destroy} to destroy.`));
   }
-  if (plan.orphans.length) {
-    out.push('', s.yellow(`${plan.orphans.length} resource${plan.orphans.length === 1 ? ' is' : 's are'} managed by stack "${plan.stack}" but no longer declared: ${plan.orphans.join(', ')}.`), s.yellow(`Run with --prune to delete ${plan.orphans.length === 1 ? 'it' : 'them'}. Only the kinds these manifests declare were read; --prune reads every kind, and may find more.`));
-  }
-  out.push('', s.dim(`API calls: ${plan.apiCalls}`));
+  out.push(...leftoverLines(plan, s), '', s.dim(`API calls: ${plan.apiCalls}`));
   return `${out.join('\n')}\n`;
+}
+
+/** The stack's resources that no manifest declares (every kind is read), left alone without --prune. */
+function leftoverLines(plan: Plan, s: Style): string[] {
+  const n = plan.orphans.length;
+  if (!n) return [];
+  return [
+    '',
+    s.yellow(`${n} resource${n === 1 ? ' is' : 's are'} managed by stack "${plan.stack}" but no longer declared: ${plan.orphans.join(', ')}.`),
+    s.yellow(`Run with --prune to delete ${n === 1 ? 'it' : 'them'}, or declare ${n === 1 ? 'it' : 'them'} again. (plan --detailed-exitcode exits 3 while there are leftovers and no changes.)`),
+  ];
 }
 
 const progressVerb: Record<Verb, [string, string, string]> = {

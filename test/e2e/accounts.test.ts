@@ -125,7 +125,7 @@ describe('bot users', () => {
     expect(created.status).toBe(201);
     const id = created.body.id;
     expect(id.startsWith('bot_')).toBe(true);
-    expect(created.body).toEqual({ id, uri: `${s.url}/bot_users/${id}`, created_at: expect.stringMatching(RFC3339), name: 'ci-bot', active: true });
+    expect(created.body).toEqual({ id, uri: `${s.url}/bot_users/${id}`, created_at: expect.stringMatching(RFC3339), name: 'ci-bot', active: true, metadata: '' });
     expect((await s.get(`/bot_users/${id}`)).body).toEqual(created.body);
     const list = await s.get('/bot_users');
     expect(list.body.bot_users.map((b: { id: string }) => b.id)).toContain(id);

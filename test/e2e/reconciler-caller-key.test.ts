@@ -14,7 +14,8 @@ type Doc = Record<string, any>;
 
 /** A bot with a key of its own, the key stamped into stack "bots" as APIKey/ci-key (as adoption does). */
 async function botWithKey(s: TestServer) {
-  const bot = (await s.post('/bot_users', { name: 'ci' })).body;
+  // Stamped into stack "bots" as if applied there: a bot carries a stamp like any other kind.
+  const bot = (await s.post('/bot_users', { name: 'ci', metadata: JSON.stringify({ edgeform: { stack: 'bots', name: 'BotUser/ci' } }) })).body;
   const key = (await s.post('/api_keys', { owner_id: bot.id, description: 'ci key' })).body;
   expect(key.token).toEqual(expect.any(String));
   expect((await s.patch(`/api_keys/${key.id}`, { metadata: JSON.stringify({ edgeform: { stack: 'bots', name: 'APIKey/ci-key' } }) })).status).toBe(200);
@@ -52,7 +53,7 @@ describe('reconciler: the API key it authenticates with', () => {
 
   it('adopted into a stack: destroy and --prune refuse to delete it, and another key deletes it', async () => {
     const s = await start();
-    const r = stackRunner(s);
+    const r = stackRunner(s, { EDGEFORM_STACK: 'keys' });
     const [admin] = (await s.get('/api_keys')).body.keys;
     const out = path.join(manifestDir({}), 'keys.yaml');
     const exported = await r.run(['export', '--adopt', '--kind', 'APIKey', '-o', out]);
@@ -86,7 +87,7 @@ describe('reconciler: the API key it authenticates with', () => {
 
   it('a change that replaces it (a new owner) is refused, naming the field', async () => {
     const s = await start();
-    const r = stackRunner(s);
+    const r = stackRunner(s, { EDGEFORM_STACK: 'keys' });
     const [admin] = (await s.get('/api_keys')).body.keys;
     const out = path.join(manifestDir({}), 'keys.yaml');
     expect((await r.run(['export', '--adopt', '--kind', 'APIKey', '-o', out])).code).toBe(0);

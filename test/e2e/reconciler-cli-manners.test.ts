@@ -2,6 +2,7 @@
 // stdout even for a mistyped option, a wrong --api-url or a manifest given as a saved plan
 // is told what to type instead, a mistyped folder declares no deletions, and an apply that
 // waits (a rate limit) keeps saying so.
+import { manifestKinds } from '../../reconciler/manifest/kinds.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { manifestDir, runCli } from '../helpers/cli.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -68,7 +69,7 @@ describe('against a server', () => {
   });
 
   it('a folder with no manifests is refused, not read as "declare nothing": apply --prune on a mistyped folder must not delete the stack', async () => {
-    const env = { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token };
+    const env = { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token, EDGEFORM_STACK: 'manners' };
     expect((await runCli(['apply', '-f', MANIFEST, '--auto-approve'], env)).code).toBe(0);
     const empty = manifestDir({ 'README.md': '# notes, no manifests\n' });
     for (const command of [['validate'], ['plan', '--prune'], ['apply', '--prune', '--auto-approve'], ['destroy', '--auto-approve']]) {
@@ -119,8 +120,9 @@ describe('against a server', () => {
 describe('progress while apply waits on the rate limit', () => {
   let s: TestServer;
   beforeAll(async () => {
-    // Two requests per 2 s for the key: the apply's calls wait seconds for Retry-After.
-    s = await startTestServer({ apiRateLimit: 2, apiRateWindowMs: 2000 });
+    // The plan's reads (one list per kind a stack can manage, and the rules'), then one
+    // request per 2 s for the key: the apply's creates wait seconds for Retry-After.
+    s = await startTestServer({ apiRateLimit: manifestKinds.length + 2, apiRateWindowMs: 2000 });
   });
   afterAll(async () => {
     await s?.close();

@@ -45,11 +45,15 @@ describe('examples/manifests', () => {
       expect(r.stdout).toMatch(/^Success! \d+ documents? valid\.$/m);
     });
 
+    it('names its own stack in an edgeform.yaml, which is not read as a manifest', () => {
+      expect(fs.readFileSync(path.join(dir, 'edgeform.yaml'), 'utf8')).toMatch(new RegExp(`^stack: ${example}$`, 'm'));
+    });
+
     it('applies in its own stack, then plans empty', async () => {
-      const applied = await run(['apply', '-f', dir, '--stack', example, '--auto-approve']);
+      const applied = await run(['apply', '-f', dir, '--auto-approve']);
       expect(applied.code, applied.stdout + applied.stderr).toBe(0);
       expect(applied.stdout).toMatch(/Apply complete! Resources: [1-9]\d* added, 0 changed, 0 destroyed\./);
-      const plan = await run(['plan', '-f', dir, '--stack', example, '--detailed-exitcode']);
+      const plan = await run(['plan', '-f', dir, '--detailed-exitcode']);
       expect(plan.stdout).toContain('No changes. Your infrastructure matches the configuration.');
       expect(plan.code, plan.stdout).toBe(0);
     });
@@ -57,9 +61,16 @@ describe('examples/manifests', () => {
 
   it('each still plans empty once all are applied: no example changed another\'s resources', async () => {
     for (const example of examples) {
-      const plan = await run(['plan', '-f', path.join(ROOT, example), '--stack', example, '--detailed-exitcode']);
+      const plan = await run(['plan', '-f', path.join(ROOT, example), '--detailed-exitcode']);
       expect(plan.code, `${example}: ${plan.stdout}${plan.stderr}`).toBe(0);
     }
+  });
+
+  it('destroy deletes one example\'s stack, and the other still plans empty', async () => {
+    const [first, ...rest] = examples;
+    const destroyed = await run(['destroy', '-f', path.join(ROOT, first), '--auto-approve']);
+    expect(destroyed.code, destroyed.stdout + destroyed.stderr).toBe(0);
+    for (const example of rest) expect((await run(['plan', '-f', path.join(ROOT, example), '--detailed-exitcode'])).code).toBe(0);
   });
 
   it('never prints the secrets it was given', () => {

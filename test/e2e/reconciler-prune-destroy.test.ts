@@ -65,7 +65,8 @@ describe('reconciler: --prune, prevent_destroy and destroy', () => {
     s = await startTestServer();
     me = stackRunner(s);
     other = stackRunner(s, { EDGEFORM_STACK: 'other' });
-    dir = manifestDir({ 'stack.yaml': toYaml(mine) });
+    // This directory names its stack beside its manifests; the other one names it with EDGEFORM_STACK.
+    dir = manifestDir({ 'stack.yaml': toYaml(mine), 'edgeform.yaml': 'stack: mine\n' });
     theirDir = manifestDir({ 'stack.yaml': toYaml(theirs) });
     await me.apply(['-f', dir]);
     await other.apply(['-f', theirDir]);
@@ -102,18 +103,20 @@ describe('reconciler: --prune, prevent_destroy and destroy', () => {
     write([mine[0], mine[3], mine[4], mine[5], edge]);
     const plan = await me.run(['plan', '-f', dir]);
     expect(plan.code, plan.stderr).toBe(0);
-    // Only declared kinds are read without --prune (a no-op plan stays a few lists), so the
-    // tunnel-group backend, whose kind is no longer declared at all, is found by --prune alone.
-    expect(plan.stdout).toContain('1 resource is managed by stack "default" but no longer declared: IPPolicy/old.');
-    // The list covers only the kinds declared: the line says so, since --prune may delete more.
-    expect(plan.stdout).toContain('Run with --prune to delete it. Only the kinds these manifests declare were read; --prune reads every kind, and may find more.');
+    // Every kind is read, so the tunnel-group backend, whose kind no document declares any
+    // more, is listed too (it was invisible when only the declared kinds were read).
+    expect(plan.stdout).toContain('2 resources are managed by stack "mine" but no longer declared: IPPolicy/old, TunnelGroupBackend/agents.');
+    expect(plan.stdout).toContain('Run with --prune to delete them, or declare them again.');
     const p = await me.planJson(['-f', dir]);
     expect(Object.fromEntries(Object.entries(activeChanges(p)).map(([a, c]) => [a, c.change.actions]))).toEqual({ 'HTTPSEdge/web.routes["/old"]': ['delete'] });
-    expect(p.orphans).toEqual(['IPPolicy/old']);
+    expect(p.orphans).toEqual(['IPPolicy/old', 'TunnelGroupBackend/agents']);
     const applied = await me.apply(['-f', dir]);
     expect(applied.stdout).toContain('Apply complete! Resources: 0 added, 0 changed, 1 destroyed.');
     expect(await all()).toEqual({ ...everything, edges: { ...everything.edges, 'mine.example.com:443': ['/'] } });
-    expect((await me.run(['plan', '-f', dir])).stdout).toContain(NO_CHANGES);
+    // No changes, but leftovers: --detailed-exitcode says so with 3, so a drift-watching pipeline notices.
+    const after = await me.run(['plan', '-f', dir, '--detailed-exitcode']);
+    expect(after.stdout).toContain(NO_CHANGES);
+    expect(after.code).toBe(3);
   });
 
   it('with --prune, deletes exactly this stack\'s leftovers: another stack\'s and unmanaged resources survive', async () => {
@@ -204,7 +207,7 @@ describe('reconciler: --prune, prevent_destroy and destroy', () => {
     });
     const again = await me.run(['destroy', '-f', dir, '--auto-approve']);
     expect(again.code).toBe(0);
-    expect(again.stdout).toContain('No changes. Stack "default" manages no resources.');
+    expect(again.stdout).toContain('No changes. Stack "mine" manages no resources.');
     expect((await other.run(['plan', '-f', theirDir, '--detailed-exitcode'])).code).toBe(0);
   });
 });

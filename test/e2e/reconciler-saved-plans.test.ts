@@ -124,7 +124,7 @@ describe('reconciler: confirmation before apply and destroy', () => {
 
   beforeAll(async () => {
     s = await startTestServer();
-    r = stackRunner(s);
+    r = stackRunner(s, { EDGEFORM_STACK: 'confirm' });
     dir = manifestDir({ 'stack.yaml': toYaml([{ kind: 'IPPolicy', name: 'office' }]) });
   });
   afterAll(async () => {

@@ -55,7 +55,7 @@ describe('reconciler: secrets never appear in output', () => {
 
   beforeAll(async () => {
     s = await startTestServer();
-    r = stackRunner(s);
+    r = stackRunner(s, { EDGEFORM_STACK: 'secrets' });
     dir = manifestDir({ 'stack.yaml': toYaml(docs) });
   });
   afterAll(async () => {

@@ -15,6 +15,12 @@ export interface BotUserConfig extends cdktf.TerraformMetaArguments {
   */
   readonly active?: boolean | cdktf.IResolvable;
   /**
+  * Arbitrary user-defined data, at most 4096 bytes.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/bot_user#metadata BotUser#metadata}
+  */
+  readonly metadata?: string;
+  /**
   * Name of the bot, at most 255 characters.
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/bot_user#name BotUser#name}
@@ -73,6 +79,7 @@ export class BotUser extends cdktf.TerraformResource {
       forEach: config.forEach
     });
     this._active = config.active;
+    this._metadata = config.metadata;
     this._name = config.name;
   }
 
@@ -106,6 +113,22 @@ export class BotUser extends cdktf.TerraformResource {
     return this.getStringAttribute('id');
   }
 
+  // metadata - computed: true, optional: true, required: false
+  private _metadata?: string; 
+  public get metadata() {
+    return this.getStringAttribute('metadata');
+  }
+  public set metadata(value: string) {
+    this._metadata = value;
+  }
+  public resetMetadata() {
+    this._metadata = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get metadataInput() {
+    return this._metadata;
+  }
+
   // name - computed: false, optional: false, required: true
   private _name?: string; 
   public get name() {
@@ -131,6 +154,7 @@ export class BotUser extends cdktf.TerraformResource {
   protected synthesizeAttributes(): { [name: string]: any } {
     return {
       active: cdktf.booleanToTerraform(this._active),
+      metadata: cdktf.stringToTerraform(this._metadata),
       name: cdktf.stringToTerraform(this._name),
     };
   }
@@ -142,6 +166,12 @@ export class BotUser extends cdktf.TerraformResource {
         isBlock: false,
         type: "simple",
         storageClassType: "boolean",
+      },
+      metadata: {
+        value: cdktf.stringToHclTerraform(this._metadata),
+        isBlock: false,
+        type: "simple",
+        storageClassType: "string",
       },
       name: {
         value: cdktf.stringToHclTerraform(this._name),
