@@ -15,8 +15,9 @@ export const macroHeaders: { req: Record<string, string[]>; res: Record<string, 
 
 const NONE: string[] = [];
 
-function environment(phase: Phase): Environment {
-  const env = new Environment({ limits: { maxAstNodes: 2000, maxDepth: 50 } });
+/** The CEL environment of a phase (the conformance tests run expressions in it too). */
+export function celEnvironment(phase: Phase): Environment {
+  const env = new Environment({ homogeneousAggregateLiterals: false, limits: { maxAstNodes: 2000, maxDepth: 50 } });
   for (const [name, schema] of Object.entries(variablesOf(phase))) env.registerVariable({ name, schema } as never);
   if (phase !== 'on_tcp_connect') {
     env.registerFunction('getReqHeader(string): list<string>', (name: string) => macroHeaders.req[name.toLowerCase()] ?? NONE);
@@ -28,7 +29,7 @@ function environment(phase: Phase): Environment {
 }
 
 const environments = new Map<Phase, Environment>();
-const envOf = (phase: Phase) => environments.get(phase) ?? environments.set(phase, environment(phase)).get(phase)!;
+const envOf = (phase: Phase) => environments.get(phase) ?? environments.set(phase, celEnvironment(phase)).get(phase)!;
 
 /** A compiled expression: call it with the phase's variables; it returns the value or throws. */
 export type CelProgram = (vars: Record<string, unknown>) => unknown;
