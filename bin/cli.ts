@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { createRequire } from 'node:module';
 import { serveCommand } from './serve.js';
 import { processIo, reconcileCommands, type Io } from './reconcile.js';
+import { policyCommand } from './policy.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 
@@ -18,11 +19,13 @@ export async function main(argv: string[], io?: Io): Promise<number> {
   program.addCommand(serveCommand(setCode));
   const noColor = argv.includes('--no-color');
   for (const c of reconcileCommands(setCode, () => io ?? processIo(noColor))) program.addCommand(c);
+  program.addCommand(policyCommand(setCode, () => io ?? processIo(noColor)));
   // Subcommands do not inherit these: a usage error must throw (exit 2), not exit the process.
   // Commander's help and usage errors go where the command's own output goes (captured in tests).
   const output = { writeOut: (t: string) => (io ? io.out(t) : process.stdout.write(t)), writeErr: (t: string) => (io ? io.err(t) : process.stderr.write(t)) };
   program.configureOutput(output);
-  for (const c of program.commands) c.exitOverride().showHelpAfterError('(run with --help for usage)').configureOutput(output);
+  const all = (c: Command): Command[] => [c, ...c.commands.flatMap(all)];
+  for (const c of program.commands.flatMap(all)) c.exitOverride().showHelpAfterError('(run with --help for usage)').configureOutput(output);
   try {
     await program.parseAsync(argv);
     return code;

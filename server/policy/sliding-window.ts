@@ -7,6 +7,10 @@
 // request is let through while that estimate is below the capacity; refused requests do not
 // count (capacity is what reaches upstream). An exact sliding log would hold up to
 // `capacity` timestamps (2,000,000,000) per bucket.
+//
+// A bucket's windows start at its first request (and start afresh after two quiet windows),
+// not at multiples of the width since the epoch: every bucket does not roll over at once,
+// and `edgeform policy test` gives the same answers whatever the wall clock says.
 
 /** Buckets held at once unless the state is told otherwise (about 30 MB at most). */
 export const DEFAULT_MAX_BUCKETS = 250_000;
@@ -25,6 +29,7 @@ export interface WindowStats {
 export class SlidingWindows {
   /** Key -> slot in the arrays below; Map order is the order buckets last changed window. */
   private readonly slots = new Map<string, number>();
+  private origin = new Float64Array(INITIAL_SLOTS);
   private windowIndex = new Float64Array(INITIAL_SLOTS);
   private previous = new Float64Array(INITIAL_SLOTS);
   private current = new Float64Array(INITIAL_SLOTS);
@@ -48,14 +53,22 @@ export class SlidingWindows {
    */
   take(key: string, capacity: number, widthMs: number, now: number): number {
     let slot = this.slots.get(key);
-    const w = Math.floor(now / widthMs);
-    if (slot === undefined) {
-      slot = this.allocate(now);
-      this.windowIndex[slot] = w;
+    let w = slot === undefined ? 0 : Math.floor((now - this.origin[slot]) / widthMs);
+    if (slot === undefined || w >= this.windowIndex[slot] + 2 || w < 0 || this.width[slot] !== widthMs) {
+      // A new bucket, or one quiet for two windows (both counts would be 0): it starts now.
+      if (slot === undefined) {
+        slot = this.allocate(now);
+        this.slots.set(key, slot);
+      } else {
+        this.slots.delete(key);
+        this.slots.set(key, slot);
+      }
+      w = 0;
+      this.origin[slot] = now;
+      this.windowIndex[slot] = 0;
       this.previous[slot] = 0;
       this.current[slot] = 0;
       this.width[slot] = widthMs;
-      this.slots.set(key, slot);
     } else if (this.windowIndex[slot] !== w) {
       this.previous[slot] = w === this.windowIndex[slot] + 1 ? this.current[slot] : 0;
       this.current[slot] = 0;
@@ -64,7 +77,7 @@ export class SlidingWindows {
       this.slots.delete(key);
       this.slots.set(key, slot);
     }
-    const start = w * widthMs;
+    const start = this.origin[slot] + w * widthMs;
     const prev = this.previous[slot];
     const curr = this.current[slot];
     if (fits(prev, curr, capacity, widthMs, now - start)) {
@@ -94,7 +107,7 @@ export class SlidingWindows {
       const head = this.slots.entries().next();
       if (head.done) return;
       const [key, slot] = head.value;
-      if ((this.windowIndex[slot] + 2) * this.width[slot] > now) return;
+      if (this.origin[slot] + (this.windowIndex[slot] + 2) * this.width[slot] > now) return;
       this.slots.delete(key);
       this.free.push(slot);
       this.expired++;
@@ -108,6 +121,7 @@ export class SlidingWindows {
       b.set(a);
       return b;
     };
+    this.origin = copy(this.origin);
     this.windowIndex = copy(this.windowIndex);
     this.previous = copy(this.previous);
     this.current = copy(this.current);
@@ -128,10 +142,9 @@ function retryAfter(prev: number, curr: number, capacity: number, widthMs: numbe
   let seconds = Math.max(1, Math.ceil((at - now) / 1000));
   // The closed form is exact but for floating-point rounding; settle it on the estimate itself.
   const fitsAt = (t: number) => {
-    const w = Math.floor(t / widthMs);
-    const here = Math.floor(start / widthMs);
-    const [p, c] = w === here ? [prev, curr] : w === here + 1 ? [curr, 0] : [0, 0];
-    return fits(p, c, capacity, widthMs, t - w * widthMs);
+    const ahead = Math.floor((t - start) / widthMs);
+    const [p, c] = ahead === 0 ? [prev, curr] : ahead === 1 ? [curr, 0] : [0, 0];
+    return fits(p, c, capacity, widthMs, t - start - ahead * widthMs);
   };
   while (seconds > 1 && fitsAt(now + (seconds - 1) * 1000)) seconds--;
   while (!fitsAt(now + seconds * 1000)) seconds++;

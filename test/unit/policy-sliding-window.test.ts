@@ -4,23 +4,29 @@
 import { describe, expect, it } from 'vitest';
 import { SlidingWindows } from '../../server/policy/sliding-window.js';
 
-/** The reference: the same definition of the window, computed the slow and obvious way. */
+/**
+ * The reference: the same definition of the window, computed the slow and obvious way. A
+ * key's windows start at its first request, and start again at a request that comes two
+ * or more whole windows after the window of the key's last request.
+ */
 class Model {
-  private readonly accepted = new Map<string, number[]>();
-  private estimate(times: number[], widthMs: number, t: number) {
-    const start = Math.floor(t / widthMs) * widthMs;
-    const prev = times.filter((x) => x >= start - widthMs && x < start).length;
-    const curr = times.filter((x) => x >= start && x <= t).length;
+  private readonly keys = new Map<string, { origin: number; seen: number[]; accepted: number[] }>();
+  private estimate(k: { origin: number; accepted: number[] }, widthMs: number, t: number) {
+    const start = k.origin + Math.floor((t - k.origin) / widthMs) * widthMs;
+    const prev = k.accepted.filter((x) => x >= start - widthMs && x < start).length;
+    const curr = k.accepted.filter((x) => x >= start && x <= t).length;
     return (prev * (widthMs - (t - start))) / widthMs + curr;
   }
   take(key: string, capacity: number, widthMs: number, now: number): number {
-    const times = this.accepted.get(key) ?? [];
-    this.accepted.set(key, times);
-    if (this.estimate(times, widthMs, now) < capacity) {
-      times.push(now);
+    let k = this.keys.get(key);
+    const windowOf = (t: number) => Math.floor((t - k!.origin) / widthMs);
+    if (!k || windowOf(now) >= windowOf(k.seen.at(-1)!) + 2) this.keys.set(key, (k = { origin: now, seen: [], accepted: [] }));
+    k.seen.push(now);
+    if (this.estimate(k, widthMs, now) < capacity) {
+      k.accepted.push(now);
       return 0;
     }
-    for (let s = 1; ; s++) if (this.estimate(times, widthMs, now + s * 1000) < capacity) return s;
+    for (let s = 1; ; s++) if (this.estimate(k, widthMs, now + s * 1000) < capacity) return s;
   }
 }
 
@@ -68,7 +74,7 @@ describe('sliding window', () => {
     let now = 0;
     const decisions: number[] = [];
     for (let i = 0; i < 600; i++) {
-      // Arrivals bunch up and spread out; a quarter land exactly on a window edge.
+      // Arrivals bunch up and spread out; a quarter land exactly on a window edge of the first key.
       now += next() < 0.25 ? width - (now % width) : Math.floor(next() * gap);
       const key = `k${Math.floor(next() * keys)}`;
       const want = model.take(key, capacity, width, now);
