@@ -5,6 +5,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { manifestDir } from '../helpers/cli.js';
+import { TYPO_POLICY } from '../helpers/policies.js';
 
 const BIN = path.resolve('bin/edgeform.js');
 
@@ -29,30 +30,6 @@ const POLICY = `on_http_request:
     actions:
       - type: restrict-ips
         config: {allow: [198.51.100.0/24]}
-`;
-
-/** The 13.6 typos: an unknown action type, capacity 0 and an expression naming no variable. */
-export const TYPO_POLICY = `on_http_request:
-  - name: limit
-    expressions:
-      - "req.pth.startsWith('/api')"
-    actions:
-      - type: rate-limt
-        config:
-          name: api
-          algorithm: sliding_window
-          capacity: 0
-          rate: 60s
-          bucket_key: [req.host]
-  - name: real
-    actions:
-      - type: rate-limit
-        config:
-          name: api
-          algorithm: sliding_window
-          capacity: 0
-          rate: 60s
-          bucket_key: [req.host]
 `;
 
 const dir = manifestDir({ 'policy.yaml': POLICY, 'typo.yaml': TYPO_POLICY });
