@@ -134,6 +134,15 @@ export const estimate = (prev: number, curr: number, widthMs: number, elapsed: n
 
 const fits = (prev: number, curr: number, capacity: number, widthMs: number, elapsed: number) => estimate(prev, curr, widthMs, elapsed) < capacity;
 
+/** Whether a request fits at `t`, when nothing more is let through after the current window's count. */
+function fitsLater(prev: number, curr: number, capacity: number, widthMs: number, start: number, t: number): boolean {
+  const ahead = Math.floor((t - start) / widthMs);
+  const elapsed = t - start - ahead * widthMs;
+  if (ahead === 0) return fits(prev, curr, capacity, widthMs, elapsed);
+  if (ahead === 1) return fits(curr, 0, capacity, widthMs, elapsed);
+  return capacity > 0;
+}
+
 /** Whole seconds from `now` until a request fits, if no other request is let through meanwhile. */
 function retryAfter(prev: number, curr: number, capacity: number, widthMs: number, start: number, now: number): number {
   // When it fits: later in this window as the previous one's weight fades, or, when this
@@ -141,12 +150,7 @@ function retryAfter(prev: number, curr: number, capacity: number, widthMs: numbe
   const at = curr < capacity ? start + widthMs - ((capacity - curr) * widthMs) / prev : start + 2 * widthMs - (capacity * widthMs) / curr;
   let seconds = Math.max(1, Math.ceil((at - now) / 1000));
   // The closed form is exact but for floating-point rounding; settle it on the estimate itself.
-  const fitsAt = (t: number) => {
-    const ahead = Math.floor((t - start) / widthMs);
-    const [p, c] = ahead === 0 ? [prev, curr] : ahead === 1 ? [curr, 0] : [0, 0];
-    return fits(p, c, capacity, widthMs, t - start - ahead * widthMs);
-  };
-  while (seconds > 1 && fitsAt(now + (seconds - 1) * 1000)) seconds--;
-  while (!fitsAt(now + seconds * 1000)) seconds++;
+  while (seconds > 1 && fitsLater(prev, curr, capacity, widthMs, start, now + (seconds - 1) * 1000)) seconds--;
+  while (!fitsLater(prev, curr, capacity, widthMs, start, now + seconds * 1000)) seconds++;
   return seconds;
 }
