@@ -23,7 +23,9 @@ const gc = (globalThis as { gc?: () => void }).gc;
 const heap = () => {
   gc?.();
   gc?.();
-  return process.memoryUsage().heapUsed;
+  // Typed arrays keep their contents outside the JS heap: count both.
+  const m = process.memoryUsage();
+  return m.heapUsed + m.arrayBuffers;
 };
 
 /** Calls `step(i)` in batches until `seconds` have passed; returns calls per second. */
