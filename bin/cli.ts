@@ -5,6 +5,7 @@ import { adminCommand } from './admin.js';
 import { serveCommand } from './serve.js';
 import { processIo, reconcileCommands, type Io } from './reconcile.js';
 import { forceUnlockCommand } from './force-unlock.js';
+import { policyCommand } from './policy.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 
@@ -22,6 +23,7 @@ export async function main(argv: string[], io?: Io): Promise<number> {
   for (const c of reconcileCommands(setCode, () => io ?? processIo(noColor))) program.addCommand(c);
   program.addCommand(adminCommand(setCode, () => io ?? processIo(noColor)));
   program.addCommand(forceUnlockCommand(setCode, () => io ?? processIo(noColor)));
+  program.addCommand(policyCommand(setCode, () => io ?? processIo(noColor)));
   // Subcommands do not inherit these: a usage error must throw (exit 2), not exit the process.
   // Commander's help and usage errors go where the command's own output goes (captured in tests).
   const output = { writeOut: (t: string) => (io ? io.out(t) : process.stdout.write(t)), writeErr: (t: string) => (io ? io.err(t) : process.stderr.write(t)) };

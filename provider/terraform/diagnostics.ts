@@ -66,7 +66,10 @@ export function error(summary: string, detail = '', node?: ObjectNode, path?: re
 /** A zod issue from validating a create body against the catalog. */
 export function issueDiagnostic(node: ObjectNode, issue: z.core.$ZodIssue, base: readonly PropertyKey[] = []): Diagnostic {
   const path = [...base, ...issue.path];
-  const where = path.length ? `${path.join('.')}: ` : '';
+  // A traffic policy's checker names the place inside the policy too (on_http_request[0].actions[0].type).
+  const inner = (issue as { params?: { policyPath?: string } }).params?.policyPath;
+  const named = [...path, ...(inner ? [inner] : [])];
+  const where = named.length ? `${named.join('.')}: ` : '';
   const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
   return error('Invalid configuration', `${where}${issueText(issue)}${keys}`, node, path);
 }

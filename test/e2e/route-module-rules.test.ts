@@ -85,7 +85,7 @@ const cases: Case[] = [
   { module: 'traffic_policy', reason: 'an unknown phase', body: { value: 'on_request: []' }, field: 'value', policyPath: 'on_request', says: /unknown phase/ },
   { module: 'traffic_policy', reason: 'a phase that is not a list', body: { value: 'on_http_request: {}' }, field: 'value', policyPath: 'on_http_request' },
   { module: 'traffic_policy', reason: 'a rule without actions', body: { value: 'on_http_request:\n  - name: r\n' }, field: 'value', policyPath: 'on_http_request[0].actions' },
-  { module: 'traffic_policy', reason: 'rate-limit capacity 0 (JSON)', body: { value: rateLimit({ capacity: 0 }) }, field: 'value', policyPath: 'on_http_request[0].actions[0].config.capacity', says: /1 to 2000000000/ },
+  { module: 'traffic_policy', reason: 'rate-limit capacity 0 (JSON)', body: { value: rateLimit({ capacity: 0 }) }, field: 'value', policyPath: 'on_http_request[0].actions[0].config.capacity', says: /capacity 0 is out of range 1\.\.2,000,000,000/ },
   { module: 'traffic_policy', reason: 'rate-limit rate not a multiple of 10 s', body: { value: rateLimit({ rate: '65s' }) }, field: 'value', policyPath: 'on_http_request[0].actions[0].config.rate', says: /multiple of 10s/ },
   { module: 'traffic_policy', reason: 'rate-limit algorithm other than sliding_window', body: { value: rateLimit({ algorithm: 'token_bucket' }) }, field: 'value', policyPath: 'on_http_request[0].actions[0].config.algorithm' },
   { module: 'traffic_policy', reason: 'rate-limit bucket_key entry of an unknown form', body: { value: rateLimit({ bucket_key: ['req.host', 'req.path'] }) }, field: 'value', policyPath: 'on_http_request[0].actions[0].config.bucket_key[1]' },

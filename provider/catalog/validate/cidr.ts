@@ -3,7 +3,7 @@ import net from 'node:net';
 
 export type CidrResult = { ok: true; value: string; version: 4 | 6 } | { ok: false; message: string };
 
-function ipToBigInt(ip: string, version: 4 | 6): bigint {
+export function ipToBigInt(ip: string, version: 4 | 6): bigint {
   if (version === 4) return ip.split('.').reduce((acc, part) => (acc << 8n) | BigInt(Number(part)), 0n);
   const [head, tail] = ip.includes('::') ? ip.split('::') : [ip, undefined];
   const parse = (s: string | undefined) => (s ? s.split(':') : []);

@@ -30,3 +30,10 @@ export function regexProblem(pattern: string): string | undefined {
     return (e as Error).message.replace(/^Invalid regular expression: /, '');
   }
 }
+
+/** A pattern regexProblem accepts, as the JavaScript RegExp that matches the same. */
+export function re2ToRegExp(pattern: string): RegExp {
+  const lead = /^\(\?([imsU]+)\)/.exec(pattern);
+  const flags = lead ? [...new Set(lead[1].replace(/U/g, ''))].join('') : '';
+  return new RegExp((lead ? pattern.slice(lead[0].length) : pattern).replace(/\(\?P</g, '(?<'), flags);
+}

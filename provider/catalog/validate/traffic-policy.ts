@@ -1,18 +1,13 @@
-// The traffic-policy document: parsed from YAML or JSON and checked rule by rule. The
-// traffic-policy engine reuses this module, so it knows nothing of HTTP or the catalog.
+// The traffic-policy document: parsed from YAML or JSON (bounded before the parser sees it),
+// checked and compiled rule by rule (expressions in CEL, configs by their action in
+// policy/actions/). The traffic-policy engine (server/policy/) runs what this compiles, so it
+// knows nothing of HTTP or the catalog.
 import { parseBoundedYaml } from './bounded-parse.js';
+import { ACTION_TYPES, actionByType } from './policy/actions/index.js';
+import { compileExpression, type CelProgram } from './policy/cel.js';
 
 export const PHASES = ['on_http_request', 'on_http_response', 'on_tcp_connect'] as const;
 export type Phase = (typeof PHASES)[number];
-
-export interface RateLimitConfig {
-  name: string;
-  algorithm: 'sliding_window';
-  capacity: number;
-  /** The rate period in seconds. */
-  rate: number;
-  bucket_key: string[];
-}
 
 export interface PolicyAction { type: string; config: Record<string, unknown> }
 export interface PolicyRule { name?: string; expressions: string[]; actions: PolicyAction[] }
@@ -40,51 +35,50 @@ export function parseDuration(text: string): number | undefined {
   return matched === text.length && text.length > 0 ? Math.round(total * 1000) / 1000 : undefined;
 }
 
-const HEADER_TOKEN = "[!#$%&*+\\-.^_`|~0-9A-Za-z]+";
-const BUCKET_KEY = new RegExp(
-  `^(req\\.host|conn\\.client_ip|req\\.headers\\[(['"])${HEADER_TOKEN}\\2\\]|getReqHeader\\((['"])${HEADER_TOKEN}\\3\\))$`,
-);
+/** A rule as the engine runs it: expressions type-checked and compiled, configs typed. */
+export interface CompiledRule {
+  /** The rule's index in its phase, for messages. */
+  index: number;
+  name?: string;
+  expressions: { text: string; program: CelProgram }[];
+  actions: CompiledAction[];
+}
+export interface CompiledAction { type: string; config: unknown }
+export type CompiledRules = Partial<Record<Phase, CompiledRule[]>>;
 
-type Check = (config: Record<string, unknown>, path: string, issues: PolicyIssue[], phase: Phase) => void;
+export type CompileResult = { ok: true; policy: TrafficPolicy; compiled: CompiledRules } | { ok: false; issues: PolicyIssue[] };
 
-function rateLimit(config: Record<string, unknown>, path: string, issues: PolicyIssue[], phase: Phase) {
-  const at = (k: string) => join(path, k);
-  if (phase === 'on_tcp_connect') issues.push({ path, message: 'rate-limit runs only in on_http_request and on_http_response' });
-  const allowed = ['name', 'algorithm', 'capacity', 'rate', 'bucket_key'];
-  for (const k of Object.keys(config)) {
-    if (!allowed.includes(k)) issues.push({ path: at(k), message: `unknown rate-limit field "${k}"; fields are ${allowed.join(', ')}` });
+/** Edit distance, to suggest the type a typo meant (`rate-limt` -> `rate-limit`). */
+function distance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
   }
-  const { name, algorithm, capacity, rate, bucket_key: keys } = config;
-  if (typeof name !== 'string' || name.length === 0) issues.push({ path: at('name'), message: 'name is required (a string)' });
-  else if ([...name].length >= 1024) issues.push({ path: at('name'), message: 'name must be fewer than 1024 characters' });
-  if (algorithm !== 'sliding_window') issues.push({ path: at('algorithm'), message: 'algorithm is required and must be "sliding_window"' });
-  if (typeof capacity !== 'number' || !Number.isInteger(capacity) || capacity < 1 || capacity > 2_000_000_000) {
-    issues.push({ path: at('capacity'), message: 'capacity is required: an integer from 1 to 2000000000' });
-  }
-  const seconds = typeof rate === 'string' ? parseDuration(rate) : undefined;
-  if (seconds === undefined) {
-    issues.push({ path: at('rate'), message: 'rate is required: a duration such as "60s", "10m" or "1h"' });
-  } else if (seconds % 10 !== 0 || seconds < 60 || seconds > 86400) {
-    issues.push({ path: at('rate'), message: `rate "${String(rate)}" must be a multiple of 10s from 60s to 24h` });
-  }
-  if (!Array.isArray(keys) || keys.length === 0 || keys.length > 10) {
-    issues.push({ path: at('bucket_key'), message: 'bucket_key is required: a list of 1 to 10 entries' });
-  } else {
-    keys.forEach((k, i) => {
-      if (typeof k !== 'string' || !BUCKET_KEY.test(k.trim())) {
-        issues.push({
-          path: join(at('bucket_key'), i),
-          message: `bucket_key entry ${JSON.stringify(k)} must be req.host, conn.client_ip, req.headers['<name>'] or getReqHeader('<Name>')`,
-        });
-      }
-    });
-  }
+  return row[b.length];
 }
 
-/** Per-action checks; action types not listed are kept as given. */
-const actionChecks: Record<string, Check> = { 'rate-limit': rateLimit };
+function unknownType(type: string): string {
+  const near = ACTION_TYPES.filter((t) => distance(type, t) <= 2);
+  return `unknown action type "${type}"${near.length ? ` (did you mean ${near.join(' or ')}?)` : ''}; supported types: ${ACTION_TYPES.join(', ')}`;
+}
 
-function checkRule(rule: unknown, path: string, issues: PolicyIssue[], phase: Phase): PolicyRule | undefined {
+function compileAction(type: string, config: Record<string, unknown>, path: string, issues: PolicyIssue[], phase: Phase): CompiledAction | undefined {
+  const def = actionByType.get(type);
+  if (!def) {
+    issues.push({ path: join(path, 'type'), message: unknownType(type) });
+    return undefined;
+  }
+  if (!def.phases.includes(phase)) {
+    issues.push({ path: join(path, 'type'), message: `${type} runs only in ${def.phases.join(' and ')}, not in ${phase}` });
+    return undefined;
+  }
+  const typed = def.check({ config, path: join(path, 'config'), issues, type }, phase);
+  return typed === undefined ? undefined : { type, config: typed };
+}
+
+function checkRule(rule: unknown, path: string, issues: PolicyIssue[], phase: Phase, index: number): [PolicyRule, CompiledRule] | undefined {
   if (!isObject(rule)) {
     issues.push({ path, message: 'a rule is an object with actions (and optional name and expressions)' });
     return undefined;
@@ -94,14 +88,23 @@ function checkRule(rule: unknown, path: string, issues: PolicyIssue[], phase: Ph
   }
   if (rule.name !== undefined && typeof rule.name !== 'string') issues.push({ path: join(path, 'name'), message: 'name must be a string' });
   const expressions = rule.expressions ?? [];
+  const programs: CompiledRule['expressions'] = [];
   if (!Array.isArray(expressions) || expressions.some((e) => typeof e !== 'string')) {
     issues.push({ path: join(path, 'expressions'), message: 'expressions must be a list of strings' });
+  } else {
+    const named = `${path}${typeof rule.name === 'string' && rule.name ? ` (${rule.name})` : ''}`;
+    expressions.forEach((text: string, i) => {
+      const r = compileExpression(text, phase);
+      if (r.ok) programs.push({ text, program: r.program });
+      else issues.push({ path: join(join(path, 'expressions'), i), message: `${named} expressions[${i}] column ${r.column}: ${r.message}` });
+    });
   }
   if (!Array.isArray(rule.actions) || rule.actions.length === 0) {
     issues.push({ path: join(path, 'actions'), message: 'actions is required: a non-empty list of {type, config}' });
     return undefined;
   }
   const actions: PolicyAction[] = [];
+  const compiled: CompiledAction[] = [];
   rule.actions.forEach((action, i) => {
     const at = join(join(path, 'actions'), i);
     if (!isObject(action) || typeof action.type !== 'string' || action.type === '') {
@@ -116,10 +119,12 @@ function checkRule(rule: unknown, path: string, issues: PolicyIssue[], phase: Ph
       issues.push({ path: join(at, 'config'), message: 'config must be an object' });
       return;
     }
-    actionChecks[action.type]?.(config, join(at, 'config'), issues, phase);
+    const done = compileAction(action.type, config, at, issues, phase);
+    if (done) compiled.push(done);
     actions.push({ type: action.type, config });
   });
-  return { ...(typeof rule.name === 'string' ? { name: rule.name } : {}), expressions: expressions as string[], actions };
+  const name = typeof rule.name === 'string' ? { name: rule.name } : {};
+  return [{ ...name, expressions: expressions as string[], actions }, { index, ...name, expressions: programs, actions: compiled }];
 }
 
 export interface PolicyOptions {
@@ -129,6 +134,15 @@ export interface PolicyOptions {
 
 /** Parses and validates a traffic policy given as YAML or JSON text. */
 export function parseTrafficPolicy(text: string, opts: PolicyOptions = {}): PolicyResult {
+  const r = compileTrafficPolicy(text, opts);
+  return r.ok ? { ok: true, policy: r.policy } : r;
+}
+
+/**
+ * Parses, validates and compiles a traffic policy: the one checker behind the API's 400s,
+ * `edgeform validate`, `terraform validate` and the engine (server/policy/).
+ */
+export function compileTrafficPolicy(text: string, opts: PolicyOptions = {}): CompileResult {
   const phases = opts.phases ?? PHASES;
   const parsed = parseBoundedYaml(text);
   if (!parsed.ok) return { ok: false, issues: [{ path: '', message: parsed.message }] };
@@ -136,6 +150,7 @@ export function parseTrafficPolicy(text: string, opts: PolicyOptions = {}): Poli
   if (!isObject(value)) return { ok: false, issues: [{ path: '', message: `a traffic policy is a mapping of phases (${PHASES.join(', ')})` }] };
   const issues: PolicyIssue[] = [];
   const policy: TrafficPolicy = {};
+  const compiled: CompiledRules = {};
   for (const [key, rules] of Object.entries(value)) {
     if (!(PHASES as readonly string[]).includes(key)) {
       issues.push({ path: key, message: `unknown phase "${key}"; phases are ${phases.join(', ')}` });
@@ -149,16 +164,9 @@ export function parseTrafficPolicy(text: string, opts: PolicyOptions = {}): Poli
       issues.push({ path: key, message: 'a phase holds a list of rules' });
       continue;
     }
-    policy[key as Phase] = rules.map((r, i) => checkRule(r, join(key, i), issues, key as Phase)).filter((r): r is PolicyRule => !!r);
+    const checked = rules.map((r, i) => checkRule(r, join(key, i), issues, key as Phase, i)).filter((r) => !!r);
+    policy[key as Phase] = checked.map(([r]) => r);
+    compiled[key as Phase] = checked.map(([, c]) => c);
   }
-  return issues.length ? { ok: false, issues } : { ok: true, policy };
-}
-
-/** The rate-limit configs of a valid policy in a phase, with `rate` in seconds. */
-export function rateLimits(policy: TrafficPolicy, phase: Phase): RateLimitConfig[] {
-  return (policy[phase] ?? []).flatMap((rule) =>
-    rule.actions
-      .filter((a) => a.type === 'rate-limit')
-      .map((a) => ({ ...(a.config as unknown as RateLimitConfig), rate: parseDuration(String(a.config.rate))! })),
-  );
+  return issues.length ? { ok: false, issues } : { ok: true, policy, compiled };
 }

@@ -1,0 +1,26 @@
+// Every action type a policy may use, in the order the docs list them. A type not here is
+// refused at validation, naming these.
+import { addHeaders } from './add-headers.js';
+import { customResponse } from './custom-response.js';
+import type { ActionDef } from './define.js';
+import { deny } from './deny.js';
+import { rateLimit } from './rate-limit.js';
+import { redirect } from './redirect.js';
+import { removeHeaders } from './remove-headers.js';
+import { restrictIps } from './restrict-ips.js';
+import { urlRewrite } from './url-rewrite.js';
+
+export const ACTIONS = [rateLimit, deny, customResponse, addHeaders, removeHeaders, redirect, urlRewrite, restrictIps] as const;
+
+export const ACTION_TYPES = ACTIONS.map((a) => a.type);
+
+export const actionByType = new Map<string, ActionDef<unknown>>(ACTIONS.map((a) => [a.type, a as ActionDef<unknown>]));
+
+export type { RateLimitAction, BucketKey } from './rate-limit.js';
+export type { DenyAction } from './deny.js';
+export type { CustomResponseAction } from './custom-response.js';
+export type { AddHeadersAction } from './add-headers.js';
+export type { RemoveHeadersAction } from './remove-headers.js';
+export type { RedirectAction } from './redirect.js';
+export type { UrlRewriteAction } from './url-rewrite.js';
+export type { RestrictIpsAction } from './restrict-ips.js';

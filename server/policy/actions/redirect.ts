@@ -1,0 +1,17 @@
+// redirect: answers with a redirect; with `from`, only when the request's URL matches it.
+import type { RedirectAction } from '../../../provider/catalog/validate/policy/actions/index.js';
+import type { Runner } from './run.js';
+
+export function redirect(config: RedirectAction): Runner {
+  const headers = Object.fromEntries(Object.entries(config.headers).map(([k, v]) => [k.toLowerCase(), v]));
+  return (ctx) => {
+    const url = ctx.vars.req!.url;
+    let to = config.to;
+    if (config.from) {
+      const m = url.match(config.from);
+      if (!m) return { did: `redirect: ${url} does not match from; continues` };
+      to = url.slice(m.index!, m.index! + m[0].length).replace(config.from, config.to);
+    }
+    return { ended: { response: { status: config.status_code, headers: { ...headers, location: to }, body: '' } }, did: `redirect: ${config.status_code} to ${to}` };
+  };
+}

@@ -1,0 +1,36 @@
+// compilePolicy: a document (YAML or JSON text) into the form evaluate() runs, through the
+// same checker the API, `edgeform validate` and `terraform validate` use.
+import { compileTrafficPolicy, type Phase, type PolicyIssue } from '../../provider/catalog/validate/traffic-policy.js';
+import type { CelProgram } from '../../provider/catalog/validate/policy/cel.js';
+import { runnerOf } from './actions/index.js';
+import type { Runner } from './actions/run.js';
+
+export interface RunnableRule {
+  index: number;
+  name?: string;
+  expressions: { text: string; program: CelProgram }[];
+  actions: { type: string; run: Runner }[];
+}
+
+export interface CompiledPolicy {
+  phases: Partial<Record<Phase, RunnableRule[]>>;
+}
+
+export interface CompileOptions {
+  /** Phases allowed where the policy is attached (all when absent). */
+  phases?: readonly Phase[];
+  /** Names this policy's rate-limit buckets apart from other policies' in one state (e.g. the route id). */
+  scope?: string;
+}
+
+export function compilePolicy(text: string, opts: CompileOptions = {}): { problems: PolicyIssue[] } | CompiledPolicy {
+  const r = compileTrafficPolicy(text, { phases: opts.phases });
+  if (!r.ok) return { problems: r.issues };
+  const phases: CompiledPolicy['phases'] = {};
+  for (const [phase, rules] of Object.entries(r.compiled) as [Phase, NonNullable<(typeof r.compiled)[Phase]>][]) {
+    phases[phase] = rules.map((rule) => ({ ...rule, actions: rule.actions.map((a) => ({ type: a.type, run: runnerOf(a, opts.scope ?? '') })) }));
+  }
+  return { phases };
+}
+
+export const isCompiled = (r: ReturnType<typeof compilePolicy>): r is CompiledPolicy => 'phases' in r;

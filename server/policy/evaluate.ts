@@ -1,0 +1,67 @@
+// evaluate: one phase of a compiled policy against one request or connection. Plain data in,
+// plain data out, no I/O: the rules run in order; a rule whose expressions are all true runs
+// its actions in order; an action that ends the request ends the phase (later rules do not run).
+import type { Phase } from '../../provider/catalog/validate/traffic-policy.js';
+import { macroHeaders } from '../../provider/catalog/validate/policy/cel.js';
+import type { Ended, Mutations } from './actions/run.js';
+import type { CompiledPolicy } from './compile.js';
+import { celVariables, type ActionVariables, type PolicyInput } from './context.js';
+import type { PolicyState } from './state.js';
+
+export interface RuleTrace {
+  index: number;
+  name?: string;
+  matched: boolean;
+  /** Why an expression could not be evaluated (it then counts as false). */
+  error?: string;
+  actions: { type: string; did: string }[];
+}
+
+export interface PolicyResult {
+  /** `continue`: forward upstream (or accept the connection) with `mutations` applied. */
+  outcome: 'continue' | Ended;
+  mutations: Mutations;
+  /** The action variables after this phase, for the next phase of the same request. */
+  actions: ActionVariables;
+  rules: RuleTrace[];
+}
+
+const NO_HEADERS: Record<string, string[]> = {};
+
+export function evaluate(policy: CompiledPolicy, phase: Phase, input: PolicyInput, state: PolicyState): PolicyResult {
+  const now = input.now ?? Date.now();
+  const vars = celVariables(input, now);
+  const mutations: Mutations = { request: { set_headers: {}, remove_headers: [] }, response: { set_headers: {}, remove_headers: [] } };
+  const rules: RuleTrace[] = [];
+  let outcome: PolicyResult['outcome'] = 'continue';
+  for (const rule of policy.phases[phase] ?? []) {
+    const trace: RuleTrace = { index: rule.index, ...(rule.name !== undefined ? { name: rule.name } : {}), matched: true, actions: [] };
+    rules.push(trace);
+    macroHeaders.req = vars.req?.headers ?? NO_HEADERS;
+    macroHeaders.res = vars.res?.headers ?? NO_HEADERS;
+    for (const e of rule.expressions) {
+      let value: unknown;
+      try {
+        value = e.program(vars);
+      } catch (err) {
+        trace.error = `${e.text}: ${(err as Error).message.split('\n')[0]}`;
+        value = false;
+      }
+      if (value !== true) {
+        trace.matched = false;
+        break;
+      }
+    }
+    if (!trace.matched) continue;
+    for (const action of rule.actions) {
+      const r = action.run({ phase, vars, state, now, mutations });
+      trace.actions.push({ type: action.type, did: r.did });
+      if (r.ended) {
+        outcome = r.ended;
+        break;
+      }
+    }
+    if (outcome !== 'continue') break;
+  }
+  return { outcome, mutations, actions: vars.actions, rules };
+}

@@ -1,0 +1,156 @@
+// The rate-limit buckets: a sliding-window counter per bucket, O(1) per decision and a few
+// dozen bytes per live bucket, with idle buckets expiring and a cap on how many live at once.
+//
+// The window is the sliding-window counter of common edges: fixed windows of `width`, and
+// the estimate of requests in the last `width` is the current window's count plus the
+// previous window's count weighted by how much of it the sliding window still overlaps. A
+// request is let through while that estimate is below the capacity; refused requests do not
+// count (capacity is what reaches upstream). An exact sliding log would hold up to
+// `capacity` timestamps (2,000,000,000) per bucket.
+//
+// A bucket's windows start at its first request (and start afresh after two quiet windows),
+// not at multiples of the width since the epoch: every bucket does not roll over at once,
+// and `edgeform policy test` gives the same answers whatever the wall clock says.
+
+/** Buckets held at once unless the state is told otherwise (about 30 MB at most). */
+export const DEFAULT_MAX_BUCKETS = 250_000;
+
+const INITIAL_SLOTS = 1024;
+
+export interface WindowStats {
+  /** Live buckets. */
+  buckets: number;
+  /** Buckets dropped while still counting, because the cap was reached (their clients start afresh). */
+  evictions: number;
+  /** Idle buckets removed after two quiet windows. */
+  expired: number;
+}
+
+export class SlidingWindows {
+  /** Key -> slot in the arrays below; Map order is the order buckets last changed window. */
+  private readonly slots = new Map<string, number>();
+  private origin = new Float64Array(INITIAL_SLOTS);
+  private windowIndex = new Float64Array(INITIAL_SLOTS);
+  private previous = new Float64Array(INITIAL_SLOTS);
+  private current = new Float64Array(INITIAL_SLOTS);
+  private width = new Float64Array(INITIAL_SLOTS);
+  private readonly free: number[] = [];
+  private used = 0;
+  private evictions = 0;
+  private expired = 0;
+
+  constructor(readonly maxBuckets = DEFAULT_MAX_BUCKETS) {
+    if (!Number.isInteger(maxBuckets) || maxBuckets < 1) throw new RangeError('maxBuckets must be a positive integer');
+  }
+
+  stats(): WindowStats {
+    return { buckets: this.slots.size, evictions: this.evictions, expired: this.expired };
+  }
+
+  /**
+   * Counts a request against `key` (a window of `widthMs`, `capacity` requests) at `now` (ms).
+   * Returns 0 when it is let through, else the whole seconds until it would be (at least 1).
+   */
+  take(key: string, capacity: number, widthMs: number, now: number): number {
+    let slot = this.slots.get(key);
+    let w = slot === undefined ? 0 : Math.floor((now - this.origin[slot]) / widthMs);
+    if (slot === undefined || w >= this.windowIndex[slot] + 2 || w < 0 || this.width[slot] !== widthMs) {
+      // A new bucket, or one quiet for two windows (both counts would be 0): it starts now.
+      if (slot === undefined) {
+        slot = this.allocate(now);
+        this.slots.set(key, slot);
+      } else {
+        this.slots.delete(key);
+        this.slots.set(key, slot);
+      }
+      w = 0;
+      this.origin[slot] = now;
+      this.windowIndex[slot] = 0;
+      this.previous[slot] = 0;
+      this.current[slot] = 0;
+      this.width[slot] = widthMs;
+    } else if (this.windowIndex[slot] !== w) {
+      this.previous[slot] = w === this.windowIndex[slot] + 1 ? this.current[slot] : 0;
+      this.current[slot] = 0;
+      this.windowIndex[slot] = w;
+      // Keep the Map ordered by last window change, so the head is the idlest bucket.
+      this.slots.delete(key);
+      this.slots.set(key, slot);
+    }
+    const start = this.origin[slot] + w * widthMs;
+    const prev = this.previous[slot];
+    const curr = this.current[slot];
+    if (fits(prev, curr, capacity, widthMs, now - start)) {
+      this.current[slot] = curr + 1;
+      return 0;
+    }
+    return retryAfter(prev, curr, capacity, widthMs, start, now);
+  }
+
+  private allocate(now: number): number {
+    this.expireIdle(now);
+    if (this.slots.size >= this.maxBuckets) {
+      const [key, slot] = this.slots.entries().next().value as [string, number];
+      this.slots.delete(key);
+      this.free.push(slot);
+      this.evictions++;
+    }
+    const reused = this.free.pop();
+    if (reused !== undefined) return reused;
+    if (this.used === this.windowIndex.length) this.grow();
+    return this.used++;
+  }
+
+  /** Removes up to two idle buckets from the head: amortised O(1), and enough to keep up. */
+  private expireIdle(now: number) {
+    for (let i = 0; i < 2; i++) {
+      const head = this.slots.entries().next();
+      if (head.done) return;
+      const [key, slot] = head.value;
+      if (this.origin[slot] + (this.windowIndex[slot] + 2) * this.width[slot] > now) return;
+      this.slots.delete(key);
+      this.free.push(slot);
+      this.expired++;
+    }
+  }
+
+  private grow() {
+    const size = Math.min(this.windowIndex.length * 2, Math.max(this.maxBuckets, INITIAL_SLOTS));
+    const copy = (a: Float64Array) => {
+      const b = new Float64Array(size);
+      b.set(a);
+      return b;
+    };
+    this.origin = copy(this.origin);
+    this.windowIndex = copy(this.windowIndex);
+    this.previous = copy(this.previous);
+    this.current = copy(this.current);
+    this.width = copy(this.width);
+  }
+}
+
+/** The estimate of requests in the sliding window at `elapsed` ms into the current window. */
+export const estimate = (prev: number, curr: number, widthMs: number, elapsed: number) => (prev * (widthMs - elapsed)) / widthMs + curr;
+
+const fits = (prev: number, curr: number, capacity: number, widthMs: number, elapsed: number) => estimate(prev, curr, widthMs, elapsed) < capacity;
+
+/** Whether a request fits at `t`, when nothing more is let through after the current window's count. */
+function fitsLater(prev: number, curr: number, capacity: number, widthMs: number, start: number, t: number): boolean {
+  const ahead = Math.floor((t - start) / widthMs);
+  const elapsed = t - start - ahead * widthMs;
+  if (ahead === 0) return fits(prev, curr, capacity, widthMs, elapsed);
+  if (ahead === 1) return fits(curr, 0, capacity, widthMs, elapsed);
+  return capacity > 0;
+}
+
+/** Whole seconds from `now` until a request fits, if no other request is let through meanwhile. */
+function retryAfter(prev: number, curr: number, capacity: number, widthMs: number, start: number, now: number): number {
+  // When it fits: later in this window as the previous one's weight fades, or, when this
+  // window is full, in the next one as this window's count fades in turn.
+  const at = curr < capacity ? start + widthMs - ((capacity - curr) * widthMs) / prev : start + 2 * widthMs - (capacity * widthMs) / curr;
+  let seconds = Math.max(1, Math.ceil((at - now) / 1000));
+  // The closed form is exact but for floating-point rounding; settle it on the estimate itself.
+  while (seconds > 1 && fitsLater(prev, curr, capacity, widthMs, start, now + (seconds - 1) * 1000)) seconds--;
+  while (!fitsLater(prev, curr, capacity, widthMs, start, now + seconds * 1000)) seconds++;
+  return seconds;
+}

@@ -1,0 +1,109 @@
+// `edgeform policy test` as a user runs it, a real process: what each rule and action did,
+// the response or "forwarded upstream", the --repeat summary on the fake clock, --json, and
+// a policy with typos refused with file:line problems as `edgeform validate` gives them.
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { manifestDir } from '../helpers/cli.js';
+import { TYPO_POLICY } from '../helpers/policies.js';
+
+const BIN = path.resolve('bin/edgeform.js');
+
+const POLICY = `on_http_request:
+  - name: limit per key
+    expressions: ["req.path.startsWith('/api')"]
+    actions:
+      - type: rate-limit
+        config:
+          name: per-key
+          algorithm: sliding_window
+          capacity: 5
+          rate: 60s
+          bucket_key: ["getReqHeader('X-Api-Key')"]
+  - name: tag
+    expressions: ["!actions.service.rate_limit.limited"]
+    actions:
+      - type: add-headers
+        config: {headers: {x-bucket: edgeform}}
+  - name: office only
+    expressions: ["req.path == '/admin'"]
+    actions:
+      - type: restrict-ips
+        config: {allow: [198.51.100.0/24]}
+`;
+
+const dir = manifestDir({ 'policy.yaml': POLICY, 'typo.yaml': TYPO_POLICY });
+const file = (name: string) => path.join(dir, name);
+
+function edgeform(...args: string[]) {
+  const r = spawnSync(process.execPath, [BIN, 'policy', 'test', ...args], { encoding: 'utf8', timeout: 60_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('edgeform policy test', () => {
+  it('says which rules matched, what each action did, and that the request is forwarded upstream', () => {
+    const r = edgeform(file('policy.yaml'), '--request', 'GET https://app.example.com/api?x=1', '-H', 'X-Api-Key: k1', '--client-ip', '203.0.113.7');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('GET https://app.example.com/api?x=1 from 203.0.113.7');
+    expect(r.stdout).toContain('rule 0 (limit per key): matched\n    rate-limit per-key: bucket "k1" under capacity 5 per 60s; continues');
+    expect(r.stdout).toContain('rule 1 (tag): matched\n    add-headers: x-bucket: edgeform');
+    expect(r.stdout).toContain('rule 2 (office only): not matched');
+    expect(r.stdout).toContain('upstream request: set x-bucket: edgeform');
+    expect(r.stdout).toContain('Result: forwarded upstream');
+  });
+
+  it('with --repeat and --interval, limits on the fake clock and sums up', () => {
+    const r = edgeform(file('policy.yaml'), '--request', 'GET https://app.example.com/api', '-H', 'X-Api-Key: k1', '--repeat', '8', '--interval', '500ms');
+    expect(r.code, r.stderr).toBe(0);
+    // The 6th request, 2.5 s after the first, waits until the first leaves the window: 57.5 s, 58 in whole seconds.
+    expect(r.stdout).toContain('#6 at 2.5s: 429 (retry-after: 58s)');
+    expect(r.stdout).toContain('8 requests: 5 forwarded, 3 limited (first retry-after: 58s)');
+  });
+
+  it('ends a request the policy answers with its response', () => {
+    const r = edgeform(file('policy.yaml'), '--request', 'GET http://app.example.com/admin', '--client-ip', '203.0.113.7');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('restrict-ips: 203.0.113.7 outside the allow list; refused');
+    expect(r.stdout).toContain('Result: response 403');
+    expect(edgeform(file('policy.yaml'), '--request', 'GET http://app.example.com/admin', '--client-ip', '198.51.100.9').stdout).toContain('Result: forwarded upstream');
+  });
+
+  it('--json gives every request, each phase and the summary', () => {
+    const r = edgeform(file('policy.yaml'), '--request', 'GET https://app.example.com/api', '-H', 'X-Api-Key: k2', '--repeat', '7', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.valid).toBe(true);
+    // All at once: at exactly 60 s the first window still weighs in full, so the first whole second that fits is 61.
+    expect(doc.summary).toEqual({ requests: 7, forwarded: 5, limited: 2, other: 0, first_retry_after: 61 });
+    expect(doc.requests[5]).toMatchObject({ n: 6, result: 'response', response: { status: 429, headers: { 'retry-after': '61' } } });
+    expect(doc.requests[0].phases.on_http_request.rules[0]).toMatchObject({ index: 0, name: 'limit per key', matched: true });
+  });
+
+  it('refuses a policy with typos with file:line problems, as validate does', () => {
+    const r = edgeform(file('typo.yaml'), '--request', 'GET https://app.example.com/');
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    const f = file('typo.yaml');
+    expect(r.stderr).toContain(`${f}:4: on_http_request[0] (limit) expressions[0] column 5: unknown variable req.pth`);
+    expect(r.stderr).toContain(`${f}:6: on_http_request[0].actions[0].type: unknown action type "rate-limt" (did you mean rate-limit?); supported types: rate-limit, deny, custom-response, add-headers, remove-headers, redirect, url-rewrite, restrict-ips`);
+    expect(r.stderr).toContain(`${f}:19: on_http_request[1].actions[0].config.capacity: capacity 0 is out of range 1..2,000,000,000`);
+    expect(r.stderr).toContain('3 problems found.');
+  });
+
+  it.each([
+    [['--request', 'FETCH'], /--request must be 'METHOD URL'/],
+    [['--request', 'GET https://a.example.com/', '-H', 'no colon'], /-H must be 'Name: value'/],
+    [['--repeat', '0'], /--repeat/],
+    [['--interval', 'soon'], /--interval/],
+  ])('a usage error exits 2: %j', (args, says) => {
+    const r = edgeform(file('policy.yaml'), ...args);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(says);
+  });
+
+  it('documents its flags in --help', () => {
+    const r = edgeform('--help');
+    expect(r.code).toBe(0);
+    for (const flag of ['--request', '-H, --header', '--client-ip', '--repeat', '--interval', '--json']) expect(r.stdout).toContain(flag);
+  });
+});

@@ -1,0 +1,183 @@
+// The engine: compilePolicy then evaluate, per phase, on plain inputs with a fake clock.
+import { describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { compilePolicy, evaluate, isCompiled, PolicyState, type CompiledPolicy, type PolicyInput } from '../../server/policy/index.js';
+
+function compile(doc: Record<string, unknown>, scope?: string): CompiledPolicy {
+  const c = compilePolicy(stringify(doc), { scope });
+  if (!isCompiled(c)) throw new Error(JSON.stringify(c.problems));
+  return c;
+}
+
+const limit = (capacity: number, bucket_key: string[] = ['conn.client_ip'], name = 'per-client') => ({ type: 'rate-limit', config: { name, algorithm: 'sliding_window', capacity, rate: '60s', bucket_key } });
+
+const request = (over: Partial<PolicyInput> & { headers?: Record<string, string>; url?: string; ip?: string } = {}): PolicyInput => ({
+  now: over.now ?? 1_000_000,
+  conn: { client_ip: over.ip ?? '203.0.113.7', server_port: 443, tls_version: '1.3' },
+  req: { method: 'GET', url: over.url ?? 'https://app.example.com/api/items?page=2&page=3', headers: over.headers ?? { 'X-Api-Key': 'k1' } },
+});
+
+describe('rate-limit in a policy', () => {
+  const policy = compile({
+    on_http_request: [
+      { name: 'limit', actions: [limit(2, ["getReqHeader('X-Api-Key')", 'req.host'])] },
+      { name: 'after', expressions: ['actions.service.rate_limit.limited == false'], actions: [{ type: 'add-headers', config: { headers: { 'x-bucket': 'ok' } } }] },
+    ],
+  });
+
+  it('leaves actions.service.rate_limit.* for later rules, and ends the request with 429 and retry-after when over capacity', () => {
+    const state = new PolicyState();
+    const first = evaluate(policy, 'on_http_request', request({ now: 0 }), state);
+    expect(first.outcome).toBe('continue');
+    expect(first.actions.service.rate_limit).toEqual({ bucket_key: 'k1,app.example.com', limited: false, error: { code: '', message: '' } });
+    expect(first.rules.map((r) => [r.name, r.matched])).toEqual([['limit', true], ['after', true]]);
+    expect(first.mutations.request.set_headers).toEqual({ 'x-bucket': 'ok' });
+    evaluate(policy, 'on_http_request', request({ now: 10_000 }), state);
+    const third = evaluate(policy, 'on_http_request', request({ now: 20_000 }), state);
+    // The first request leaves the window at 60 s; at 60 s exactly the window still counts it in full, so 61 s - 20 s.
+    expect(third.outcome).toEqual({ response: { status: 429, headers: { 'content-type': 'text/plain; charset=utf-8', 'retry-after': '41' }, body: 'Too Many Requests\n' } });
+    // A client that waits exactly that long is let through.
+    expect(evaluate(policy, 'on_http_request', request({ now: 61_000 }), state).outcome).toBe('continue');
+    expect(third.actions.service.rate_limit).toMatchObject({ bucket_key: 'k1,app.example.com', limited: true });
+    // Later rules do not run.
+    expect(third.rules.map((r) => r.name)).toEqual(['limit']);
+    expect(third.mutations.request.set_headers).toEqual({});
+  });
+
+  it('counts buckets apart: another key, another host, another policy scope', () => {
+    const state = new PolicyState();
+    for (let i = 0; i < 2; i++) evaluate(policy, 'on_http_request', request({ now: i }), state);
+    expect(evaluate(policy, 'on_http_request', request({ now: 5 }), state).outcome).not.toBe('continue');
+    expect(evaluate(policy, 'on_http_request', request({ now: 5, headers: { 'x-api-key': 'k2' } }), state).outcome).toBe('continue');
+    expect(evaluate(policy, 'on_http_request', request({ now: 5, url: 'https://other.example.com/' }), state).outcome).toBe('continue');
+    const other = compile({ on_http_request: [{ name: 'limit', actions: [limit(2, ["getReqHeader('X-Api-Key')", 'req.host'])] }] }, 'route-2');
+    expect(evaluate(other, 'on_http_request', request({ now: 5 }), state).outcome).toBe('continue');
+    expect(state.stats()).toEqual({ buckets: 4, evictions: 0, expired: 0 });
+  });
+
+  it('each ingress server counts on its own (one PolicyState each)', () => {
+    const a = new PolicyState();
+    const b = new PolicyState();
+    for (let i = 0; i < 2; i++) evaluate(policy, 'on_http_request', request({ now: i }), a);
+    expect(evaluate(policy, 'on_http_request', request({ now: 3 }), a).outcome).not.toBe('continue');
+    expect(evaluate(policy, 'on_http_request', request({ now: 3 }), b).outcome).toBe('continue');
+  });
+
+  it('keeps the variables across phases: on_http_response reads what on_http_request left', () => {
+    const both = compile({
+      on_http_request: [{ actions: [limit(1)] }],
+      on_http_response: [{ expressions: ['actions.service.rate_limit.limited'], actions: [{ type: 'add-headers', config: { headers: { 'x-limited': '1' } } }] }],
+    });
+    const state = new PolicyState();
+    evaluate(both, 'on_http_request', request({ now: 0 }), state);
+    const req = evaluate(both, 'on_http_request', request({ now: 1 }), state);
+    const res = evaluate(both, 'on_http_response', { ...request({ now: 1 }), res: { status_code: 429, headers: {} }, actions: req.actions }, state);
+    expect(res.mutations.response.set_headers).toEqual({ 'x-limited': '1' });
+  });
+});
+
+describe('the other actions', () => {
+  const state = new PolicyState();
+  const run = (actions: unknown[], input: PolicyInput = request(), phase: 'on_http_request' | 'on_http_response' | 'on_tcp_connect' = 'on_http_request') =>
+    evaluate(compile({ [phase]: [{ actions }] }), phase, input, state);
+
+  it('deny answers its status, or closes a TCP connection', () => {
+    expect(run([{ type: 'deny' }]).outcome).toMatchObject({ response: { status: 403 } });
+    expect(run([{ type: 'deny', config: { status_code: 451 } }]).outcome).toMatchObject({ response: { status: 451 } });
+    expect(run([{ type: 'deny' }], { conn: { client_ip: '192.0.2.7', server_port: 22 } }, 'on_tcp_connect').outcome).toBe('close');
+  });
+
+  it('custom-response answers with its status, headers and body', () => {
+    expect(run([{ type: 'custom-response', config: { status_code: 503, headers: { 'Retry-After': '120' }, body: 'down for maintenance' } }]).outcome).toEqual({
+      response: { status: 503, headers: { 'retry-after': '120' }, body: 'down for maintenance' },
+    });
+  });
+
+  it('add-headers and remove-headers change the request, and later expressions see it', () => {
+    const r = evaluate(
+      compile({
+        on_http_request: [
+          { actions: [{ type: 'add-headers', config: { headers: { 'X-Team': 'payments' } } }, { type: 'remove-headers', config: { headers: ['X-Api-Key'] } }] },
+          { expressions: ["getReqHeader('x-team') == ['payments'] && !('x-api-key' in req.headers)"], actions: [{ type: 'custom-response', config: { status_code: 200, body: 'seen' } }] },
+        ],
+      }),
+      'on_http_request',
+      request(),
+      state,
+    );
+    expect(r.outcome).toMatchObject({ response: { body: 'seen' } });
+    expect(r.mutations.request).toEqual({ set_headers: { 'x-team': 'payments' }, remove_headers: ['x-api-key'] });
+    expect(r.actions.service.add_headers.headers_added).toEqual({ 'x-team': 'payments' });
+    expect(r.actions.service.remove_headers.headers_removed).toEqual(['x-api-key']);
+  });
+
+  it('in on_http_response they change the response', () => {
+    const r = run([{ type: 'remove-headers', config: { headers: ['Server'] } }, { type: 'add-headers', config: { headers: { 'x-frame-options': 'DENY' } } }], { ...request(), res: { status_code: 200, headers: { Server: 'x' } } }, 'on_http_response');
+    expect(r.outcome).toBe('continue');
+    expect(r.mutations.response).toEqual({ set_headers: { 'x-frame-options': 'DENY' }, remove_headers: ['server'] });
+    expect(r.mutations.request).toEqual({ set_headers: {}, remove_headers: [] });
+  });
+
+  it('redirect answers with location, from a pattern with groups, or goes on when it does not match', () => {
+    expect(run([{ type: 'redirect', config: { to: 'https://www.example.com/' } }]).outcome).toEqual({ response: { status: 302, headers: { location: 'https://www.example.com/' }, body: '' } });
+    const r = run([{ type: 'redirect', config: { from: '^https://app\\.example\\.com/api/(.*)$', to: 'https://api.example.com/$1', status_code: 308 } }]);
+    expect(r.outcome).toMatchObject({ response: { status: 308, headers: { location: 'https://api.example.com/items?page=2&page=3' } } });
+    expect(run([{ type: 'redirect', config: { from: '^http://', to: 'https://x/' } }]).outcome).toBe('continue');
+  });
+
+  it('url-rewrite changes the URL sent upstream, and what later rules read', () => {
+    const r = evaluate(
+      compile({
+        on_http_request: [
+          { actions: [{ type: 'url-rewrite', config: { from: '/api/(?P<rest>.*)$', to: '/v2/$<rest>' } }] },
+          { expressions: ["req.path == '/v2/items' && req.query['page'] == ['2', '3']"], actions: [{ type: 'add-headers', config: { headers: { 'x-rewritten': '1' } } }] },
+        ],
+      }),
+      'on_http_request',
+      request(),
+      state,
+    );
+    expect(r.mutations.request).toEqual({ set_headers: { 'x-rewritten': '1' }, remove_headers: [], url: 'https://app.example.com/v2/items?page=2&page=3' });
+    expect(r.actions.service.url_rewrite.url).toBe('https://app.example.com/v2/items?page=2&page=3');
+  });
+
+  it('restrict-ips refuses by deny or outside allow, and with enforce: false only tells', () => {
+    const cfg = { allow: ['203.0.113.0/24', '2001:db8::/32'], deny: ['203.0.113.66/32'] };
+    expect(run([{ type: 'restrict-ips', config: cfg }]).outcome).toBe('continue');
+    expect(run([{ type: 'restrict-ips', config: cfg }], request({ ip: '203.0.113.66' })).outcome).toMatchObject({ response: { status: 403 } });
+    expect(run([{ type: 'restrict-ips', config: cfg }], request({ ip: '198.51.100.1' })).outcome).toMatchObject({ response: { status: 403 } });
+    expect(run([{ type: 'restrict-ips', config: cfg }], request({ ip: '2001:db8::5' })).actions.service.restrict_ips).toEqual({ action: 'allow', matched_cidr: '2001:db8::/32' });
+    expect(run([{ type: 'restrict-ips', config: cfg }], request({ ip: '::ffff:203.0.113.9' })).outcome).toBe('continue');
+    const soft = run([{ type: 'restrict-ips', config: { ...cfg, enforce: false } }], request({ ip: '198.51.100.1' }));
+    expect(soft.outcome).toBe('continue');
+    expect(soft.actions.service.restrict_ips).toEqual({ action: 'deny', matched_cidr: '' });
+    expect(run([{ type: 'restrict-ips', config: cfg }], { conn: { client_ip: '198.51.100.1', server_port: 22 } }, 'on_tcp_connect').outcome).toBe('close');
+  });
+});
+
+describe('rules', () => {
+  it('run when every expression is true (none: always); an expression that fails at run time counts as false, and says why', () => {
+    const policy = compile({
+      on_http_request: [
+        { name: 'missing header', expressions: ["req.headers['x-none'][0] == 'a'"], actions: [{ type: 'deny' }] },
+        { name: 'one false', expressions: ["req.method == 'GET'", "req.host == 'other.example.com'"], actions: [{ type: 'deny' }] },
+        { name: 'time', expressions: ["time.now == timestamp('1970-01-01T00:16:40Z')"], actions: [{ type: 'add-headers', config: { headers: { 'x-at': 't' } } }] },
+        { name: 'always', actions: [{ type: 'add-headers', config: { headers: { 'x-always': '1' } } }] },
+      ],
+    });
+    const r = evaluate(policy, 'on_http_request', request(), new PolicyState());
+    expect(r.outcome).toBe('continue');
+    expect(r.rules.map((x) => [x.name, x.matched])).toEqual([['missing header', false], ['one false', false], ['time', true], ['always', true]]);
+    expect(r.rules[0].error).toMatch(/req\.headers\['x-none'\]\[0\] == 'a': No such key: x-none/);
+    expect(r.mutations.request.set_headers).toEqual({ 'x-at': 't', 'x-always': '1' });
+  });
+
+  it('a phase the policy does not have lets everything through', () => {
+    const r = evaluate(compile({ on_tcp_connect: [{ actions: [{ type: 'deny' }] }] }), 'on_http_request', request(), new PolicyState());
+    expect(r).toMatchObject({ outcome: 'continue', rules: [] });
+  });
+
+  it('compilePolicy gives problems, not a policy, for a document with errors', () => {
+    expect(compilePolicy('on_http_request: [{actions: [{type: rate-limt}]}]')).toEqual({ problems: [expect.objectContaining({ path: 'on_http_request[0].actions[0].type' })] });
+  });
+});
