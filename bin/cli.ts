@@ -1,6 +1,7 @@
 // Command-line entry: one subcommand per job, each with --help.
 import { Command, CommanderError } from 'commander';
 import { createRequire } from 'node:module';
+import { agentCommand } from '../agent/command.js';
 import { serveCommand } from './serve.js';
 import { processIo, reconcileCommands, type Io } from './reconcile.js';
 
@@ -16,6 +17,7 @@ export async function main(argv: string[], io?: Io): Promise<number> {
   let code = 0;
   const setCode = (c: number) => { code = c; };
   program.addCommand(serveCommand(setCode));
+  program.addCommand(agentCommand(setCode));
   const noColor = argv.includes('--no-color');
   for (const c of reconcileCommands(setCode, () => io ?? processIo(noColor))) program.addCommand(c);
   // Subcommands do not inherit these: a usage error must throw (exit 2), not exit the process.

@@ -21,6 +21,14 @@ export interface ServerConfig {
   log?: (line: string) => void;
   /** Event delivery timing (tests shorten the backoff). */
   delivery?: Partial<DeliveryOptions>;
+  /** The `region` of agent sessions started on this server (default `local`). */
+  region: string;
+  /** Agent heartbeat interval in ms (default 10 s): a vanished agent's session is gone within it. */
+  agentHeartbeatMs: number;
+  /** Domain of ephemeral endpoints' hostnames (default `edgeform.localhost`). */
+  endpointDomain: string;
+  /** How long an agent command waits for the agent's acknowledgement before 504 (default 5 s). */
+  agentCommandTimeoutMs?: number;
 }
 
 export interface ServeFlags {
@@ -30,6 +38,9 @@ export interface ServeFlags {
   publicUrl?: string;
   apiRateLimit?: string | number;
   dataDir?: string;
+  region?: string;
+  agentHeartbeatInterval?: string | number;
+  endpointDomain?: string;
 }
 
 function int(name: string, value: string | number | undefined, fallback: number, min: number, max: number): number {
@@ -69,5 +80,8 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     bootstrapTokenFile: path.resolve(pick(env.EDGEFORM_BOOTSTRAP_TOKEN_FILE) ?? path.join(dataDir, 'bootstrap-token')),
     secretKey: pick(env.EDGEFORM_SECRET_KEY),
     secretKeyFile: path.resolve(pick(env.EDGEFORM_SECRET_KEY_FILE) ?? path.join(dataDir, 'secret.key')),
+    region: pick(flags.region, env.EDGEFORM_REGION) ?? 'local',
+    agentHeartbeatMs: 1000 * int('--agent-heartbeat-interval / EDGEFORM_AGENT_HEARTBEAT_INTERVAL (seconds)', pick(flags.agentHeartbeatInterval, env.EDGEFORM_AGENT_HEARTBEAT_INTERVAL), 10, 1, 3600),
+    endpointDomain: pick(flags.endpointDomain, env.EDGEFORM_ENDPOINT_DOMAIN) ?? 'edgeform.localhost',
   };
 }

@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import { bootstrap, type Bootstrap } from './bootstrap.js';
 import type { ServerConfig } from './config.js';
 import { DeliveryWorker } from './events/delivery.js';
+import { Gateway } from './gateway/gateway.js';
 import { buildApp } from './http/app.js';
 import { openapiDocument } from './openapi.js';
 import './resources/register.js';
@@ -22,6 +23,8 @@ export interface RunningServer {
   /** The address actually listened on. */
   listening: string;
   bootstrap: Bootstrap;
+  /** Agent connections: sessions, commands, and the relay entry points (openStream, openTcp). */
+  gateway: Gateway;
   close(): Promise<void>;
 }
 
@@ -41,6 +44,18 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       log: config.log,
       openapi: () => (openapi ??= openapiDocument(routes, server.publicUrl, version)),
     });
+    const gateway = new Gateway(server, {
+      heartbeatMs: config.agentHeartbeatMs,
+      region: config.region,
+      endpointDomain: config.endpointDomain,
+      commandTimeoutMs: config.agentCommandTimeoutMs ?? 5000,
+      helloTimeoutMs: 10_000,
+      version,
+      databaseUrl: config.databaseUrl,
+      log: (fields) => (config.log ?? ((line: string) => process.stdout.write(`${line}\n`)))(JSON.stringify({ time: new Date().toISOString(), level: 'info', ...fields })),
+    });
+    await gateway.start(app.server);
+    server.gateway = gateway;
     await app.listen({ host: config.host, port: config.port });
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
@@ -57,7 +72,9 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       url: server.publicUrl,
       listening,
       bootstrap: boot,
+      gateway,
       async close() {
+        await gateway.stop();
         await app.close();
         await worker.stop();
         await db.close();

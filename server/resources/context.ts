@@ -14,6 +14,8 @@ export interface ServerContext {
   box: SecretBox;
   /** Base of every uri, without a trailing slash. */
   publicUrl: string;
+  /** Agent connections (server/gateway); absent until the server listens. */
+  gateway?: { command(sessionId: string, action: 'stop' | 'restart' | 'update'): Promise<void> };
   /** Called after every committed write; wakes the event delivery worker. */
   afterCommit?: () => void;
 }

@@ -4,3 +4,4 @@ import './certificates.js';
 import './events.js';
 import './families.js';
 import './edges.js';
+import '../gateway/read-forms.js';
