@@ -69,3 +69,44 @@ export async function credentialToken(s: TestServer, acl: string[] = [], ownerId
   if (r.status !== 201) throw new Error(r.text);
   return { id: r.body.id, token: r.body.token };
 }
+
+/**
+ * A hand-driven agent speaking the protocol over a real socket, for what the real agent never
+ * does (ignoring commands, malformed hellos). `answer` gets each control request the server
+ * sends and returns [status, body], or undefined to never answer.
+ */
+export async function fakeAgent(url: string, token: string, answer: (path: string, body: any) => [number, unknown] | undefined) {
+  const http = await import('node:http');
+  const http2 = await import('node:http2');
+  const { AGENT_PATH, UPGRADE_TOKEN } = await import('../../agent/protocol.js');
+  const req = http.request(`${url}${AGENT_PATH}`, { headers: { Connection: 'Upgrade', Upgrade: UPGRADE_TOKEN, Authorization: `Bearer ${token}`, 'Service-Version': '2' } });
+  const socket = await new Promise<import('node:net').Socket>((resolve, reject) => {
+    req.on('upgrade', (_res, sock, head) => { if (head.length) sock.unshift(head); resolve(sock); });
+    req.on('response', (res) => reject(new Error(`refused: ${res.statusCode}`)));
+    req.on('error', reject);
+    req.end();
+  });
+  const seen: { path: string; body: any }[] = [];
+  const server = http2.createServer();
+  server.on('stream', (stream, headers) => {
+    stream.on('error', () => {});
+    let text = '';
+    stream.setEncoding('utf8');
+    stream.on('data', (c) => { text += c; });
+    stream.on('end', () => {
+      const path = String(headers[':path']);
+      const body = text ? JSON.parse(text) : undefined;
+      seen.push({ path, body });
+      const a = answer(path, body);
+      if (!a) return;
+      stream.respond({ ':status': a[0], 'content-type': 'application/json' });
+      stream.end(a[1] === undefined ? undefined : JSON.stringify(a[1]));
+    });
+  });
+  server.emit('connection', socket);
+  return { socket, seen, close: () => socket.destroy() };
+}
+
+export const validHello = (tunnelsConfig: unknown[] = [{ name: 'fake', proto: 'http', forwards_to: 'http://localhost:1' }]) => ({
+  agent_version: '0.0.1', os: 'linux', metadata: '', update_check: true, tunnels: tunnelsConfig,
+});
