@@ -29,6 +29,8 @@ export interface ServerConfig {
   endpointDomain: string;
   /** How long an agent command waits for the agent's acknowledgement before 504 (default 5 s). */
   agentCommandTimeoutMs?: number;
+  /** How long a connected agent has to say hello before it is closed (default 10 s). */
+  agentHelloTimeoutMs?: number;
 }
 
 export interface ServeFlags {

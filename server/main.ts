@@ -49,7 +49,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       region: config.region,
       endpointDomain: config.endpointDomain,
       commandTimeoutMs: config.agentCommandTimeoutMs ?? 5000,
-      helloTimeoutMs: 10_000,
+      helloTimeoutMs: config.agentHelloTimeoutMs ?? 10_000,
       version,
       databaseUrl: config.databaseUrl,
       log: (fields) => (config.log ?? ((line: string) => process.stdout.write(`${line}\n`)))(JSON.stringify({ time: new Date().toISOString(), level: 'info', ...fields })),

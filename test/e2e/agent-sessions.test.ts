@@ -3,6 +3,7 @@
 // tunnel, and a session goes away with its agent (stop, kill -9, a deleted credential, a
 // deactivated bot), while a server restart is ridden out.
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -171,6 +172,32 @@ describe('liveness', () => {
     expect(await sessions(s)).toHaveLength(1);
     a.kill('SIGKILL');
     await until(async () => (await sessions(s)).length === 0 && (await tunnels(s)).length === 0 && (await s.get('/endpoints')).body.endpoints.length === 0);
+  });
+
+  it('an agent that goes silent without closing its socket (a partition) is dropped by the heartbeat, and reconnects', async () => {
+    // A TCP proxy between agent and server that can freeze its connections without closing them.
+    const frozen = new Set<net.Socket>();
+    const conns: [net.Socket, net.Socket][] = [];
+    const proxy = net.createServer((client) => {
+      const upstream = net.connect(Number(new URL(s.url).port), '127.0.0.1');
+      conns.push([client, upstream]);
+      for (const [from, to] of [[client, upstream], [upstream, client]]) {
+        from.on('data', (c) => { if (!frozen.has(from)) to.write(c); });
+        from.on('error', () => to.destroy());
+        from.on('close', () => to.destroy());
+      }
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    const cr = await credentialToken(s);
+    const a = agent(['--api-url', `http://127.0.0.1:${(proxy.address() as net.AddressInfo).port}`, '--authtoken', cr.token, 'http', '3000']);
+    await a.waitFor('online: tn_');
+    const [first] = await sessions(s);
+    for (const [c, u] of conns) { frozen.add(c); frozen.add(u); }
+    await until(async () => !(await sessions(s)).some((x) => x.id === first.id));
+    await until(() => (a.output().match(/established/g) ?? []).length === 2, 20_000, a.output);
+    await until(async () => (await sessions(s)).length === 1);
+    for (const [c, u] of conns) { c.destroy(); u.destroy(); }
+    await new Promise((r) => proxy.close(r));
   });
 
   it('a deleted credential closes its sessions; the agent exits 1 and says why', async () => {
