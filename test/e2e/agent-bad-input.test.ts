@@ -25,9 +25,9 @@ afterAll(async () => {
 });
 
 /** A raw upgrade request; resolves with the status and JSON body of a refusal. */
-function upgrade(pathname: string, headers: Record<string, string>): Promise<{ status: number; body: any }> {
+function upgrade(pathname: string, headers: Record<string, string | undefined>): Promise<{ status: number; body: any }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(`${s.url}${pathname}`, { headers: { Connection: 'Upgrade', ...headers } });
+    const req = http.request(`${s.url}${pathname}`, { headers: { Connection: 'Upgrade', ...headers } as Record<string, string> });
     req.on('response', (res) => {
       let text = '';
       res.on('data', (c) => { text += c; });
