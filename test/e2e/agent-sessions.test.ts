@@ -69,6 +69,25 @@ describe('a labeled tunnel', () => {
   });
 });
 
+describe('events', () => {
+  it('session and tunnel creation and deletion are events like any resource\'s', async () => {
+    const dest = (await s.post('/event_destinations', { target: { log: {} } })).body;
+    const types = ['tunnel_session_created.v0', 'tunnel_created.v0', 'tunnel_deleted.v0', 'tunnel_session_deleted.v0'];
+    expect((await s.post('/event_subscriptions', { sources: types.map((type) => ({ type })), destination_ids: [dest.id] })).status).toBe(201);
+    const cr = await credentialToken(s);
+    const a = agent(['--api-url', s.url, '--authtoken', cr.token, 'http', '3000']);
+    await a.waitFor('online: tn_');
+    const [session] = await sessions(s);
+    a.kill();
+    const events = async () => (await s.get(`/event_destinations/${dest.id}/events`)).body.events as { type: string; object: { id: string } }[];
+    await until(async () => (await events()).length === 4);
+    const got = (await events()).reverse();
+    expect(got.map((e) => e.type)).toEqual(types);
+    expect(got[0].object.id).toBe(session.id);
+    expect(got[0].object).not.toHaveProperty('token');
+  });
+});
+
 describe('ephemeral tunnels', () => {
   it('http 3000 with the token and URL from the environment: an ep_ endpoint and a public_url, no labels', async () => {
     const cr = await credentialToken(s);
