@@ -1,7 +1,7 @@
 // `edgeform agent`: the command-line surface of the agent (also the bundle's entry).
 import { Command, Option } from 'commander';
 import { ConfigError, resolveAgentConfig, type AgentConfig } from './config.js';
-import { runAgent } from './run.js';
+import { runAgent, successor } from './run.js';
 
 const stamp = () => new Date().toISOString();
 
@@ -37,7 +37,9 @@ Exit codes: 0 stopped (stop command, SIGTERM, SIGINT); 1 the server refused the 
       const log = (msg: string) => process.stdout.write(`${stamp()} ${msg}\n`);
       const logError = (msg: string) => process.stderr.write(`${stamp()} error: ${msg}\n`);
       for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-        process.once(signal, () => {
+        process.on(signal, () => {
+          // After a restart this process only waits for its successor: pass the signal on.
+          if (successor) return void successor.kill(signal);
           log(`stopping (${signal})`);
           process.exit(0);
         });

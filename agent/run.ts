@@ -1,7 +1,7 @@
 // The agent's life: connect, keep the session, reconnect with jittered exponential backoff
 // when the connection drops (a server restart is ridden out), exit 1 at once when the
 // server refuses the token, exit 0 on stop, and re-execute itself on restart.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import type { AgentConfig } from './config.js';
 import { connectOnce } from './session.js';
 import { Updater, type Staged } from './updater.js';
@@ -17,6 +17,9 @@ export const backoffMs = (attempt: number) => {
 };
 
 export type Log = (msg: string) => void;
+
+/** The successor started by a restart: signals to this process go to it (command.ts). */
+export let successor: ChildProcess | undefined;
 
 export async function runAgent(cfg: AgentConfig, log: Log, logError: Log): Promise<number> {
   const updater = new Updater(AGENT_VERSION, cfg.updateCheck, cfg.stateDir, log);
@@ -50,17 +53,9 @@ function reexec(staged: Staged | undefined, log: Log): Promise<number> {
   if (staged) delete env.EDGEFORM_AGENT_VERSION;
   log(staged ? `restarting into the staged update ${staged.version}` : 'restarting');
   const child = spawn(process.execPath, args, { stdio: 'inherit', env });
-  const forward = (signal: NodeJS.Signals) => () => child.kill(signal);
-  const onTerm = forward('SIGTERM');
-  const onInt = forward('SIGINT');
-  process.on('SIGTERM', onTerm);
-  process.on('SIGINT', onInt);
+  successor = child;
   return new Promise((resolve) => {
-    child.on('exit', (code, signal) => {
-      process.off('SIGTERM', onTerm);
-      process.off('SIGINT', onInt);
-      resolve(code ?? (signal ? 1 : 0));
-    });
+    child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0)));
     child.on('error', (e) => { log(`restart failed: ${e.message}`); resolve(1); });
   });
 }

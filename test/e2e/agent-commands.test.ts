@@ -61,6 +61,10 @@ describe('restart', () => {
     await until(async () => (await sessions(s)).map((x) => x.id).join() === second);
     expect(a.output()).toContain('restarting');
     expect(a.child.exitCode).toBeNull();
+    // SIGTERM to the process the user started reaches its successor: both end, the session goes.
+    a.child.kill('SIGTERM');
+    expect(await a.exited).toBe(0);
+    await until(async () => (await sessions(s)).length === 0);
   });
 });
 
