@@ -153,23 +153,13 @@ export function connectOnce(cfg: AgentConfig, version: string, updater: Updater,
             return end({ kind: 'refused', msg: `the server closed the session: ${c?.msg} (${c?.error_code})` });
           }
           case CONTROL.command: {
-            const cmd = body as CommandRequest;
-            if (cmd?.action === 'stop') {
-              reply(stream, 200, {});
-              log('stop command received');
-              return stream.on('close', () => end({ kind: 'stop' }));
+            const answer = answerCommand(body as CommandRequest, process.platform, updater);
+            reply(stream, answer.status, answer.body);
+            if (answer.then) {
+              log(`${answer.then} command received`);
+              stream.on('close', () => end({ kind: answer.then! }));
             }
-            if (cmd?.action === 'restart') {
-              if (process.platform === 'win32') return reply(stream, 409, { error_code: AGENT_CODES.restartUnsupported, msg: 'the agent runs on Windows, which cannot restart a process by exec; stop it and start it again' });
-              reply(stream, 200, {});
-              log('restart command received');
-              return stream.on('close', () => end({ kind: 'restart' }));
-            }
-            if (cmd?.action === 'update') {
-              const refused = updater.accept(cmd.offer);
-              return refused ? reply(stream, 409, refused) : reply(stream, 200, {});
-            }
-            return reply(stream, 400, { msg: `unknown command ${JSON.stringify(cmd?.action)}` });
+            return;
           }
           default:
             return reply(stream, 404, { msg: `unknown control path ${path}` });
@@ -179,3 +169,19 @@ export function connectOnce(cfg: AgentConfig, version: string, updater: Updater,
   });
 }
 
+/** The agent's answer to a command, and what it does once the answer is sent. */
+export function answerCommand(cmd: CommandRequest | undefined, platform: NodeJS.Platform, updater: Pick<Updater, 'accept'>): { status: number; body: unknown; then?: 'stop' | 'restart' } {
+  switch (cmd?.action) {
+    case 'stop':
+      return { status: 200, body: {}, then: 'stop' };
+    case 'restart':
+      if (platform === 'win32') return { status: 409, body: { error_code: AGENT_CODES.restartUnsupported, msg: 'the agent runs on Windows, which cannot restart a process by exec; stop it and start it again' } };
+      return { status: 200, body: {}, then: 'restart' };
+    case 'update': {
+      const refused = updater.accept(cmd.offer);
+      return refused ? { status: 409, body: refused } : { status: 200, body: {} };
+    }
+    default:
+      return { status: 400, body: { msg: `unknown command ${JSON.stringify(cmd?.action)}` } };
+  }
+}

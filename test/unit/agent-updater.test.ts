@@ -1,6 +1,7 @@
 // The agent's answer to an update offer, one case per reason (SPEC: never a new major version).
 import os from 'node:os';
 import { describe, expect, it } from 'vitest';
+import { answerCommand } from '../../agent/session.js';
 import { Updater } from '../../agent/updater.js';
 
 const offer = (version: string) => ({ version, sha256: '0'.repeat(64), size: 1 });
@@ -23,5 +24,20 @@ describe('Updater.accept', () => {
     const u = new Updater('1.0.0', true, os.tmpdir(), () => {});
     expect(u.accept(offer('1.0.1'))).toBeUndefined();
     expect(u.accept(offer('1.0.1'))?.error_code).toBe('ERR_SERVICE_324');
+  });
+});
+
+describe('answerCommand', () => {
+  const updater = new Updater('1.0.0', true, os.tmpdir(), () => {});
+  it.each([
+    { reason: 'stop is acknowledged, then the agent stops', action: 'stop', platform: 'linux', status: 200, then: 'stop', code: undefined },
+    { reason: 'restart is acknowledged, then the agent restarts', action: 'restart', platform: 'linux', status: 200, then: 'restart', code: undefined },
+    { reason: 'restart on Windows is refused: no exec there', action: 'restart', platform: 'win32', status: 409, then: undefined, code: 'ERR_SERVICE_327' },
+    { reason: 'an unknown command is a 400', action: 'dance', platform: 'linux', status: 400, then: undefined, code: undefined },
+  ] as const)('$reason', ({ action, platform, status, then, code }) => {
+    const a = answerCommand({ action: action as 'stop' }, platform, updater);
+    expect(a.status).toBe(status);
+    expect(a.then).toBe(then);
+    expect((a.body as { error_code?: string }).error_code).toBe(code);
   });
 });
