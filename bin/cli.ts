@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { createRequire } from 'node:module';
 import { adminCommand } from './admin.js';
+import { agentCommand } from '../agent/command.js';
 import { serveCommand } from './serve.js';
 import { processIo, reconcileCommands, type Io } from './reconcile.js';
 import { forceUnlockCommand } from './force-unlock.js';
@@ -19,6 +20,7 @@ export async function main(argv: string[], io?: Io): Promise<number> {
   let code = 0;
   const setCode = (c: number) => { code = c; };
   program.addCommand(serveCommand(setCode));
+  program.addCommand(agentCommand(setCode));
   const noColor = argv.includes('--no-color');
   for (const c of reconcileCommands(setCode, () => io ?? processIo(noColor))) program.addCommand(c);
   program.addCommand(adminCommand(setCode, () => io ?? processIo(noColor)));

@@ -14,6 +14,9 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--public-url <url>', 'base of every uri and next_page_uri (default http://<host>:<port>)').env('EDGEFORM_PUBLIC_URL'))
     .addOption(new Option('--api-rate-limit <n>', 'requests per minute per API key; 0 turns the limit off').env('EDGEFORM_API_RATE_LIMIT').default('600'))
     .addOption(new Option('--auth-failure-limit <n>', 'failed authentications per minute per client address before 429; 0 turns the limit off').env('EDGEFORM_AUTH_FAILURE_LIMIT').default('30'))
+    .addOption(new Option('--region <name>', 'the region of agent sessions started here').env('EDGEFORM_REGION').default('local'))
+    .addOption(new Option('--agent-heartbeat-interval <seconds>', 'agent heartbeat interval: a vanished agent\'s session is gone within it').env('EDGEFORM_AGENT_HEARTBEAT_INTERVAL').default('10'))
+    .addOption(new Option('--endpoint-domain <domain>', 'domain under which ephemeral tunnels get their hostnames').env('EDGEFORM_ENDPOINT_DOMAIN').default('edgeform.localhost'))
     .addOption(new Option('--data-dir <dir>', 'where the default database, key file and bootstrap token live').env('EDGEFORM_DATA_DIR').default('data'))
     .addHelpText('after', `
 Environment only:

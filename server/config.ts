@@ -33,6 +33,16 @@ export interface ServerConfig {
   stackLockLeaseSeconds?: number;
   /** Event delivery timing (tests shorten the backoff). */
   delivery?: Partial<DeliveryOptions>;
+  /** The `region` of agent sessions started on this server (default `local`). */
+  region: string;
+  /** Agent heartbeat interval in ms (default 10 s): a vanished agent's session is gone within it. */
+  agentHeartbeatMs: number;
+  /** Domain of ephemeral endpoints' hostnames (default `edgeform.localhost`). */
+  endpointDomain: string;
+  /** How long an agent command waits for the agent's acknowledgement before 504 (default 5 s). */
+  agentCommandTimeoutMs?: number;
+  /** How long a connected agent has to say hello before it is closed (default 10 s). */
+  agentHelloTimeoutMs?: number;
 }
 
 export interface ServeFlags {
@@ -43,6 +53,9 @@ export interface ServeFlags {
   apiRateLimit?: string | number;
   authFailureLimit?: string | number;
   dataDir?: string;
+  region?: string;
+  agentHeartbeatInterval?: string | number;
+  endpointDomain?: string;
 }
 
 function int(name: string, value: string | number | undefined, fallback: number, min: number, max: number): number {
@@ -106,5 +119,8 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     secretKeyPreviousFile: optionalPath(pick(env.EDGEFORM_SECRET_KEY_PREVIOUS_FILE)),
     delivery: { timeoutMs: int('EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS', pick(env.EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS), DELIVERY_DEFAULTS.timeoutMs, 100, 600_000) },
     stackLockLeaseSeconds: int('EDGEFORM_STACK_LOCK_LEASE', pick(env.EDGEFORM_STACK_LOCK_LEASE), 60, 1, 3600),
+    region: pick(flags.region, env.EDGEFORM_REGION) ?? 'local',
+    agentHeartbeatMs: 1000 * int('--agent-heartbeat-interval / EDGEFORM_AGENT_HEARTBEAT_INTERVAL (seconds)', pick(flags.agentHeartbeatInterval, env.EDGEFORM_AGENT_HEARTBEAT_INTERVAL), 10, 1, 3600),
+    endpointDomain: pick(flags.endpointDomain, env.EDGEFORM_ENDPOINT_DOMAIN) ?? 'edgeform.localhost',
   };
 }

@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import { bootstrap, type Bootstrap } from './bootstrap.js';
 import type { ServerConfig } from './config.js';
 import { DeliveryWorker } from './events/delivery.js';
+import { Gateway } from './gateway/gateway.js';
 import { buildApp } from './http/app.js';
 import { drainable, DRAIN_DEFAULTS } from './http/drain.js';
 import { openapiDocument } from './openapi.js';
@@ -23,6 +24,8 @@ export interface RunningServer {
   /** The address actually listened on. */
   listening: string;
   bootstrap: Bootstrap;
+  /** Agent connections: sessions, commands, and the relay entry points (openStream, openTcp). */
+  gateway: Gateway;
   close(): Promise<void>;
 }
 
@@ -48,6 +51,18 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       openapi: () => (openapi ??= openapiDocument(routes, server.publicUrl, version)),
     });
     const drain = drainable(app.server, { ...DRAIN_DEFAULTS, ...config.drain });
+    const gateway = new Gateway(server, {
+      heartbeatMs: config.agentHeartbeatMs,
+      region: config.region,
+      endpointDomain: config.endpointDomain,
+      commandTimeoutMs: config.agentCommandTimeoutMs ?? 5000,
+      helloTimeoutMs: config.agentHelloTimeoutMs ?? 10_000,
+      version,
+      databaseUrl: config.databaseUrl,
+      log: (fields) => (config.log ?? ((line: string) => process.stdout.write(`${line}\n`)))(JSON.stringify({ time: new Date().toISOString(), level: 'info', ...fields })),
+    });
+    await gateway.start(app.server);
+    server.gateway = gateway;
     await app.listen({ host: config.host, port: config.port });
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
@@ -64,8 +79,12 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       url: server.publicUrl,
       listening,
       bootstrap: boot,
+      gateway,
       async close() {
         closing = true;
+        // Agents first: they are told the server is closing and reconnect elsewhere, rather
+        // than have their upgraded connections cut as idle by the drain.
+        await gateway.stop();
         await drain();
         await app.close();
         await worker.stop();

@@ -50,6 +50,8 @@ export interface KindSpec {
   actions?: readonly string[];
   /** One-line summary for docs. */
   summary: string;
+  /** Read-form fields with no value are left out instead of null (SPEC: a tunnel omits what does not apply). */
+  omitUnset?: boolean;
   /** Emits `<type>_created|updated|deleted.v0` events. */
   events?: boolean;
 }

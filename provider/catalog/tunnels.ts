@@ -12,6 +12,7 @@ export const tunnelSession = defineKind({
   operations: ['read', 'list'],
   actions: ['restart', 'stop', 'update'],
   summary: 'An online agent session (read-only; agents create them).',
+  events: true,
   computed: {
     agent_version: z.string(),
     credential: ref(),
@@ -32,6 +33,8 @@ export const tunnel = defineKind({
   envelope: 'tunnels',
   operations: ['read', 'list'],
   summary: 'An online tunnel (read-only; agents create them).',
+  omitUnset: true,
+  events: true,
   computed: {
     public_url: z.string().optional(),
     started_at: timestamp(),

@@ -12,10 +12,14 @@ export const ERRORS = {
   ERR_SERVICE_107: { status: 400, summary: 'A referenced resource does not exist.' },
   ERR_SERVICE_108: { status: 400, summary: 'An id in the body differs from the id in the path.' },
   ERR_SERVICE_109: { status: 400, summary: 'The request is not valid HTTP, or its path cannot be read (bad percent-encoding, a segment over 100 characters).' },
+  // The agent gateway (server/gateway): what an agent is told when its hello or a bind is refused.
+  ERR_SERVICE_110: { status: 400, summary: 'The agent\'s hello is malformed (see docs/agents.md for its shape).' },
+  ERR_SERVICE_111: { status: 413, summary: 'An agent control message is larger than 256 KiB.' },
   ERR_SERVICE_201: { status: 401, summary: 'The Authorization header is missing or is not a Bearer token.' },
   ERR_SERVICE_202: { status: 401, summary: 'The bearer token is not valid.' },
   ERR_SERVICE_203: { status: 401, summary: 'The key belongs to an inactive bot user.' },
   ERR_SERVICE_211: { status: 403, summary: 'The caller is not allowed to do this.' },
+  ERR_SERVICE_212: { status: 403, summary: 'The credential\'s acl does not allow binding this tunnel.' },
   ERR_SERVICE_217: { status: 400, summary: 'The Service-Version header has an unsupported value.' },
   ERR_SERVICE_218: { status: 400, summary: 'The Service-Version header is missing.' },
   ERR_SERVICE_226: { status: 429, summary: 'Too many requests for this API key; retry after Retry-After seconds.' },
@@ -36,10 +40,13 @@ export const ERRORS = {
   ERR_SERVICE_325: { status: 409, summary: 'The agent cannot update: it has updated and must restart first.' },
   ERR_SERVICE_327: { status: 409, summary: 'The last API key of the admin user cannot be deleted.' },
   ERR_SERVICE_328: { status: 409, summary: 'The stack is locked by another run (or the lock id is not the holder\'s); details.lock names the holder (stack locks, an edgeform extension).' },
+  ERR_SERVICE_326: { status: 409, summary: 'The session already has a tunnel with the same labels.' },
+  ERR_SERVICE_329: { status: 409, summary: 'The agent cannot restart: its platform (Windows) has no exec.' },
   ERR_SERVICE_330: { status: 413, summary: 'The request body is larger than 1 MiB.' },
   ERR_SERVICE_331: { status: 431, summary: 'The request headers are larger than 16 KiB.' },
   ERR_SERVICE_500: { status: 500, summary: 'An internal error occurred.' },
   ERR_SERVICE_503: { status: 503, summary: 'The server is shutting down or its database is unreachable.' },
+  ERR_SERVICE_504: { status: 504, summary: 'The agent did not acknowledge the command within a few seconds.' },
 } as const satisfies Record<string, { status: number; summary: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -16,6 +16,8 @@ export interface ServerContext {
   publicUrl: string;
   /** Secret fingerprints per API key per hour (server/extensions/fingerprints.ts); 0: no limit. */
   fingerprintRateLimit?: number;
+  /** Agent connections (server/gateway); absent until the server listens. */
+  gateway?: { command(sessionId: string, action: 'stop' | 'restart' | 'update'): Promise<void> };
   /** Called after every committed write; wakes the event delivery worker. */
   afterCommit?: () => void;
   /** How long a stack lock lives without renewal, in seconds (server/extensions/stack-locks.ts). */

@@ -79,7 +79,8 @@ export async function present(ctx: Ctx, db: Db, kind: KindEntry, rows: StoredRes
       ...extra,
     };
     await b.read?.({ kind, row, out: values, ctx, tx: db });
-    out.push(Object.fromEntries(Object.keys(kind.read.shape).map((k) => [k, values[k] === undefined ? null : values[k]])));
+    const keys = Object.keys(kind.read.shape).filter((k) => !(kind.spec.omitUnset && values[k] == null));
+    out.push(Object.fromEntries(keys.map((k) => [k, values[k] === undefined ? null : values[k]])));
   }
   return out;
 }

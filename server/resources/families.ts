@@ -1,14 +1,9 @@
 // Small behaviours of families that need no file of their own.
-import { tunnelGroupBackend } from '../../provider/catalog/backends.js';
 import { tunnelSession } from '../../provider/catalog/tunnels.js';
-import { behaviour } from './behaviours.js';
 import { getResource } from './engine.js';
 import { extraRoute } from './routes.js';
 
-// No agents connect yet, so no tunnel matches a backend's labels.
-behaviour(tunnelGroupBackend.kind, { read: ({ out }) => { out.tunnels = []; } });
-
-// Agent commands: sessions exist only while an agent is online; none is, so each is 404.
+// Agent commands (server/gateway): 204 once the agent acknowledged; 404 when the session is not online.
 for (const action of tunnelSession.spec.actions ?? []) {
   extraRoute({
     method: 'POST',
@@ -20,6 +15,7 @@ for (const action of tunnelSession.spec.actions ?? []) {
     ignoresBody: true,
     handle: async (ctx, req) => {
       await getResource(ctx, tunnelSession, req.params.id);
+      await ctx.gateway?.command(req.params.id, action as 'stop' | 'restart' | 'update');
     },
   });
 }

@@ -6,3 +6,4 @@ import './families.js';
 import './edges.js';
 import '../extensions/stack-locks.js';
 import '../extensions/fingerprints.js';
+import '../gateway/read-forms.js';

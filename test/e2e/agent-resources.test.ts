@@ -1,5 +1,5 @@
-// Tunnel sessions, tunnels and endpoints: read-only views of what agents create. No agent
-// connects to this server yet, so the lists are empty and every id is unknown.
+// Tunnel sessions, tunnels and endpoints: read-only views of what agents create. With no
+// agent connected the lists are empty and every id is unknown (agents: agent-*.test.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, unknownId } from '../helpers/api.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';

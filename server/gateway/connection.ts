@@ -1,0 +1,140 @@
+// One agent's connection, seen from the server: an HTTP/2 client session over the socket the
+// agent upgraded. The server opens every stream: small JSON control requests, and the
+// relayed streams (the agent is the HTTP/2 server and forwards each to its upstream).
+import http2, { type ClientHttp2Session, type ClientHttp2Stream, type OutgoingHttpHeaders } from 'node:http2';
+import type { Socket } from 'node:net';
+import { MAX_CONTROL_BODY, TUNNEL_HEADER } from '../../agent/protocol.js';
+import { ApiError } from '../http/errors.js';
+
+/** HTTP/2 settings of both ends: a large window so one stream can fill a fast link. */
+export const H2_WINDOW = 4 * 1024 * 1024;
+export const H2_SETTINGS = { initialWindowSize: H2_WINDOW, maxHeaderListSize: 64 * 1024, enablePush: false };
+
+/** Headers HTTP/2 forbids (connection-specific); a relayed request drops them. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'host', 'te', 'http2-settings']);
+
+export class TimeoutError extends Error {}
+
+export interface ControlReply { status: number; body: any }
+
+export class AgentConnection {
+  readonly h2: ClientHttp2Session;
+  private pingTimer?: NodeJS.Timeout;
+  private closed = false;
+  readonly done: Promise<void>;
+
+  constructor(readonly socket: Socket, heartbeatMs: number, onClose: () => void) {
+    this.h2 = http2.connect('http://agent.invalid', {
+      createConnection: () => socket,
+      settings: H2_SETTINGS,
+      maxSessionMemory: 64,
+      peerMaxConcurrentStreams: 1000,
+    });
+    this.h2.on('connect', () => this.h2.setLocalWindowSize(H2_WINDOW * 4));
+    this.h2.on('error', () => {});
+    socket.on('error', () => {});
+    let resolve!: () => void;
+    this.done = new Promise((r) => { resolve = r; });
+    const finish = () => {
+      if (this.closed) return;
+      this.closed = true;
+      clearInterval(this.pingTimer);
+      onClose();
+      resolve();
+    };
+    this.h2.on('close', finish);
+    socket.on('close', finish);
+    // The agent leaving (GOAWAY, or its half of the socket closed) ends the session now.
+    this.h2.on('goaway', () => this.destroy());
+    socket.on('end', () => this.destroy());
+    // Liveness: a ping every half interval; one still unanswered when the next is due ends
+    // the connection, so a vanished agent is gone within one heartbeat interval.
+    let outstanding = false;
+    this.pingTimer = setInterval(() => {
+      if (outstanding) return this.destroy();
+      outstanding = true;
+      try {
+        this.h2.ping((err) => { if (!err) outstanding = false; });
+      } catch {
+        this.destroy();
+      }
+    }, Math.max(50, heartbeatMs / 2));
+  }
+
+  get isClosed() { return this.closed; }
+
+  destroy() {
+    if (this.closed) return;
+    this.h2.destroy();
+    this.socket.destroy();
+  }
+
+  /** A JSON control request; the reply body is read up to MAX_CONTROL_BODY. */
+  control(path: string, body: unknown, timeoutMs: number): Promise<ControlReply> {
+    return new Promise((resolve, reject) => {
+      if (this.closed) return reject(new Error('the agent connection is closed'));
+      let stream: ClientHttp2Stream;
+      try {
+        stream = this.h2.request({ ':method': 'POST', ':path': path, 'content-type': 'application/json' });
+      } catch (e) {
+        return reject(e);
+      }
+      const timer = setTimeout(() => {
+        stream.close(http2.constants.NGHTTP2_CANCEL);
+        reject(new TimeoutError(`the agent did not answer ${path} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      let status = 0;
+      const chunks: Buffer[] = [];
+      let size = 0;
+      stream.on('response', (h) => { status = Number(h[':status']); });
+      stream.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > MAX_CONTROL_BODY) {
+          clearTimeout(timer);
+          stream.close(http2.constants.NGHTTP2_CANCEL);
+          reject(new ApiError('ERR_SERVICE_111', `the agent's reply to ${path} is over ${MAX_CONTROL_BODY} bytes`));
+        } else chunks.push(c);
+      });
+      stream.on('end', () => {
+        clearTimeout(timer);
+        const text = Buffer.concat(chunks).toString('utf8');
+        let parsed: unknown;
+        try {
+          parsed = text ? JSON.parse(text) : undefined;
+        } catch {
+          return reject(new ApiError('ERR_SERVICE_110', `the agent's reply to ${path} is not JSON`));
+        }
+        resolve({ status, body: parsed });
+      });
+      stream.on('error', (e) => { clearTimeout(timer); reject(e); });
+      stream.end(JSON.stringify(body));
+    });
+  }
+
+  /** A relayed HTTP request to a tunnel's upstream: write the body to the stream, read the response from it. */
+  openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined> }): ClientHttp2Stream {
+    const headers: OutgoingHttpHeaders = {};
+    for (const [k, v] of Object.entries(req.headers ?? {})) if (v !== undefined && !HOP_BY_HOP.has(k.toLowerCase()) && !k.startsWith(':')) headers[k.toLowerCase()] = v;
+    const host = req.headers?.host ?? req.headers?.[':authority'];
+    return this.h2.request({ ...headers, ':method': req.method, ':path': req.path, ...(host ? { ':authority': String(host) } : {}), [TUNNEL_HEADER]: tunnelId });
+  }
+
+  /** A raw TCP stream to a tunnel's upstream (an HTTP/2 CONNECT stream; WebSockets ride on these too). */
+  openTcp(tunnelId: string): ClientHttp2Stream {
+    return this.h2.request({ ':method': 'CONNECT', ':authority': 'upstream:0', [TUNNEL_HEADER]: tunnelId });
+  }
+
+  /** Pushes a file body (the agent bundle) to the agent; resolves with the agent's status. */
+  push(path: string, headers: Record<string, string>, body: Buffer, timeoutMs: number): Promise<ControlReply> {
+    return new Promise((resolve, reject) => {
+      const stream = this.h2.request({ ':method': 'POST', ':path': path, ...headers });
+      const timer = setTimeout(() => { stream.close(http2.constants.NGHTTP2_CANCEL); reject(new TimeoutError('push timed out')); }, timeoutMs);
+      let status = 0;
+      stream.on('response', (h) => { status = Number(h[':status']); });
+      stream.resume();
+      stream.on('end', () => { clearTimeout(timer); resolve({ status, body: undefined }); });
+      stream.on('error', (e) => { clearTimeout(timer); reject(e); });
+      stream.end(body);
+    });
+  }
+}

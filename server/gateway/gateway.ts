@@ -1,0 +1,312 @@
+// The agent gateway: accepts agent connections on the API port (an HTTP/1.1 Upgrade to
+// `edgeform-agent/2` at /_edgeform/agent), authenticates them by credential, turns each
+// hello into a live session with its tunnels, keeps them alive (pings, leases), relays
+// commands (across instances through the bus) and offers streams to the future ingress.
+import { randomBytes, randomInt } from 'node:crypto';
+import type { IncomingMessage, Server } from 'node:http';
+import type { ClientHttp2Stream } from 'node:http2';
+import type { Socket } from 'node:net';
+import { AGENT_PATH, CONTROL, hello as helloSchema, UPGRADE_TOKEN, type Action, type Bound, type BoundTunnel, type Hello, type TunnelConfig } from '../../agent/protocol.js';
+import { tunnelSession } from '../../provider/catalog/tunnels.js';
+import { ApiError, ERRORS, notFound, type ErrorCode } from '../http/errors.js';
+import type { ServerContext } from '../resources/context.js';
+import { newId, newIdBody } from '../store/ids.js';
+import { bindAllowed, refusal } from './acl.js';
+import { authenticateAgent, checkOwnerActive, type AgentCredential } from './auth.js';
+import { agentBundle } from './bundle.js';
+import { busFor, type Bus, type BusReply } from './bus.js';
+import { AgentConnection, TimeoutError } from './connection.js';
+import { createSession, deleteSessions, holderOf, renewLeases, staleSessions, type TunnelRow } from './live-rows.js';
+
+export interface GatewayOptions {
+  /** Agent heartbeat interval (ms): pings every half; a session is gone within one interval after its agent. */
+  heartbeatMs: number;
+  /** The `region` of sessions and tunnels started here. */
+  region: string;
+  /** Domain under which ephemeral endpoints get their hostnames. */
+  endpointDomain: string;
+  /** How long a command waits for the agent's acknowledgement before 504. */
+  commandTimeoutMs: number;
+  /** How long an agent has to answer hello after the upgrade. */
+  helloTimeoutMs: number;
+  /** The server's version: the agent bundle's version. */
+  version: string;
+  databaseUrl: string;
+  log: (fields: Record<string, unknown>) => void;
+}
+
+interface Live {
+  conn: AgentConnection;
+  credential: AgentCredential;
+  tunnels: Set<string>;
+  agentVersion: string;
+}
+
+/** How often credentials of held sessions are re-checked: a deleted one closes its sessions within a second. */
+const REVALIDATE_MS = 400;
+
+export class Gateway {
+  readonly instanceId = newIdBody();
+  private sessions = new Map<string, Live>();
+  private tunnels = new Map<string, string>();
+  private timers: NodeJS.Timeout[] = [];
+  private bus: Bus;
+  private stopping = false;
+
+  constructor(private ctx: ServerContext, private opts: GatewayOptions) {
+    this.bus = busFor(ctx.db, opts.databaseUrl, this.instanceId, (msg) => opts.log({ level: 'warn', msg }));
+  }
+
+  async start(server: Server) {
+    server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+      this.onUpgrade(req, socket, head).catch((e) => {
+        this.opts.log({ level: 'error', msg: `agent connection failed: ${(e as Error).message}` });
+        socket.destroy();
+      });
+    });
+    await this.bus.start((session, action) => this.localCommand(session, action as Action).then(() => ({ ok: true }), toReply));
+    const every = (ms: number, fn: () => Promise<unknown>) => {
+      let running = false;
+      const t = setInterval(() => {
+        if (running) return;
+        running = true;
+        fn().catch((e) => this.opts.log({ level: 'warn', msg: `gateway: ${(e as Error).message}` })).finally(() => { running = false; });
+      }, ms);
+      t.unref();
+      this.timers.push(t);
+    };
+    // Leases: renewed every fifth of the interval, stale after three fifths; so sessions of a
+    // crashed instance are swept within one interval by any instance still running.
+    const tick = Math.max(20, Math.floor(this.opts.heartbeatMs / 5));
+    every(tick, async () => {
+      const held = [...this.sessions.keys()];
+      if (held.length) {
+        const renewed = await renewLeases(this.ctx, this.instanceId, held);
+        // A lease swept by another instance (this one stalled): the agent reconnects afresh.
+        if (renewed < held.length) for (const id of await this.lostLeases(held)) this.sessions.get(id)?.conn.destroy();
+      }
+      await deleteSessions(this.ctx, (await staleSessions(this.ctx, new Date(Date.now() - 3 * tick))).filter((id) => !this.sessions.has(id)));
+    });
+    every(REVALIDATE_MS, () => this.revalidate());
+  }
+
+  async stop() {
+    this.stopping = true;
+    for (const t of this.timers) clearInterval(t);
+    const held = [...this.sessions.values()];
+    for (const s of held) s.conn.destroy();
+    await Promise.all(held.map((s) => s.conn.done));
+    await this.bus.stop();
+  }
+
+  /** Sessions held here (for the bench and tests). */
+  get sessionCount() { return this.sessions.size; }
+
+  private async lostLeases(held: string[]) {
+    const rows = await this.ctx.db.prisma.agentLease.findMany({ where: { sessionId: { in: held } }, select: { sessionId: true } });
+    const have = new Set(rows.map((r) => r.sessionId));
+    return held.filter((id) => !have.has(id));
+  }
+
+  private async onUpgrade(req: IncomingMessage, socket: Socket, head: Buffer) {
+    socket.on('error', () => {});
+    const path = (req.url ?? '').split('?')[0];
+    const refuse = (e: ApiError) => writeHttpError(socket, e);
+    if (path !== AGENT_PATH) return refuse(new ApiError('ERR_SERVICE_301', `no such path for an upgrade: ${path}; agents connect to ${AGENT_PATH}`));
+    if (String(req.headers.upgrade ?? '').toLowerCase() !== UPGRADE_TOKEN) return refuse(new ApiError('ERR_SERVICE_109', `${AGENT_PATH} upgrades only to ${UPGRADE_TOKEN}`));
+    const bearer = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+    if (!bearer) return refuse(new ApiError('ERR_SERVICE_201', 'send Authorization: Bearer <credential token> (--authtoken)'));
+    const version = req.headers['service-version'];
+    if (version === undefined) return refuse(new ApiError('ERR_SERVICE_218', 'the Service-Version header is missing; send Service-Version: 2'));
+    if (version !== '2') return refuse(new ApiError('ERR_SERVICE_217', `Service-Version ${JSON.stringify(version)} is not supported; send Service-Version: 2`));
+    if (this.stopping) return refuse(new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry'));
+    let credential: AgentCredential;
+    try {
+      credential = await authenticateAgent(this.ctx.db.prisma as never, bearer[1]);
+    } catch (e) {
+      if (e instanceof ApiError) return refuse(e);
+      throw e;
+    }
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${UPGRADE_TOKEN}\r\nConnection: Upgrade\r\n\r\n`);
+    if (head.length) socket.unshift(head);
+    socket.setNoDelay(true);
+    const sessionId = newId(tunnelSession.prefix);
+    const live: Live = { conn: undefined as never, credential, tunnels: new Set(), agentVersion: '' };
+    let registered = false;
+    const conn = new AgentConnection(socket, this.opts.heartbeatMs, () => {
+      if (!registered) return;
+      this.sessions.delete(sessionId);
+      for (const t of live.tunnels) this.tunnels.delete(t);
+      this.opts.log({ level: 'info', msg: 'agent session closed', session: sessionId });
+      deleteSessions(this.ctx, [sessionId]).catch((e) => this.opts.log({ level: 'warn', msg: `could not delete session ${sessionId} (the sweeper will): ${(e as Error).message}` }));
+    });
+    live.conn = conn;
+    let hello: Hello;
+    try {
+      const reply = await conn.control(CONTROL.hello, { heartbeat_ms: this.opts.heartbeatMs, server_version: this.opts.version }, this.opts.helloTimeoutMs);
+      const parsed = helloSchema.safeParse(reply.body);
+      if (reply.status !== 200 || !parsed.success) {
+        const issue = parsed.success ? undefined : parsed.error.issues[0];
+        throw new ApiError('ERR_SERVICE_110', `the agent's hello is malformed${issue ? ` at ${issue.path.join('.') || '(root)'}: ${issue.message}` : ` (status ${reply.status})`}; upgrade the agent`);
+      }
+      hello = parsed.data;
+    } catch (e) {
+      const err = e instanceof ApiError ? e : new ApiError('ERR_SERVICE_110', e instanceof TimeoutError ? `no hello within ${this.opts.helloTimeoutMs} ms` : `the hello failed: ${(e as Error).message}`);
+      await this.closeFor(conn, err);
+      return;
+    }
+    live.agentVersion = hello.agent_version;
+    const { rows, results } = this.bind(credential, hello.tunnels);
+    const ip = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
+    await createSession(this.ctx, this.instanceId, {
+      id: sessionId, credentialId: credential.credentialId, ip, os: hello.os, agentVersion: hello.agent_version,
+      metadata: hello.metadata, region: this.opts.region, startedAt: new Date(),
+    }, rows);
+    if (conn.isClosed) {
+      await deleteSessions(this.ctx, [sessionId]);
+      return;
+    }
+    registered = true;
+    this.sessions.set(sessionId, live);
+    for (const r of rows) { live.tunnels.add(r.id); this.tunnels.set(r.id, sessionId); }
+    this.opts.log({ level: 'info', msg: 'agent session started', session: sessionId, credential: credential.credentialId, ip, tunnels: rows.length, refused: results.filter((r) => r.error).length });
+    const bound: Bound = { session_id: sessionId, tunnels: results };
+    await conn.control(CONTROL.bound, bound, this.opts.helloTimeoutMs).catch(() => conn.destroy());
+  }
+
+  /** Checks each tunnel against the acl and the session's other tunnels. */
+  private bind(credential: AgentCredential, configs: TunnelConfig[]): { rows: TunnelRow[]; results: BoundTunnel[] } {
+    const rows: TunnelRow[] = [];
+    const results: BoundTunnel[] = [];
+    const labelSets = new Set<string>();
+    const names = new Set<string>();
+    for (const t of configs) {
+      const fail = (code: ErrorCode, msg: string) => results.push({ name: t.name, error: { error_code: code, msg } });
+      if (names.has(t.name)) { fail('ERR_SERVICE_326', `tunnel "${t.name}": the name is used twice in this session`); continue; }
+      names.add(t.name);
+      if (t.labels) {
+        const key = JSON.stringify(Object.entries(t.labels).sort());
+        if (labelSets.has(key)) { fail('ERR_SERVICE_326', `tunnel "${t.name}": this session already has a tunnel with the labels ${labelText(t.labels)}`); continue; }
+        if (!bindAllowed(credential.acl, t)) { fail('ERR_SERVICE_212', refusal(credential.acl, t)); continue; }
+        labelSets.add(key);
+        const row: TunnelRow = { id: newId('tn'), name: t.name, metadata: t.metadata, forwardsTo: t.forwards_to, labels: t.labels };
+        rows.push(row);
+        results.push({ name: t.name, id: row.id });
+        continue;
+      }
+      const proto = t.proto!;
+      const host = proto === 'tcp' ? this.opts.endpointDomain : (t.hostname ?? `${randomBytes(6).toString('hex')}.${this.opts.endpointDomain}`).toLowerCase();
+      if (!bindAllowed(credential.acl, t, host)) { fail('ERR_SERVICE_212', refusal(credential.acl, t, host)); continue; }
+      const publicUrl = proto === 'tcp' ? `tcp://${host}:${randomInt(10000, 60000)}` : `${proto}://${host}`;
+      const row: TunnelRow = { id: newId('tn'), name: t.name, metadata: t.metadata, forwardsTo: t.forwards_to, proto, endpoint: { id: newId('ep'), publicUrl } };
+      rows.push(row);
+      results.push({ name: t.name, id: row.id, public_url: publicUrl });
+    }
+    return { rows, results };
+  }
+
+  /** Tells the agent why it is being closed (it will not reconnect), then closes. */
+  private async closeFor(conn: AgentConnection, e: ApiError) {
+    await conn.control(CONTROL.closing, { error_code: e.code, msg: e.message }, 500).catch(() => {});
+    conn.destroy();
+  }
+
+  /** Closes sessions whose credential was deleted or whose bot owner was deactivated. */
+  private async revalidate() {
+    if (!this.sessions.size) return;
+    const byCredential = new Map<string, string[]>();
+    for (const [id, s] of this.sessions) byCredential.set(s.credential.credentialId, [...(byCredential.get(s.credential.credentialId) ?? []), id]);
+    const rows = await this.ctx.db.prisma.resource.findMany({ where: { id: { in: [...byCredential.keys()] } }, select: { id: true, data: true } });
+    const present = new Map(rows.map((r) => [r.id, (r.data as { body: { owner_id: string } }).body.owner_id]));
+    for (const [credentialId, sessionIds] of byCredential) {
+      let problem: ApiError | undefined;
+      const owner = present.get(credentialId);
+      if (!owner) problem = new ApiError('ERR_SERVICE_202', `the credential ${credentialId} was deleted; create a new credential and restart the agent with its token`);
+      else {
+        try {
+          await checkOwnerActive(this.ctx.db.prisma as never, owner);
+        } catch (e) {
+          problem = e as ApiError;
+        }
+      }
+      if (!problem) continue;
+      for (const id of sessionIds) {
+        const s = this.sessions.get(id);
+        if (!s) continue;
+        this.opts.log({ level: 'info', msg: `closing agent session: ${problem.message}`, session: id });
+        void this.closeFor(s.conn, problem);
+      }
+    }
+  }
+
+  /** An agent command from the API: 204 once the agent acknowledged it, wherever its connection is held. */
+  async command(sessionId: string, action: Action): Promise<void> {
+    const holder = await holderOf(this.ctx, sessionId);
+    if (!holder) throw notFound('tunnel session', sessionId);
+    if (holder === this.instanceId) return this.localCommand(sessionId, action);
+    let reply: BusReply;
+    try {
+      reply = await this.bus.request(holder, sessionId, action, this.opts.commandTimeoutMs + 2000);
+    } catch {
+      throw new ApiError('ERR_SERVICE_504', `the server instance holding tunnel session ${sessionId} did not answer; retry`);
+    }
+    if (!reply.ok) {
+      const code = (reply.error_code && reply.error_code in ERRORS ? reply.error_code : 'ERR_SERVICE_500') as ErrorCode;
+      throw code === 'ERR_SERVICE_300' ? notFound('tunnel session', sessionId) : new ApiError(code, reply.msg ?? 'the command failed');
+    }
+  }
+
+  private async localCommand(sessionId: string, action: Action): Promise<void> {
+    const live = this.sessions.get(sessionId);
+    if (!live) throw notFound('tunnel session', sessionId);
+    const bundle = action === 'update' ? await agentBundle(this.opts.version, (msg) => this.opts.log({ level: 'warn', msg })) : undefined;
+    const offer = bundle ? { version: bundle.version, sha256: bundle.sha256, size: bundle.size } : undefined;
+    let reply;
+    try {
+      reply = await live.conn.control(CONTROL.command, { action, offer }, this.opts.commandTimeoutMs);
+    } catch (e) {
+      if (e instanceof TimeoutError) throw new ApiError('ERR_SERVICE_504', `the agent of tunnel session ${sessionId} did not acknowledge ${action} within ${this.opts.commandTimeoutMs / 1000} s; it may be stuck or on a slow link: retry, or stop it on its host`);
+      if (live.conn.isClosed) throw notFound('tunnel session', sessionId);
+      throw new ApiError('ERR_SERVICE_504', `the agent of tunnel session ${sessionId} did not acknowledge ${action}: ${(e as Error).message}`);
+    }
+    if (reply.status !== 200) {
+      const code = reply.body?.error_code;
+      if (typeof code === 'string' && code in ERRORS && ERRORS[code as ErrorCode].status === 409) throw new ApiError(code as ErrorCode, String(reply.body.msg ?? ERRORS[code as ErrorCode].summary));
+      throw new ApiError('ERR_SERVICE_504', `the agent of tunnel session ${sessionId} answered ${action} with status ${reply.status}`);
+    }
+    this.opts.log({ level: 'info', msg: `agent acknowledged ${action}`, session: sessionId });
+    if (action === 'update' && bundle) {
+      void live.conn.push(CONTROL.bundle, { 'content-type': 'application/javascript', 'edgeform-version': bundle.version, 'edgeform-sha256': bundle.sha256 }, bundle.code, 60_000)
+        .catch((e) => this.opts.log({ level: 'warn', msg: `sending the agent bundle failed: ${(e as Error).message}`, session: sessionId }));
+    }
+  }
+
+  /** A relayed HTTP request to a tunnel held by this instance (the ingress's entry point). */
+  openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined> }): ClientHttp2Stream {
+    return this.connOf(tunnelId).openStream(tunnelId, req);
+  }
+
+  /** A raw TCP stream to a tunnel's upstream (TCP and TLS edges; WebSockets). */
+  openTcp(tunnelId: string): ClientHttp2Stream {
+    return this.connOf(tunnelId).openTcp(tunnelId);
+  }
+
+  private connOf(tunnelId: string): AgentConnection {
+    const session = this.tunnels.get(tunnelId);
+    const live = session ? this.sessions.get(session) : undefined;
+    if (!live) throw notFound('tunnel', tunnelId);
+    return live.conn;
+  }
+}
+
+const labelText = (labels: Record<string, string>) => Object.entries(labels).map(([k, v]) => `${k}=${v}`).join(',');
+
+const toReply = (e: unknown): BusReply => ({ ok: false, error_code: (e as ApiError).code ?? 'ERR_SERVICE_500', msg: (e as Error).message });
+
+/** An API error on a raw socket (before the upgrade), in the API's JSON error shape. */
+function writeHttpError(socket: Socket, e: ApiError) {
+  const operationId = `op_${newIdBody()}`;
+  const body = JSON.stringify({ error_code: e.code, status_code: e.status, msg: e.message, details: { ...e.details, operation_id: operationId } });
+  const extra = e.status === 401 ? 'WWW-Authenticate: Bearer\r\n' : '';
+  socket.end(`HTTP/1.1 ${e.status} ${e.status === 401 ? 'Unauthorized' : 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nService-Operation-Id: ${operationId}\r\n${extra}Connection: close\r\n\r\n${body}`);
+}

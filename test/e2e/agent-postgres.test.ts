@@ -1,0 +1,95 @@
+// Agents across several server instances on one PostgreSQL database: every instance lists
+// every session, a command sent to an instance that does not hold the agent's connection
+// reaches it (LISTEN/NOTIFY), and the sessions of an instance that crashed (kill -9) are
+// swept within the heartbeat interval by the instances still running.
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+// @ts-expect-error: a plain .mjs script without types
+import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
+import { credentialToken, sessions, startAgent, until, type AgentProcess } from '../helpers/agent.js';
+import { startTestServer, TEST_TOKEN, type TestServer } from '../helpers/server.js';
+
+const available: boolean = postgresAvailable();
+if (!available) console.warn('\n*** SKIPPING the agent PostgreSQL suite: initdb is not on the PATH ***\n');
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const srv = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+describe.skipIf(!available)('agents on several instances (PostgreSQL)', () => {
+  let pg: { createDatabase(name: string): Promise<string>; stop(): void };
+  let url: string;
+  let a: TestServer;
+  let b: TestServer;
+  const agents: AgentProcess[] = [];
+  const children: ChildProcess[] = [];
+
+  beforeAll(async () => {
+    pg = await startPostgres();
+    url = await pg.createDatabase('agents');
+    a = await startTestServer({ databaseUrl: url, agentHeartbeatMs: 1000 });
+    b = await startTestServer({ databaseUrl: url, agentHeartbeatMs: 1000 });
+  });
+  afterAll(async () => {
+    for (const x of agents) x.kill();
+    for (const c of children) c.kill('SIGKILL');
+    await a?.close().catch(() => {});
+    await b?.close().catch(() => {});
+    pg?.stop();
+  });
+
+  it('both instances list the session; a stop sent to the other instance reaches the agent', async () => {
+    const cr = await credentialToken(a);
+    const agent = startAgent(['--api-url', a.url, '--authtoken', cr.token, '--label', 'app=pg', '--forwards-to', '127.0.0.1:1']);
+    agents.push(agent);
+    await agent.waitFor('online: tn_');
+    const [onA] = await sessions(a);
+    expect((await sessions(b)).map((x) => x.id)).toEqual([onA.id]);
+    expect((await b.get('/tunnels')).body.tunnels).toHaveLength(1);
+    expect((await b.post(`/tunnel_sessions/${onA.id}/stop`, {})).status).toBe(204);
+    expect(await agent.exited).toBe(0);
+    await until(async () => (await sessions(b)).length === 0);
+  });
+
+  it('update refusals travel back with their code', async () => {
+    const cr = await credentialToken(a);
+    const agent = startAgent(['--api-url', a.url, '--authtoken', cr.token, '--no-update-check', 'http', '3000']);
+    agents.push(agent);
+    await agent.waitFor('online: tn_');
+    const [sess] = await sessions(a);
+    const r = await b.post(`/tunnel_sessions/${sess.id}/update`, {});
+    expect(r.status).toBe(409);
+    expect(r.body.error_code).toBe('ERR_SERVICE_323');
+    agent.kill();
+    await until(async () => (await sessions(b)).length === 0);
+  });
+
+  it('a crashed instance\'s sessions are swept by the others', async () => {
+    const port = await freePort();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-crash-'));
+    const server = spawn(process.execPath, ['bin/edgeform.js', 'serve', '--port', String(port), '--database', url, '--data-dir', dir, '--agent-heartbeat-interval', '1'], {
+      env: { ...process.env, EDGEFORM_BOOTSTRAP_TOKEN: TEST_TOKEN }, stdio: 'ignore',
+    });
+    children.push(server);
+    const cUrl = `http://127.0.0.1:${port}`;
+    await until(async () => (await fetch(`${cUrl}/healthz`).then((r) => r.ok, () => false)), 30_000);
+    const cr = await credentialToken(b);
+    const agent = startAgent(['--api-url', cUrl, '--authtoken', cr.token, 'http', '3000']);
+    agents.push(agent);
+    await agent.waitFor('online: tn_');
+    expect(await sessions(b)).toHaveLength(1);
+    server.kill('SIGKILL');
+    await until(async () => (await sessions(b)).length === 0 && (await b.get('/tunnels')).body.tunnels.length === 0, 10_000);
+    expect(agent.child.exitCode).toBeNull();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+});

@@ -1,0 +1,112 @@
+// Runs `edgeform agent` as a child process, as a user would, and waits on what it and the
+// server say. Each agent is its own process group, so a restarted agent (which starts its
+// successor as a child) is stopped whole.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { TestServer } from './server.js';
+
+const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'edgeform.js');
+
+export interface AgentProcess {
+  child: ChildProcess;
+  /** Everything printed so far (stdout and stderr). */
+  output(): string;
+  /** Resolves with the exit code (null when killed by a signal). */
+  exited: Promise<number | null>;
+  waitFor(text: string | RegExp, timeoutMs?: number): Promise<void>;
+  /** SIGKILL to the whole process group. */
+  kill(signal?: NodeJS.Signals): void;
+}
+
+export function startAgent(args: string[], env: Record<string, string | undefined> = {}, bin = BIN): AgentProcess {
+  const child = spawn(process.execPath, [bin, 'agent', ...args], {
+    env: { ...process.env, EDGEFORM_AUTHTOKEN: undefined, EDGEFORM_API_URL: undefined, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let out = '';
+  child.stdout!.on('data', (c) => { out += c; });
+  child.stderr!.on('data', (c) => { out += c; });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return {
+    child,
+    output: () => out,
+    exited,
+    waitFor: (text, timeoutMs = 20_000) => until(() => (typeof text === 'string' ? out.includes(text) : text.test(out)), timeoutMs, () => `agent output never showed ${text}:\n${out}`),
+    kill(signal = 'SIGKILL') {
+      try {
+        process.kill(-child.pid!, signal);
+      } catch {
+        /* already gone */
+      }
+    },
+  };
+}
+
+/** Polls `check` every 50 ms until it holds; throws `why()` after `timeoutMs`. */
+export async function until(check: () => boolean | Promise<boolean>, timeoutMs = 20_000, why: () => string = () => 'condition never held'): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > end) throw new Error(why());
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Online sessions (all of them, first page). */
+export async function sessions(s: TestServer): Promise<any[]> {
+  return (await s.get('/tunnel_sessions')).body.tunnel_sessions;
+}
+
+export async function tunnels(s: TestServer): Promise<any[]> {
+  return (await s.get('/tunnels')).body.tunnels;
+}
+
+/** A credential's token (acl as given). */
+export async function credentialToken(s: TestServer, acl: string[] = [], ownerId?: string): Promise<{ id: string; token: string }> {
+  const r = await s.post('/credentials', { acl, ...(ownerId ? { owner_id: ownerId } : {}) });
+  if (r.status !== 201) throw new Error(r.text);
+  return { id: r.body.id, token: r.body.token };
+}
+
+/**
+ * A hand-driven agent speaking the protocol over a real socket, for what the real agent never
+ * does (ignoring commands, malformed hellos). `answer` gets each control request the server
+ * sends and returns [status, body], or undefined to never answer.
+ */
+export async function fakeAgent(url: string, token: string, answer: (path: string, body: any) => [number, unknown] | undefined) {
+  const http = await import('node:http');
+  const http2 = await import('node:http2');
+  const { AGENT_PATH, UPGRADE_TOKEN } = await import('../../agent/protocol.js');
+  const req = http.request(`${url}${AGENT_PATH}`, { headers: { Connection: 'Upgrade', Upgrade: UPGRADE_TOKEN, Authorization: `Bearer ${token}`, 'Service-Version': '2' } });
+  const socket = await new Promise<import('node:net').Socket>((resolve, reject) => {
+    req.on('upgrade', (_res, sock, head) => { if (head.length) sock.unshift(head); resolve(sock); });
+    req.on('response', (res) => reject(new Error(`refused: ${res.statusCode}`)));
+    req.on('error', reject);
+    req.end();
+  });
+  const seen: { path: string; body: any }[] = [];
+  const server = http2.createServer();
+  server.on('stream', (stream, headers) => {
+    stream.on('error', () => {});
+    let text = '';
+    stream.setEncoding('utf8');
+    stream.on('data', (c) => { text += c; });
+    stream.on('end', () => {
+      const path = String(headers[':path']);
+      const body = text ? JSON.parse(text) : undefined;
+      seen.push({ path, body });
+      const a = answer(path, body);
+      if (!a) return;
+      stream.respond({ ':status': a[0], 'content-type': 'application/json' });
+      stream.end(a[1] === undefined ? undefined : JSON.stringify(a[1]));
+    });
+  });
+  server.emit('connection', socket);
+  return { socket, seen, close: () => socket.destroy() };
+}
+
+export const validHello = (tunnelsConfig: unknown[] = [{ name: 'fake', proto: 'http', forwards_to: 'http://localhost:1' }]) => ({
+  agent_version: '0.0.1', os: 'linux', metadata: '', update_check: true, tunnels: tunnelsConfig,
+});
