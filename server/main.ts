@@ -30,11 +30,12 @@ export interface RunningServer {
 }
 
 export async function startServer(config: ServerConfig): Promise<RunningServer> {
+  const log = config.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   // A malformed key is refused before the database is touched.
   configuredKey(config);
   const db = await openDatabase(config.databaseUrl);
   try {
-    const box = await secretBoxFor(db, config, (msg) => (config.log ?? ((line: string) => process.stdout.write(`${line}\n`)))(JSON.stringify({ time: new Date().toISOString(), level: 'info', msg })));
+    const box = await secretBoxFor(db, config, (msg) => log(JSON.stringify({ time: new Date().toISOString(), level: 'info', msg })));
     const boot = await bootstrap(db, { token: config.bootstrapToken, tokenFile: config.bootstrapTokenFile });
     const routes = apiRoutes();
     const server: ServerContext = { db, box, publicUrl: config.publicUrl ?? '', stackLockLeaseSeconds: config.stackLockLeaseSeconds, fingerprintRateLimit: config.fingerprintRateLimit };
@@ -69,7 +70,6 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const host = config.host.includes(':') ? `[${config.host}]` : config.host;
     const listening = `http://${host}:${port}`;
     server.publicUrl = config.publicUrl ?? listening;
-    const log = config.log ?? ((line: string) => process.stdout.write(`${line}\n`));
     const worker = new DeliveryWorker(server, log, `edgeform/${version}`, config.delivery);
     server.afterCommit = () => worker.kick();
     worker.start();

@@ -15,7 +15,11 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 const TIMEOUT_MS = 1500;
 const CAP = 2;
 
-/** Accepts connections and never writes a byte; counts how many are open at once. */
+/**
+ * Accepts connections and never writes a byte; counts how many the client holds open at once.
+ * The count is taken a moment after each accept: a connection the client gave up just before
+ * opening the next one may not have had its close read here yet.
+ */
 async function blackHole() {
   const sockets = new Set<net.Socket>();
   let accepted = 0;
@@ -23,8 +27,9 @@ async function blackHole() {
   const server = net.createServer((socket) => {
     accepted++;
     sockets.add(socket);
-    maxOpen = Math.max(maxOpen, sockets.size);
+    setTimeout(() => { maxOpen = Math.max(maxOpen, sockets.size); }, 100);
     socket.on('error', () => {});
+    socket.on('end', () => sockets.delete(socket));
     socket.on('close', () => sockets.delete(socket));
     socket.resume();
   });
