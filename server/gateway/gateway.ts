@@ -50,6 +50,8 @@ export class Gateway {
   private sessions = new Map<string, Live>();
   private tunnels = new Map<string, string>();
   private timers: NodeJS.Timeout[] = [];
+  /** Deletes of closed sessions still being written: stop() waits for them before the database closes. */
+  private deleting = new Set<Promise<void>>();
   private bus: Bus;
   private stopping = false;
 
@@ -96,6 +98,7 @@ export class Gateway {
     const held = [...this.sessions.values()];
     for (const s of held) s.conn.destroy();
     await Promise.all(held.map((s) => s.conn.done));
+    await Promise.all(this.deleting);
     await this.bus.stop();
   }
 
@@ -138,7 +141,10 @@ export class Gateway {
       this.sessions.delete(sessionId);
       for (const t of live.tunnels) this.tunnels.delete(t);
       this.opts.log({ level: 'info', msg: 'agent session closed', session: sessionId });
-      deleteSessions(this.ctx, [sessionId]).catch((e) => this.opts.log({ level: 'warn', msg: `could not delete session ${sessionId} (the sweeper will): ${(e as Error).message}` }));
+      const done = deleteSessions(this.ctx, [sessionId])
+        .catch((e) => this.opts.log({ level: 'warn', msg: `could not delete session ${sessionId} (the sweeper will): ${(e as Error).message}` }))
+        .finally(() => this.deleting.delete(done));
+      this.deleting.add(done);
     });
     live.conn = conn;
     let hello: Hello;

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain .mjs script without types
 import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
 import { credentialToken, sessions, startAgent, until, type AgentProcess } from '../helpers/agent.js';
-import { startTestServer, TEST_TOKEN, type TestServer } from '../helpers/server.js';
+import { startTestServer, TEST_SECRET_KEY, TEST_TOKEN, type TestServer } from '../helpers/server.js';
 
 const available: boolean = postgresAvailable();
 if (!available) console.warn('\n*** SKIPPING the agent PostgreSQL suite: initdb is not on the PATH ***\n');
@@ -77,7 +77,8 @@ describe.skipIf(!available)('agents on several instances (PostgreSQL)', () => {
     const port = await freePort();
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-crash-'));
     const server = spawn(process.execPath, ['bin/edgeform.js', 'serve', '--port', String(port), '--database', url, '--data-dir', dir, '--agent-heartbeat-interval', '1'], {
-      env: { ...process.env, EDGEFORM_BOOTSTRAP_TOKEN: TEST_TOKEN }, stdio: 'ignore',
+      // The key every instance of this database shares (another would be refused at start).
+      env: { ...process.env, EDGEFORM_BOOTSTRAP_TOKEN: TEST_TOKEN, EDGEFORM_SECRET_KEY: TEST_SECRET_KEY }, stdio: 'ignore',
     });
     children.push(server);
     const cUrl = `http://127.0.0.1:${port}`;

@@ -98,7 +98,11 @@ describe('documents and bodies past the bounds', () => {
   it('a policy at the bounds is accepted: 64 levels, 100 aliases', async () => {
     const rule = '{"actions":[{"type":"deny","config":{"a":' + '['.repeat(DOCUMENT_LIMITS.maxDepth - 7) + ']'.repeat(DOCUMENT_LIMITS.maxDepth - 7) + '}}]}';
     const deep = await route({ traffic_policy: { value: `{"on_http_request":[${rule}]}` } });
-    expect(deep.status, deep.text).toBe(201);
+    // Parsed whole: refused only later, by the deny action's own config rules (no field "a"),
+    // which no bounds check could have reached.
+    expect(deep.status, deep.text).toBe(400);
+    expect(deep.body.details.policy_path).toBe('on_http_request[0].actions[0].config.a');
+    expect(deep.body.details.reason).toContain('unknown deny field "a"');
     const aliases = `on_http_request:\n  - actions: [&a {type: deny}, ${Array(DOCUMENT_LIMITS.maxAliases).fill('*a').join(', ')}]\n`;
     const r = await route({ traffic_policy: { value: aliases } });
     expect(r.status, r.text).toBe(201);

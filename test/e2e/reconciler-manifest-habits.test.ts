@@ -12,7 +12,8 @@ let s: TestServer;
 let r: StackRunner;
 beforeAll(async () => {
   s = await startTestServer();
-  r = stackRunner(s);
+  // A named stack: destroy refuses the implicit one.
+  r = stackRunner(s, { EDGEFORM_STACK: 'habits' });
 });
 afterAll(async () => {
   await s?.close();

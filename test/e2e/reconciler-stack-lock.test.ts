@@ -183,7 +183,8 @@ describe('force-unlock, --lock=false, --lock-timeout', () => {
     fs.writeFileSync(`${dir}/p.yaml`, toYaml([{ kind: 'IPPolicy', name: 'office', description: 'changed' }]));
     const planned = await r.run(['plan', '-f', dir, '--out', file]);
     expect(planned.code, planned.stderr).toBe(0);
-    for (const args of [['apply', file], ['destroy', '-f', dir, '--auto-approve']]) {
+    // destroy names its stack (edgeform refuses destroy on a stack nobody named).
+    for (const args of [['apply', file], ['destroy', '-f', dir, '--stack', 'default', '--auto-approve']]) {
       const blocked = await r.run(args);
       expect(blocked.code, args.join(' ')).toBe(1);
       expect(blocked.stderr).toContain(`Error: Error acquiring the stack lock: stack "default" is locked by another run.`);
@@ -203,7 +204,7 @@ describe('force-unlock, --lock=false, --lock-timeout', () => {
     expect(applied.code, applied.stderr).toBe(0);
     expect(applied.stderr.match(/has no stack locks/g)).toHaveLength(1);
     expect(applied.stderr).toContain(`Warning: the server at ${bare.url} has no stack locks`);
-    const destroyed = await r.run(['destroy', '-f', dir, '--auto-approve']);
+    const destroyed = await r.run(['destroy', '-f', dir, '--stack', 'default', '--auto-approve']);
     expect(destroyed.code, destroyed.stderr).toBe(0);
     expect(destroyed.stderr.match(/has no stack locks/g)).toHaveLength(1);
     expect((await s.get('/ip_policies')).body.ip_policies).toHaveLength(0);
