@@ -36,8 +36,8 @@ describe.skipIf(!available)('agents on several instances (PostgreSQL)', () => {
   beforeAll(async () => {
     pg = await startPostgres();
     url = await pg.createDatabase('agents');
-    a = await startTestServer({ databaseUrl: url, agentHeartbeatMs: 1000 });
-    b = await startTestServer({ databaseUrl: url, agentHeartbeatMs: 1000 });
+    a = await startTestServer({ databaseUrl: url, agentHeartbeatMs: 1000, secretKey: TEST_SECRET_KEY });
+    b = await startTestServer({ databaseUrl: url, agentHeartbeatMs: 1000, secretKey: TEST_SECRET_KEY });
   });
   afterAll(async () => {
     for (const x of agents) x.kill();

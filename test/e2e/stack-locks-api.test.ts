@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain .mjs script without types
 import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
 import { expectError, expectInvalid, RFC3339 } from '../helpers/api.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import { startTestServer, TEST_SECRET_KEY, type TestServer } from '../helpers/server.js';
 
 const holder = (n: number) => ({ lock_id: `run-${n}`, host: `host-${n}`, pid: 1000 + n, command: `edgeform apply -f m${n}/`, who: `user${n}@host-${n}` });
 const at = (stack: string) => `/_edgeform/stack_locks/${stack}`;
@@ -101,8 +101,9 @@ describe.skipIf(!postgresAvailable())('on PostgreSQL', () => {
   suite('stack locks on PostgreSQL, two server instances on one database', async (lease, on) => {
     const pg = on ? undefined : await startPostgres();
     if (pg) url = await pg.createDatabase('locks');
-    const a = await startTestServer({ databaseUrl: url, stackLockLeaseSeconds: lease });
-    const b = await startTestServer({ databaseUrl: url, stackLockLeaseSeconds: lease });
+    // One database, one key: instances of it must share the secret key.
+    const a = await startTestServer({ databaseUrl: url, stackLockLeaseSeconds: lease, secretKey: TEST_SECRET_KEY });
+    const b = await startTestServer({ databaseUrl: url, stackLockLeaseSeconds: lease, secretKey: TEST_SECRET_KEY });
     return {
       a,
       b,

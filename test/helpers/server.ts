@@ -41,7 +41,7 @@ export interface TestServer {
 }
 
 export const TEST_TOKEN = 'testtoken0123456789abcdefghijklmnopqrstuvwxyzAB';
-/** The key instances of one PostgreSQL database share (each would otherwise generate its own in its data folder, and be refused). */
+/** A key for the instances of one PostgreSQL database to share (each would otherwise generate its own in its data folder, and be refused). */
 export const TEST_SECRET_KEY = '00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff';
 
 export async function startTestServer(overrides: Partial<ServerConfig> & { dir?: string } = {}): Promise<TestServer> {
@@ -53,7 +53,6 @@ export async function startTestServer(overrides: Partial<ServerConfig> & { dir?:
     fingerprintRateLimit: 0,
     bootstrapToken: TEST_TOKEN,
     log: (line) => logs.push(line),
-    ...(overrides.databaseUrl?.startsWith('postgres') && !overrides.secretKeyFile ? { secretKey: TEST_SECRET_KEY } : {}),
     ...overrides,
   };
   let server = await startServer(config);
