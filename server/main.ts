@@ -82,10 +82,12 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       gateway,
       async close() {
         closing = true;
-        // Agents first: they are told the server is closing and reconnect elsewhere, rather
-        // than have their upgraded connections cut as idle by the drain.
+        // The listener stops accepting at once (drain's first step); meanwhile agents are told
+        // the server is closing and reconnect elsewhere, rather than have their upgraded
+        // connections cut as idle by the drain.
+        const drained = drain();
         await gateway.stop();
-        await drain();
+        await drained;
         await app.close();
         await worker.stop();
         await db.close();
