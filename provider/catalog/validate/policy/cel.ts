@@ -17,7 +17,7 @@ const NONE: string[] = [];
 
 /** The CEL environment of a phase (the conformance tests run expressions in it too). */
 export function celEnvironment(phase: Phase): Environment {
-  const env = new Environment({ homogeneousAggregateLiterals: false, limits: { maxAstNodes: 2000, maxDepth: 50 } });
+  const env = new Environment({ homogeneousAggregateLiterals: false, limits: { maxAstNodes: 2000, maxDepth: MAX_DEPTH } });
   for (const [name, schema] of Object.entries(variablesOf(phase))) env.registerVariable({ name, schema } as never);
   if (phase !== 'on_tcp_connect') {
     env.registerFunction('getReqHeader(string): list<string>', (name: string) => macroHeaders.req[name.toLowerCase()] ?? NONE);
@@ -26,6 +26,37 @@ export function celEnvironment(phase: Phase): Environment {
     env.registerFunction('getResHeader(string): list<string>', (name: string) => macroHeaders.res[name.toLowerCase()] ?? NONE);
   }
   return env;
+}
+
+/** How deep an expression may nest; the parser counts brackets, calls and members itself. */
+const MAX_DEPTH = 50;
+
+/**
+ * The 0-based offset where a run of more than MAX_DEPTH unary operators (`!!!…x`, `- - -…1`)
+ * starts, outside string literals, or -1. The parser's depth limit does not count unary
+ * operators, and parses each one by recursion: 20,000 of them overflowed its stack, and a
+ * run under its node limit still nests that deep in the checker and the evaluator.
+ */
+function unaryRunStart(text: string): number {
+  let run = 0;
+  let start = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '"' || c === "'") {
+      const raw = /[rR]/.test(text[i - 1] ?? '') || /[rR]/.test(text[i - 2] ?? '');
+      const quote = text.startsWith(c.repeat(3), i) ? c.repeat(3) : c;
+      let j = i + quote.length;
+      while (j < text.length && !text.startsWith(quote, j)) j += text[j] === '\\' && !raw ? 2 : 1;
+      i = j + quote.length - 1;
+      run = 0;
+    } else if (c === '!' || c === '-') {
+      if (run++ === 0) start = i;
+      if (run > MAX_DEPTH) return start;
+    } else if (!/\s/.test(c)) {
+      run = 0;
+    }
+  }
+  return -1;
 }
 
 const environments = new Map<Phase, Environment>();
@@ -54,13 +85,18 @@ function explain(text: string, error: Error & { range?: { start: number; end: nu
 /** Parses and type-checks one expression for a phase; it must give a bool. */
 export function compileExpression(text: string, phase: Phase): ExpressionResult {
   const env = envOf(phase);
+  const unary = unaryRunStart(text);
+  if (unary >= 0) return { ok: false, column: unary + 1, message: `more than ${MAX_DEPTH} unary operators in a row (an expression nests at most ${MAX_DEPTH} deep)` };
   let parsed: ReturnType<Environment['parse']>;
+  let checked: ReturnType<ReturnType<Environment['parse']>['check']>;
   try {
     parsed = env.parse(text);
+    checked = parsed.check();
   } catch (e) {
+    // A stack overflow left in the library is the expression's fault, never a 500.
+    if (e instanceof RangeError) return { ok: false, column: 1, message: `the expression nests too deeply (at most ${MAX_DEPTH} levels)` };
     return { ok: false, ...explain(text, e as Error, phase) };
   }
-  const checked = parsed.check();
   if (!checked.valid) return { ok: false, ...explain(text, checked.error as Error, phase) };
   if (checked.type !== 'bool' && checked.type !== 'dyn') return { ok: false, column: 1, message: `an expression must give a bool; this one gives ${checked.type}` };
   return { ok: true, program: parsed as unknown as CelProgram };
