@@ -3,6 +3,7 @@
 // is compiled and an unknown variable, a misspelt field or `req.method == 1` is a problem
 // with its column, not a surprise per request.
 import { Environment } from '@marcbachmann/cel-js';
+import { RE2JS } from 're2js';
 import type { Phase } from '../traffic-policy.js';
 import { variablesOf } from './variables.js';
 
@@ -15,10 +16,58 @@ export const macroHeaders: { req: Record<string, string[]>; res: Record<string, 
 
 const NONE: string[] = [];
 
+/**
+ * `matches` runs on RE2 (re2js), in time linear in the input. The library's own `matches`
+ * is a JavaScript RegExp, which backtracks: `^(a+)+$` against a header of 40 `a` and a `!`
+ * ran for minutes and stopped the whole server, API and ingress alike, and any client can
+ * send that header. The library cannot replace a built-in overload, so the parsed
+ * expression's `matches` calls are pointed at this one before they are checked.
+ */
+const RE2_MATCHES = 'matches_re2';
+const patterns = new Map<string, RE2JS>();
+function re2Matches(text: string, pattern: string): boolean {
+  let re = patterns.get(pattern);
+  if (!re) {
+    try {
+      re = RE2JS.compile(pattern);
+    } catch (e) {
+      throw new Error(`invalid RE2 pattern ${JSON.stringify(pattern.slice(0, 100))}: ${(e as Error).message}`);
+    }
+    if (patterns.size >= 256) patterns.clear();
+    patterns.set(pattern, re);
+  }
+  return re.matcher(text).find();
+}
+
+interface Node { op: string; args: unknown }
+/** Points every `x.matches(p)` of a parsed expression at the RE2 overload (iteratively: the tree may be deep). */
+function useRe2(root: unknown) {
+  const stack: unknown[] = [root];
+  while (stack.length) {
+    const v = stack.pop();
+    if (Array.isArray(v)) stack.push(...v);
+    else if (v && typeof v === 'object' && typeof (v as Node).op === 'string') {
+      const node = v as Node;
+      if (node.op === 'rcall' && Array.isArray(node.args) && node.args[0] === 'matches') node.args[0] = RE2_MATCHES;
+      if (node.op !== 'value') stack.push(node.args);
+    } else if (v && Object.getPrototypeOf(v) === Object.prototype) {
+      stack.push(...Object.values(v)); // a comprehension's parts
+    }
+  }
+}
+
+/** Parses an expression in an environment of celEnvironment, with `matches` on RE2; throws as the library's parse does. */
+export function parseCel(env: Environment, text: string): ReturnType<Environment['parse']> {
+  const parsed = env.parse(text);
+  useRe2((parsed as unknown as { ast: unknown }).ast);
+  return parsed;
+}
+
 /** The CEL environment of a phase (the conformance tests run expressions in it too). */
 export function celEnvironment(phase: Phase): Environment {
   const env = new Environment({ homogeneousAggregateLiterals: false, limits: { maxAstNodes: 2000, maxDepth: MAX_DEPTH } });
   for (const [name, schema] of Object.entries(variablesOf(phase))) env.registerVariable({ name, schema } as never);
+  env.registerFunction(`string.${RE2_MATCHES}(string): bool`, re2Matches);
   if (phase !== 'on_tcp_connect') {
     env.registerFunction('getReqHeader(string): list<string>', (name: string) => macroHeaders.req[name.toLowerCase()] ?? NONE);
   }
@@ -76,7 +125,7 @@ function nameEndingAt(text: string, end: number): string {
 
 function explain(text: string, error: Error & { range?: { start: number; end: number } }, phase: Phase): { column: number; message: string } {
   const start = error.range?.start ?? 0;
-  let message = error.message.split('\n')[0];
+  let message = error.message.split('\n')[0].replaceAll(RE2_MATCHES, 'matches');
   const unknown = /^(?:No such key|Unknown variable): /.exec(message);
   if (unknown) message = `unknown variable ${nameEndingAt(text, error.range?.end ?? start)} in ${phase} (see docs/traffic-policy.md for the variables)`;
   return { column: start + 1, message };
@@ -90,7 +139,7 @@ export function compileExpression(text: string, phase: Phase): ExpressionResult 
   let parsed: ReturnType<Environment['parse']>;
   let checked: ReturnType<ReturnType<Environment['parse']>['check']>;
   try {
-    parsed = env.parse(text);
+    parsed = parseCel(env, text);
     checked = parsed.check();
   } catch (e) {
     // A stack overflow left in the library is the expression's fault, never a 500.
