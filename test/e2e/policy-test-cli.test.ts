@@ -40,6 +40,10 @@ const REDOS_POLICY = `on_http_request:
   - name: case-insensitive
     expressions: ["req.method.matches('(?i)^get$')"]
     actions: [{type: add-headers, config: {headers: {x-re2: yes}}}]
+  - name: rewrite
+    actions: [{type: url-rewrite, config: {from: '^https://[^/]+/(a|aa)+$', to: /x}}]
+  - name: redirect
+    actions: [{type: redirect, config: {from: '^https://[^/]+/(a|aa)+$', to: /y}}]
 `;
 
 const dir = manifestDir({ 'policy.yaml': POLICY, 'typo.yaml': TYPO_POLICY, 'redos.yaml': REDOS_POLICY });
@@ -105,6 +109,13 @@ describe('edgeform policy test', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('rule 0 (probe): not matched');
     expect(r.stdout).toContain('rule 1 (case-insensitive): matched\n    add-headers: x-re2: yes');
+  });
+
+  it('url-rewrite and redirect `from` run on RE2: the same pattern against a 20,000-character path answers', () => {
+    const r = edgeform(file('redos.yaml'), '--request', `GET https://app.example.com/${'a'.repeat(20000)}!`);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/rule 2 \(rewrite\): matched\n    url-rewrite: \S+ does not match from; unchanged/);
+    expect(r.stdout).toMatch(/rule 3 \(redirect\): matched\n    redirect: \S+ does not match from; continues/);
   });
 
   it.each([
