@@ -60,6 +60,8 @@ const EXPRESSIONS: Array<{ reason: string; value: string }> = [
   { reason: 'an expression in parentheses 20,000 deep', value: withExpression(`${'('.repeat(20000)}true${')'.repeat(20000)}`) },
   { reason: 'an expression of 10,000 additions', value: withExpression(`req.method == "a"${' + "a"'.repeat(10000)}`) },
   { reason: 'an expression with a list of 20,000 elements', value: withExpression(`[${Array(20000).fill('1').join(',')}].size() > 0`) },
+  { reason: 'three `all` over lists of 600 nested (216 million steps per request)', value: withExpression(Array.from({ length: 3 }, (_, i) => `[${Array.from({ length: 600 }, (_, j) => j).join(',')}].all(v${i}, `).join('') + 'true)))') },
+  { reason: 'four `exists` over the request headers nested (100 million steps for 100 headers)', value: withExpression("req.headers.exists(a, req.headers.exists(b, req.headers.exists(c, req.headers.exists(d, a + b + c + d == ''))))") },
 ];
 
 let s: TestServer;

@@ -56,6 +56,37 @@ function useRe2(root: unknown) {
   }
 }
 
+/** The most steps an expression's macros (all, exists, exists_one, map, filter) may take, as estimated when it is compiled. */
+export const MAX_MACRO_STEPS = 100_000;
+/** What a range that is not a literal (a request's headers, a query parameter's values) is assumed to hold. */
+const ASSUMED_RANGE = 100;
+const MACROS = new Set(['all', 'exists', 'exists_one', 'map', 'filter']);
+
+const isNode = (v: unknown): v is Node => !!v && typeof v === 'object' && typeof (v as Node).op === 'string';
+
+/** How many elements a macro's range holds: a literal's count, a map or filter of a literal its count, else ASSUMED_RANGE. */
+function rangeSize(node: Node): number {
+  if ((node.op === 'list' || node.op === 'map') && Array.isArray(node.args)) return node.args.length;
+  if (node.op === 'rcall' && Array.isArray(node.args) && (node.args[0] === 'map' || node.args[0] === 'filter') && isNode(node.args[1])) return rangeSize(node.args[1]);
+  return ASSUMED_RANGE;
+}
+
+/**
+ * The steps an expression's macros take: a macro's range times the steps of its body, so
+ * nested macros multiply. Three literal lists of 600 nested in `all` took 9 s of the one
+ * thread that serves every request; the parser's node limit allows far worse.
+ */
+function macroSteps(v: unknown): number {
+  if (Array.isArray(v)) return v.reduce((n: number, x) => n + macroSteps(x), 0);
+  if (!isNode(v)) return v && Object.getPrototypeOf(v) === Object.prototype ? macroSteps(Object.values(v)) : 0;
+  if (v.op === 'value') return 0;
+  const a = v.args;
+  if (v.op === 'rcall' && Array.isArray(a) && MACROS.has(a[0] as string) && isNode(a[1]) && Array.isArray(a[2]) && a[2].length >= 2) {
+    return macroSteps(a[1]) + rangeSize(a[1]) * (1 + macroSteps(a[2].slice(1)));
+  }
+  return macroSteps(a);
+}
+
 /** Parses an expression in an environment of celEnvironment, with `matches` on RE2; throws as the library's parse does. */
 export function parseCel(env: Environment, text: string): ReturnType<Environment['parse']> {
   const parsed = env.parse(text);
@@ -141,6 +172,10 @@ export function compileExpression(text: string, phase: Phase): ExpressionResult 
   try {
     parsed = parseCel(env, text);
     checked = parsed.check();
+    const steps = macroSteps((parsed as unknown as { ast: unknown }).ast);
+    if (steps > MAX_MACRO_STEPS) {
+      return { ok: false, column: 1, message: `the expression's macros would take about ${steps.toLocaleString('en-US')} steps, over the ${MAX_MACRO_STEPS.toLocaleString('en-US')} allowed (nested macros multiply; a range that is not a literal counts as ${ASSUMED_RANGE})` };
+    }
   } catch (e) {
     // A stack overflow left in the library is the expression's fault, never a 500.
     if (e instanceof RangeError) return { ok: false, column: 1, message: `the expression nests too deeply (at most ${MAX_DEPTH} levels)` };
