@@ -25,9 +25,12 @@ const NONE: string[] = [];
  */
 const RE2_MATCHES = 'matches_re2';
 const patterns = new Map<string, RE2JS>();
+/** The longest pattern `matches` compiles: RE2 compiles in time linear in the pattern, and a header-sized one (`a{1000}` 2,000 times) took seconds. */
+export const MAX_MATCHES_PATTERN = 1024;
 function re2Matches(text: string, pattern: string): boolean {
   let re = patterns.get(pattern);
   if (!re) {
+    if (pattern.length > MAX_MATCHES_PATTERN) throw new Error(`a matches() pattern is at most ${MAX_MATCHES_PATTERN} characters; this one has ${pattern.length}`);
     try {
       re = RE2JS.compile(pattern);
     } catch (e) {
