@@ -5,6 +5,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, fakeAgent, sessions, startAgent, until, validHello, type AgentProcess } from '../helpers/agent.js';
+import { rawHttp } from '../helpers/raw-http.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;
@@ -59,31 +60,17 @@ describe('refused before the upgrade, in the API error shape', () => {
   });
 });
 
-/** Writes `data` on a raw socket and gives back what the server answered before it closed (or 5 s). */
-function rawExchange(data: string): Promise<string> {
-  return new Promise((resolve) => {
-    const sock = net.connect(Number(new URL(s.url).port), '127.0.0.1');
-    let text = '';
-    const done = () => { sock.destroy(); resolve(text); };
-    sock.on('data', (c) => { text += c.toString('latin1'); });
-    sock.on('error', done);
-    sock.on('close', done);
-    sock.on('connect', () => sock.write(data));
-    setTimeout(done, 5000);
-  });
-}
-
 describe('malformed upgrade requests on a raw socket', () => {
   const upgradeHead = () => `Connection: Upgrade\r\nUpgrade: edgeform-agent/2\r\nService-Version: 2\r\nAuthorization: Bearer ${token}\r\n`;
   it.each([
-    { reason: 'a 100 KB header', request: () => `GET /_edgeform/agent HTTP/1.1\r\nHost: x\r\n${upgradeHead()}X-Big: ${'a'.repeat(100_000)}\r\n\r\n`, status: '431', code: 'ERR_SERVICE_331' },
-    { reason: '3,000 headers', request: () => `GET /_edgeform/agent HTTP/1.1\r\nHost: x\r\n${upgradeHead()}${Array.from({ length: 3000 }, (_, i) => `X-${i}: a\r\n`).join('')}\r\n`, status: '431', code: 'ERR_SERVICE_331' },
-    { reason: 'a malformed request line', request: () => `GET /_edgeform/agent HTTP/9\r\nHost: x\r\n${upgradeHead()}\r\n`, status: '400', code: 'ERR_SERVICE_109' },
-    { reason: 'binary garbage', request: () => '\u00fe'.repeat(5000), status: '400', code: 'ERR_SERVICE_109' },
+    { reason: 'a 100 KB header', request: () => `GET /_edgeform/agent HTTP/1.1\r\nHost: x\r\n${upgradeHead()}X-Big: ${'a'.repeat(100_000)}\r\n\r\n`, status: 431, code: 'ERR_SERVICE_331' },
+    { reason: '3,000 headers', request: () => `GET /_edgeform/agent HTTP/1.1\r\nHost: x\r\n${upgradeHead()}${Array.from({ length: 3000 }, (_, i) => `X-${i}: a\r\n`).join('')}\r\n`, status: 431, code: 'ERR_SERVICE_331' },
+    { reason: 'a malformed request line', request: () => `GET /_edgeform/agent HTTP/9\r\nHost: x\r\n${upgradeHead()}\r\n`, status: 400, code: 'ERR_SERVICE_109' },
+    { reason: 'binary garbage', request: () => '\u00fe'.repeat(5000), status: 400, code: 'ERR_SERVICE_109' },
   ])('$reason: $status $code in the API error shape, nothing else affected', async ({ request, status, code }) => {
-    const answer = await rawExchange(request());
-    expect(answer.split('\r\n')[0]).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
-    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ error_code: code, status_code: Number(status), details: { operation_id: expect.stringMatching(/^op_/) } });
+    const r = await rawHttp(s.url, request());
+    expect(r.status, r.head).toBe(status);
+    expect(r.body).toMatchObject({ error_code: code, status_code: status, details: { operation_id: expect.stringMatching(/^op_/) } });
     await stillHealthy();
   });
 });
