@@ -5,6 +5,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, fakeAgent, sessions, startAgent, until, validHello, type AgentProcess } from '../helpers/agent.js';
+import { rawHttp } from '../helpers/raw-http.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;
@@ -59,6 +60,21 @@ describe('refused before the upgrade, in the API error shape', () => {
   });
 });
 
+describe('malformed upgrade requests on a raw socket', () => {
+  const upgradeHead = () => `Connection: Upgrade\r\nUpgrade: edgeform-agent/2\r\nService-Version: 2\r\nAuthorization: Bearer ${token}\r\n`;
+  it.each([
+    { reason: 'a 100 KB header', request: () => `GET /_edgeform/agent HTTP/1.1\r\nHost: x\r\n${upgradeHead()}X-Big: ${'a'.repeat(100_000)}\r\n\r\n`, status: 431, code: 'ERR_SERVICE_331' },
+    { reason: '3,000 headers', request: () => `GET /_edgeform/agent HTTP/1.1\r\nHost: x\r\n${upgradeHead()}${Array.from({ length: 3000 }, (_, i) => `X-${i}: a\r\n`).join('')}\r\n`, status: 431, code: 'ERR_SERVICE_331' },
+    { reason: 'a malformed request line', request: () => `GET /_edgeform/agent HTTP/9\r\nHost: x\r\n${upgradeHead()}\r\n`, status: 400, code: 'ERR_SERVICE_109' },
+    { reason: 'binary garbage', request: () => '\u00fe'.repeat(5000), status: 400, code: 'ERR_SERVICE_109' },
+  ])('$reason: $status $code in the API error shape, nothing else affected', async ({ request, status, code }) => {
+    const r = await rawHttp(s.url, request());
+    expect(r.status, r.head).toBe(status);
+    expect(r.body).toMatchObject({ error_code: code, status_code: status, details: { operation_id: expect.stringMatching(/^op_/) } });
+    await stillHealthy();
+  });
+});
+
 describe('after the upgrade', () => {
   const closingOf = async (answer: Parameters<typeof fakeAgent>[2]) => {
     const fake = await fakeAgent(s.url, token, answer);
@@ -85,6 +101,21 @@ describe('after the upgrade', () => {
     expect(closing).toMatchObject({ error_code: 'ERR_SERVICE_110', msg: expect.stringMatching(/no hello within/) });
     await stillHealthy();
     expect(await sessions(s)).toHaveLength(1);
+  });
+
+  it('agents that disconnect while the server waits for their hello leave no session and no trouble', async () => {
+    for (let i = 0; i < 5; i++) {
+      let fake: Awaited<ReturnType<typeof fakeAgent>> | undefined;
+      fake = await fakeAgent(s.url, token, (p) => {
+        if (p === '/_edgeform/hello') setTimeout(() => fake?.socket.destroy(), i * 20);
+        return p === '/_edgeform/hello' ? undefined : [204, undefined];
+      });
+      await until(() => fake!.socket.destroyed, 5000);
+    }
+    await stillHealthy();
+    expect(await sessions(s)).toHaveLength(1);
+    const r = await s.post('/ip_policies', { description: 'after the disconnects' });
+    expect(r.status, r.text).toBe(201);
   });
 
   it('garbage instead of HTTP/2 after the upgrade: the connection is dropped, nothing else is', async () => {

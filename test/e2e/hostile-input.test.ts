@@ -49,6 +49,21 @@ const POLICIES: Array<{ reason: string; value: string }> = [
   { reason: 'more aliases than allowed', value: `a: &a x\nb: [${Array(DOCUMENT_LIMITS.maxAliases + 1).fill('*a').join(', ')}]\n` },
 ];
 
+/** A policy of one deny rule whose only expression is `expression`. */
+const withExpression = (expression: string) => JSON.stringify({ on_http_request: [{ expressions: [expression], actions: [{ type: 'deny' }] }] });
+
+/** CEL expressions past the bounds: the parser's depth limit did not count unary operators. */
+const EXPRESSIONS: Array<{ reason: string; value: string }> = [
+  { reason: 'an expression of 20,000 `!` (a stack overflow in the CEL parser)', value: withExpression(`${'!'.repeat(20000)}true`) },
+  { reason: 'an expression of 20,000 unary minus', value: withExpression(`${'- '.repeat(20000)}1 == 1`) },
+  { reason: 'an expression of 1,500 `!` (under the node limit, deep in the checker)', value: withExpression(`${'!'.repeat(1500)}true`) },
+  { reason: 'an expression in parentheses 20,000 deep', value: withExpression(`${'('.repeat(20000)}true${')'.repeat(20000)}`) },
+  { reason: 'an expression of 10,000 additions', value: withExpression(`req.method == "a"${' + "a"'.repeat(10000)}`) },
+  { reason: 'an expression with a list of 20,000 elements', value: withExpression(`[${Array(20000).fill('1').join(',')}].size() > 0`) },
+  { reason: 'three `all` over lists of 600 nested (216 million steps per request)', value: withExpression(Array.from({ length: 3 }, (_, i) => `[${Array.from({ length: 600 }, (_, j) => j).join(',')}].all(v${i}, `).join('') + 'true)))') },
+  { reason: 'four `exists` over the request headers nested (100 million steps for 100 headers)', value: withExpression("req.headers.exists(a, req.headers.exists(b, req.headers.exists(c, req.headers.exists(d, a + b + c + d == ''))))") },
+];
+
 let s: TestServer;
 let edgeId: string;
 let routePath: string;
@@ -67,6 +82,7 @@ const route = (extra: Doc) => s.post(`/edges/https/${edgeId}/routes`, { match_ty
 const CASES: Array<{ reason: string; send: () => Promise<any>; field: string }> = [
   ...POLICIES.map((p) => ({ reason: `route create: ${p.reason}`, send: () => route({ traffic_policy: { value: p.value } }), field: 'traffic_policy.value' })),
   ...POLICIES.map((p) => ({ reason: `module PUT: ${p.reason}`, send: () => s.put(`${routePath}/traffic_policy`, { value: p.value }), field: 'value' })),
+  ...EXPRESSIONS.map((p) => ({ reason: `route create: ${p.reason}`, send: () => route({ traffic_policy: { value: p.value } }), field: 'traffic_policy.value' })),
   { reason: 'SAML metadata with a billion-laughs DTD', send: () => route({ saml: { idp_metadata: BILLION_LAUGHS } }), field: 'saml.idp_metadata' },
   { reason: 'SAML metadata with external entities', send: () => route({ saml: { idp_metadata: `<!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]>${IDP_METADATA.replace(/^<\?xml[^>]*>/, '')}` } }), field: 'saml.idp_metadata' },
   { reason: 'SAML metadata nested 5,000 elements deep', send: () => route({ saml: { idp_metadata: `<md:EntityDescriptor>${'<a>'.repeat(5000)}${'</a>'.repeat(5000)}</md:EntityDescriptor>` } }), field: 'saml.idp_metadata' },
@@ -110,6 +126,13 @@ describe('documents and bodies past the bounds', () => {
 });
 
 describe('edgeform validate meets the same bounds', () => {
+  it.each(EXPRESSIONS.slice(0, 3))('$reason: reported on the expression, exit 1, no crash', async ({ value }) => {
+    const yaml = `kind: HTTPSEdge\nname: e\nroutes:\n  - match_type: path_prefix\n    match: /\n    traffic_policy:\n      value: ${JSON.stringify(value)}\n`;
+    const r = await runCli(['validate', '-f', manifestDir({ 'stack.yaml': yaml })]);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(/routes\[0\]\.traffic_policy\.value\.on_http_request\[0\]\.expressions\[0\]: .*column 1: more than 50 unary operators in a row/);
+  });
+
   it.each(POLICIES.slice(0, 4).concat(POLICIES.slice(7)))('$reason: reported on the field, exit 1, no crash', async ({ value }) => {
     const yaml = `kind: HTTPSEdge\nname: e\nroutes:\n  - match_type: path_prefix\n    match: /\n    traffic_policy:\n      value: ${JSON.stringify(value)}\n`;
     const r = await runCli(['validate', '-f', manifestDir({ 'stack.yaml': yaml })]);

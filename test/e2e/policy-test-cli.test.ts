@@ -32,7 +32,21 @@ const POLICY = `on_http_request:
         config: {allow: [198.51.100.0/24]}
 `;
 
-const dir = manifestDir({ 'policy.yaml': POLICY, 'typo.yaml': TYPO_POLICY });
+/** `matches` with a pattern a backtracking engine takes exponential time on, and one in RE2's own syntax. */
+const REDOS_POLICY = `on_http_request:
+  - name: probe
+    expressions: ["getReqHeader('X-Probe').exists(h, h.matches('^(a|aa)+$'))"]
+    actions: [{type: deny}]
+  - name: case-insensitive
+    expressions: ["req.method.matches('(?i)^get$')"]
+    actions: [{type: add-headers, config: {headers: {x-re2: yes}}}]
+  - name: rewrite
+    actions: [{type: url-rewrite, config: {from: '^https://[^/]+/(a|aa)+$', to: /x}}]
+  - name: redirect
+    actions: [{type: redirect, config: {from: '^https://[^/]+/(a|aa)+$', to: /y}}]
+`;
+
+const dir = manifestDir({ 'policy.yaml': POLICY, 'typo.yaml': TYPO_POLICY, 'redos.yaml': REDOS_POLICY });
 const file = (name: string) => path.join(dir, name);
 
 function edgeform(...args: string[]) {
@@ -88,6 +102,20 @@ describe('edgeform policy test', () => {
     expect(r.stderr).toContain(`${f}:6: on_http_request[0].actions[0].type: unknown action type "rate-limt" (did you mean rate-limit?); supported types: rate-limit, deny, custom-response, add-headers, remove-headers, redirect, url-rewrite, restrict-ips`);
     expect(r.stderr).toContain(`${f}:19: on_http_request[1].actions[0].config.capacity: capacity 0 is out of range 1..2,000,000,000`);
     expect(r.stderr).toContain('3 problems found.');
+  });
+
+  it('matches() runs on RE2: a catastrophic pattern against a 20,000-character header answers (it ran for ever on JavaScript\'s RegExp), and RE2 syntax such as (?i) works', () => {
+    const r = edgeform(file('redos.yaml'), '--request', 'GET https://app.example.com/', '-H', `X-Probe: ${'a'.repeat(20000)}!`);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('rule 0 (probe): not matched');
+    expect(r.stdout).toContain('rule 1 (case-insensitive): matched\n    add-headers: x-re2: yes');
+  });
+
+  it('url-rewrite and redirect `from` run on RE2: the same pattern against a 20,000-character path answers', () => {
+    const r = edgeform(file('redos.yaml'), '--request', `GET https://app.example.com/${'a'.repeat(20000)}!`);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/rule 2 \(rewrite\): matched\n    url-rewrite: \S+ does not match from; unchanged/);
+    expect(r.stdout).toMatch(/rule 3 \(redirect\): matched\n    redirect: \S+ does not match from; continues/);
   });
 
   it.each([

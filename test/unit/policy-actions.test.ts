@@ -1,6 +1,7 @@
 // Every action's config rules: what is accepted, each way a config is refused (with the path
 // and the words), the phases each action runs in, and types nobody supports.
 import { describe, expect, it } from 'vitest';
+import { Re2Pattern } from '../../provider/catalog/validate/regex.js';
 import { compileTrafficPolicy } from '../../provider/catalog/validate/traffic-policy.js';
 
 type Doc = Record<string, unknown>;
@@ -70,7 +71,9 @@ describe('action configs', () => {
     expect(compiled('remove-headers', { headers: ['Server'] })).toEqual({ headers: ['server'] });
     expect(compiled('redirect', { to: 'https://x.example.com/' })).toEqual({ to: 'https://x.example.com/', status_code: 302, headers: {} });
     expect(compiled('restrict-ips', { deny: ['2001:DB8::/32'] })).toEqual({ enforce: true, allow: [], deny: ['2001:db8::/32'] });
-    expect(compiled('url-rewrite', { from: '(?i)^/OLD/(?P<rest>.*)', to: '/new/$<rest>' })).toMatchObject({ from: /^\/OLD\/(?<rest>.*)/i });
+    const rewrite = compiled('url-rewrite', { from: '(?i)^/OLD/(?P<rest>.*)', to: '/new/$<rest>' }) as { from: Re2Pattern; to: string };
+    expect(rewrite.from.source).toBe('(?i)^/OLD/(?P<rest>.*)');
+    expect(rewrite.from.replace('/old/a/b', rewrite.to)).toBe('/new/a/b');
   });
 
   it.each([
@@ -134,5 +137,24 @@ describe('expressions', () => {
     expect(rule(["conn.client_ip == '192.0.2.7'"], 'on_tcp_connect')).toMatchObject({ ok: true });
     const r = rule(["req.host == 'x'"], 'on_tcp_connect');
     expect(r.ok ? '' : r.issues[0].message).toMatch(/unknown variable req in on_tcp_connect/);
+  });
+});
+
+describe('a from pattern runs on RE2 and replaces as String.prototype.replace does', () => {
+  it.each([
+    ['^/old/(.*)$', '/new/$1', '/old/a/b'],
+    ['^/(?P<first>[^/]+)/(?P<rest>.*)$', '/$<rest>/$<first>/$<none>', '/a/b/c'],
+    ['b', '[$&|$`|$\'|$$|$1|$<x>]', 'abc'],
+    ['(a)(b)?', '$2-$1-$10-$01', 'ac'],
+    ['(a)(b)(c)(d)(e)(f)(g)(h)(i)(j)', '$10|$11|$1', 'abcdefghij'],
+    ['x', 'y', 'abc'],
+  ])('%s with %s on %s', (pattern, to, text) => {
+    const js = new RegExp(pattern.replace(/\(\?P</g, '(?<'));
+    expect(new Re2Pattern(pattern).replace(text, to)).toBe(text.replace(js, to));
+  });
+
+  it('takes RE2 syntax RegExp refuses ((?i) in the middle), and a pattern RegExp backtracks on for ever answers (the text is 30,000 characters)', () => {
+    expect(new Re2Pattern('/(?i)OLD').replace('/old', '/new')).toBe('/new');
+    expect(new Re2Pattern('^/(a|aa)+$').replace(`/${'a'.repeat(30000)}!`, '/x')).toBe(`/${'a'.repeat(30000)}!`);
   });
 });

@@ -181,3 +181,20 @@ describe('rules', () => {
     expect(compilePolicy('on_http_request: [{actions: [{type: rate-limt}]}]')).toEqual({ problems: [expect.objectContaining({ path: 'on_http_request[0].actions[0].type' })] });
   });
 });
+
+describe('matches() patterns', () => {
+  const policy = compile({ on_http_request: [{ name: 'by header', expressions: ["req.url.matches(getReqHeader('X-Pattern')[0])"], actions: [{ type: 'deny' }] }] });
+
+  it('a pattern over 1024 characters (RE2 compiles in time linear in it) is an error of the expression, the rule does not match', () => {
+    const r = evaluate(policy, 'on_http_request', request({ headers: { 'X-Pattern': 'a{1000}'.repeat(200) } }), new PolicyState());
+    expect(r.outcome).toBe('continue');
+    expect(r.rules[0].matched).toBe(false);
+    expect(r.rules[0].error).toMatch(/at most 1024 characters; this one has 1400/);
+  });
+
+  it('a pattern of 1024 characters is compiled and matched', () => {
+    const r = evaluate(policy, 'on_http_request', request({ headers: { 'X-Pattern': `^https:/${'.?'.repeat(508)}` } }), new PolicyState());
+    expect(r.rules[0].error).toBeUndefined();
+    expect(r.outcome).not.toBe('continue');
+  });
+});

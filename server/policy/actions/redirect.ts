@@ -8,9 +8,9 @@ export function redirect(config: RedirectAction): Runner {
     const url = ctx.vars.req!.url;
     let to = config.to;
     if (config.from) {
-      const m = url.match(config.from);
-      if (!m) return { did: `redirect: ${url} does not match from; continues` };
-      to = url.slice(m.index!, m.index! + m[0].length).replace(config.from, config.to);
+      const expanded = config.from.expandFirst(url, config.to);
+      if (expanded === null) return { did: `redirect: ${url} does not match from; continues` };
+      to = expanded;
     }
     return { ended: { response: { status: config.status_code, headers: { ...headers, location: to }, body: '' } }, did: `redirect: ${config.status_code} to ${to}` };
   };

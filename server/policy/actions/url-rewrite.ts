@@ -7,7 +7,7 @@ import type { Runner } from './run.js';
 export function urlRewrite(config: UrlRewriteAction): Runner {
   return (ctx) => {
     const req = ctx.vars.req!;
-    const rewritten = req.url.replace(config.from, config.to);
+    const rewritten = config.from.replace(req.url, config.to);
     if (rewritten === req.url) return { did: `url-rewrite: ${req.url} does not match from; unchanged` };
     let fresh;
     try {

@@ -3,6 +3,7 @@
 // is compiled and an unknown variable, a misspelt field or `req.method == 1` is a problem
 // with its column, not a surprise per request.
 import { Environment } from '@marcbachmann/cel-js';
+import { RE2JS } from 're2js';
 import type { Phase } from '../traffic-policy.js';
 import { variablesOf } from './variables.js';
 
@@ -15,10 +16,92 @@ export const macroHeaders: { req: Record<string, string[]>; res: Record<string, 
 
 const NONE: string[] = [];
 
+/**
+ * `matches` runs on RE2 (re2js), in time linear in the input. The library's own `matches`
+ * is a JavaScript RegExp, which backtracks: `^(a+)+$` against a header of 40 `a` and a `!`
+ * ran for minutes and stopped the whole server, API and ingress alike, and any client can
+ * send that header. The library cannot replace a built-in overload, so the parsed
+ * expression's `matches` calls are pointed at this one before they are checked.
+ */
+const RE2_MATCHES = 'matches_re2';
+const patterns = new Map<string, RE2JS>();
+/** The longest pattern `matches` compiles: RE2 compiles in time linear in the pattern, and a header-sized one (`a{1000}` 2,000 times) took seconds. */
+export const MAX_MATCHES_PATTERN = 1024;
+function re2Matches(text: string, pattern: string): boolean {
+  let re = patterns.get(pattern);
+  if (!re) {
+    if (pattern.length > MAX_MATCHES_PATTERN) throw new Error(`a matches() pattern is at most ${MAX_MATCHES_PATTERN} characters; this one has ${pattern.length}`);
+    try {
+      re = RE2JS.compile(pattern);
+    } catch (e) {
+      throw new Error(`invalid RE2 pattern ${JSON.stringify(pattern.slice(0, 100))}: ${(e as Error).message}`);
+    }
+    if (patterns.size >= 256) patterns.clear();
+    patterns.set(pattern, re);
+  }
+  return re.matcher(text).find();
+}
+
+interface Node { op: string; args: unknown }
+/** Points every `x.matches(p)` of a parsed expression at the RE2 overload (iteratively: the tree may be deep). */
+function useRe2(root: unknown) {
+  const stack: unknown[] = [root];
+  while (stack.length) {
+    const v = stack.pop();
+    if (Array.isArray(v)) stack.push(...v);
+    else if (v && typeof v === 'object' && typeof (v as Node).op === 'string') {
+      const node = v as Node;
+      if (node.op === 'rcall' && Array.isArray(node.args) && node.args[0] === 'matches') node.args[0] = RE2_MATCHES;
+      if (node.op !== 'value') stack.push(node.args);
+    } else if (v && Object.getPrototypeOf(v) === Object.prototype) {
+      stack.push(...Object.values(v)); // a comprehension's parts
+    }
+  }
+}
+
+/** The most steps an expression's macros (all, exists, exists_one, map, filter) may take, as estimated when it is compiled. */
+export const MAX_MACRO_STEPS = 100_000;
+/** What a range that is not a literal (a request's headers, a query parameter's values) is assumed to hold. */
+const ASSUMED_RANGE = 100;
+const MACROS = new Set(['all', 'exists', 'exists_one', 'map', 'filter']);
+
+const isNode = (v: unknown): v is Node => !!v && typeof v === 'object' && typeof (v as Node).op === 'string';
+
+/** How many elements a macro's range holds: a literal's count, a map or filter of a literal its count, else ASSUMED_RANGE. */
+function rangeSize(node: Node): number {
+  if ((node.op === 'list' || node.op === 'map') && Array.isArray(node.args)) return node.args.length;
+  if (node.op === 'rcall' && Array.isArray(node.args) && (node.args[0] === 'map' || node.args[0] === 'filter') && isNode(node.args[1])) return rangeSize(node.args[1]);
+  return ASSUMED_RANGE;
+}
+
+/**
+ * The steps an expression's macros take: a macro's range times the steps of its body, so
+ * nested macros multiply. Three literal lists of 600 nested in `all` took 9 s of the one
+ * thread that serves every request; the parser's node limit allows far worse.
+ */
+function macroSteps(v: unknown): number {
+  if (Array.isArray(v)) return v.reduce((n: number, x) => n + macroSteps(x), 0);
+  if (!isNode(v)) return v && Object.getPrototypeOf(v) === Object.prototype ? macroSteps(Object.values(v)) : 0;
+  if (v.op === 'value') return 0;
+  const a = v.args;
+  if (v.op === 'rcall' && Array.isArray(a) && MACROS.has(a[0] as string) && isNode(a[1]) && Array.isArray(a[2]) && a[2].length >= 2) {
+    return macroSteps(a[1]) + rangeSize(a[1]) * (1 + macroSteps(a[2].slice(1)));
+  }
+  return macroSteps(a);
+}
+
+/** Parses an expression in an environment of celEnvironment, with `matches` on RE2; throws as the library's parse does. */
+export function parseCel(env: Environment, text: string): ReturnType<Environment['parse']> {
+  const parsed = env.parse(text);
+  useRe2((parsed as unknown as { ast: unknown }).ast);
+  return parsed;
+}
+
 /** The CEL environment of a phase (the conformance tests run expressions in it too). */
 export function celEnvironment(phase: Phase): Environment {
-  const env = new Environment({ homogeneousAggregateLiterals: false, limits: { maxAstNodes: 2000, maxDepth: 50 } });
+  const env = new Environment({ homogeneousAggregateLiterals: false, limits: { maxAstNodes: 2000, maxDepth: MAX_DEPTH } });
   for (const [name, schema] of Object.entries(variablesOf(phase))) env.registerVariable({ name, schema } as never);
+  env.registerFunction(`string.${RE2_MATCHES}(string): bool`, re2Matches);
   if (phase !== 'on_tcp_connect') {
     env.registerFunction('getReqHeader(string): list<string>', (name: string) => macroHeaders.req[name.toLowerCase()] ?? NONE);
   }
@@ -26,6 +109,37 @@ export function celEnvironment(phase: Phase): Environment {
     env.registerFunction('getResHeader(string): list<string>', (name: string) => macroHeaders.res[name.toLowerCase()] ?? NONE);
   }
   return env;
+}
+
+/** How deep an expression may nest; the parser counts brackets, calls and members itself. */
+const MAX_DEPTH = 50;
+
+/**
+ * The 0-based offset where a run of more than MAX_DEPTH unary operators (`!!!…x`, `- - -…1`)
+ * starts, outside string literals, or -1. The parser's depth limit does not count unary
+ * operators, and parses each one by recursion: 20,000 of them overflowed its stack, and a
+ * run under its node limit still nests that deep in the checker and the evaluator.
+ */
+function unaryRunStart(text: string): number {
+  let run = 0;
+  let start = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '"' || c === "'") {
+      const raw = /[rR]/.test(text[i - 1] ?? '') || /[rR]/.test(text[i - 2] ?? '');
+      const quote = text.startsWith(c.repeat(3), i) ? c.repeat(3) : c;
+      let j = i + quote.length;
+      while (j < text.length && !text.startsWith(quote, j)) j += text[j] === '\\' && !raw ? 2 : 1;
+      i = j + quote.length - 1;
+      run = 0;
+    } else if (c === '!' || c === '-') {
+      if (run++ === 0) start = i;
+      if (run > MAX_DEPTH) return start;
+    } else if (!/\s/.test(c)) {
+      run = 0;
+    }
+  }
+  return -1;
 }
 
 const environments = new Map<Phase, Environment>();
@@ -45,7 +159,7 @@ function nameEndingAt(text: string, end: number): string {
 
 function explain(text: string, error: Error & { range?: { start: number; end: number } }, phase: Phase): { column: number; message: string } {
   const start = error.range?.start ?? 0;
-  let message = error.message.split('\n')[0];
+  let message = error.message.split('\n')[0].replaceAll(RE2_MATCHES, 'matches');
   const unknown = /^(?:No such key|Unknown variable): /.exec(message);
   if (unknown) message = `unknown variable ${nameEndingAt(text, error.range?.end ?? start)} in ${phase} (see docs/traffic-policy.md for the variables)`;
   return { column: start + 1, message };
@@ -54,13 +168,22 @@ function explain(text: string, error: Error & { range?: { start: number; end: nu
 /** Parses and type-checks one expression for a phase; it must give a bool. */
 export function compileExpression(text: string, phase: Phase): ExpressionResult {
   const env = envOf(phase);
+  const unary = unaryRunStart(text);
+  if (unary >= 0) return { ok: false, column: unary + 1, message: `more than ${MAX_DEPTH} unary operators in a row (an expression nests at most ${MAX_DEPTH} deep)` };
   let parsed: ReturnType<Environment['parse']>;
+  let checked: ReturnType<ReturnType<Environment['parse']>['check']>;
   try {
-    parsed = env.parse(text);
+    parsed = parseCel(env, text);
+    checked = parsed.check();
+    const steps = macroSteps((parsed as unknown as { ast: unknown }).ast);
+    if (steps > MAX_MACRO_STEPS) {
+      return { ok: false, column: 1, message: `the expression's macros would take about ${steps.toLocaleString('en-US')} steps, over the ${MAX_MACRO_STEPS.toLocaleString('en-US')} allowed (nested macros multiply; a range that is not a literal counts as ${ASSUMED_RANGE})` };
+    }
   } catch (e) {
+    // A stack overflow left in the library is the expression's fault, never a 500.
+    if (e instanceof RangeError) return { ok: false, column: 1, message: `the expression nests too deeply (at most ${MAX_DEPTH} levels)` };
     return { ok: false, ...explain(text, e as Error, phase) };
   }
-  const checked = parsed.check();
   if (!checked.valid) return { ok: false, ...explain(text, checked.error as Error, phase) };
   if (checked.type !== 'bool' && checked.type !== 'dyn') return { ok: false, column: 1, message: `an expression must give a bool; this one gives ${checked.type}` };
   return { ok: true, program: parsed as unknown as CelProgram };

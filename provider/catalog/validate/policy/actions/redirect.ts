@@ -1,17 +1,24 @@
 // redirect: answers with a redirect to `to`; with `from` (RE2), only when the request's URL
 // matches it, `to` then taking its groups as $1 or $<name>.
-import { re2ToRegExp, regexProblem } from '../../regex.js';
+import { Re2Pattern, regexProblem } from '../../regex.js';
 import { headerMap, onlyFields, problem, statusCode, text } from '../config.js';
 import { defineAction, HTTP_PHASES } from './define.js';
 
-export interface RedirectAction { from?: RegExp; to: string; status_code: number; headers: Record<string, string> }
+export interface RedirectAction { from?: Re2Pattern; to: string; status_code: number; headers: Record<string, string> }
 
 /** A `from` pattern (RE2), compiled; shared with url-rewrite. */
-export function fromPattern(c: Parameters<typeof onlyFields>[0], required: boolean): RegExp | undefined | null {
+export function fromPattern(c: Parameters<typeof onlyFields>[0], required: boolean): Re2Pattern | undefined | null {
   const from = text(c, 'from', { required, max: 1024 });
   if (from === undefined) return c.config.from === undefined && !required ? null : undefined;
-  const why = regexProblem(from);
-  return why ? problem(c, 'from', `from is not a valid RE2 pattern: ${why}`) : re2ToRegExp(from);
+  let why = regexProblem(from);
+  if (!why) {
+    try {
+      return new Re2Pattern(from);
+    } catch (e) {
+      why = (e as Error).message;
+    }
+  }
+  return problem(c, 'from', `from is not a valid RE2 pattern: ${why}`);
 }
 
 export const redirect = defineAction<RedirectAction>({

@@ -2,9 +2,10 @@
 // (RE2) matches is replaced with `to` ($1, $<name> for groups); no match, no change.
 import { onlyFields, text } from '../config.js';
 import { defineAction } from './define.js';
+import type { Re2Pattern } from '../../regex.js';
 import { fromPattern } from './redirect.js';
 
-export interface UrlRewriteAction { from: RegExp; to: string }
+export interface UrlRewriteAction { from: Re2Pattern; to: string }
 
 export const urlRewrite = defineAction<UrlRewriteAction>({
   type: 'url-rewrite',
