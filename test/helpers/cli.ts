@@ -1,5 +1,4 @@
 // Runs the `edgeform` command in-process with captured output, as a user would run it.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -52,24 +51,4 @@ export function manifestDir(files: Record<string, string>): string {
     fs.writeFileSync(path.join(dir, name), text);
   }
   return dir;
-}
-
-const BIN = path.resolve(import.meta.dirname, '../../bin/edgeform.js');
-
-/**
- * Runs `edgeform` as a real process, as a pipeline does: its own exit code, streams and
- * working directory. Asynchronous, so a test server in this process keeps answering.
- */
-export function runCliProcess(args: string[], env: Record<string, string | undefined> = {}, cwd?: string): Promise<CliResult> {
-  const childEnv: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...process.env, NO_COLOR: '1', ...env })) if (v !== undefined) childEnv[k] = v;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: childEnv, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr, json: () => JSON.parse(stdout) }));
-  });
 }
