@@ -5,7 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain .mjs script without types
 import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
-import { credentialToken, sessions, startAgent, until, type AgentProcess } from '../helpers/agent.js';
+import { credentialToken, sessions, startAgent, type AgentProcess } from '../helpers/agent.js';
+import { until } from '../helpers/wait.js';
 import { killServers, removeTempDirs, serve, tempDir } from '../helpers/serve.js';
 import { startTestServer, TEST_SECRET_KEY, TEST_TOKEN, type TestServer } from '../helpers/server.js';
 

@@ -7,7 +7,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { credentialToken, sessions, startAgent, tunnels, until, type AgentProcess } from '../helpers/agent.js';
+import { credentialToken, sessions, startAgent, tunnels, type AgentProcess } from '../helpers/agent.js';
+import { until } from '../helpers/wait.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;

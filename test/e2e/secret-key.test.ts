@@ -11,7 +11,8 @@ import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
 import { CHECK_SETTING } from '../../server/store/secret-key.js';
 import { SecretBox } from '../../server/store/secret-box.js';
 import { IDP_METADATA, freshHostport } from '../helpers/edge-fixtures.js';
-import { eventually, receiver } from '../helpers/events.js';
+import { receiver } from '../helpers/events.js';
+import { eventually } from '../helpers/wait.js';
 import { startTestServer, TEST_TOKEN } from '../helpers/server.js';
 import { api, killServers, removeTempDirs, serve, serveToExit, tempDir } from '../helpers/serve.js';
 

@@ -11,16 +11,6 @@ export function startAgent(args: string[], env: Record<string, string | undefine
   return startCli(['agent', ...args], { EDGEFORM_AUTHTOKEN: undefined, EDGEFORM_API_URL: undefined, ...env }, { detached: true });
 }
 
-/** Polls `check` every 50 ms until it holds; throws `why()` after `timeoutMs`. */
-export async function until(check: () => boolean | Promise<boolean>, timeoutMs = 20_000, why: () => string = () => 'condition never held'): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > end) throw new Error(why());
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 /** Online sessions (all of them, first page). */
 export async function sessions(s: TestServer): Promise<any[]> {
   return (await s.get('/tunnel_sessions')).body.tunnel_sessions;
