@@ -131,7 +131,7 @@ describe('reconciler: secret fingerprints', () => {
   });
 
   it('against a server without the extension: no fingerprint is written, secrets are taken as unchanged with a warning, and the keyed form comes with the next update', async () => {
-    const proxy = await startProxy(s.url, { open: true, answer: (method, path) =>
+    const proxy = await startProxy(s.url, { open: true, answer: ({ method, path }) =>
       path === '/_edgeform/fingerprints' ? { status: 404, body: { error_code: 'ERR_SERVICE_301', status_code: 404, msg: `no such path: ${method} ${path}` } } : undefined,
     });
     try {

@@ -22,11 +22,23 @@ export interface ProxyOptions {
   passFirst?: number;
   /** Answer /_edgeform/ paths as a server without the extension does. */
   withoutExtensions?: boolean;
-  /** A status and JSON body for the requests the proxy answers itself (undefined: forward). */
-  answer?: (method: string, path: string) => { status: number; body: unknown } | undefined;
+  /** A reply for the requests the proxy answers itself (undefined: forward); sees the whole request body. */
+  answer?: (req: ProxiedRequest) => Reply | undefined;
 }
 
-const withoutExtensions = (method: string, path: string) =>
+export interface ProxiedRequest {
+  method: string;
+  /** Without the query. */
+  path: string;
+  /** With the query, as sent. */
+  url: string;
+  body: string;
+}
+
+/** A status, a JSON body and any more headers. */
+export interface Reply { status: number; body: unknown; headers?: Record<string, string> }
+
+const withoutExtensions = ({ method, path }: ProxiedRequest): Reply | undefined =>
   path.startsWith('/_edgeform/')
     ? { status: 404, body: { error_code: 'ERR_SERVICE_301', status_code: 404, msg: `no such path: ${method} ${path}`, details: { operation_id: 'op_proxy' } } }
     : undefined;
@@ -38,7 +50,8 @@ export async function startProxy(upstream: string, opts: ProxyOptions = {}): Pro
   const held: (() => void)[] = [];
   const sockets = new Set<import('node:net').Socket>();
   const upstreams = new Set<http.ClientRequest>();
-  const forward = (req: http.IncomingMessage, res: http.ServerResponse) => {
+  /** Forwards the request; `body` when it was read already (to be answered). */
+  const forward = (req: http.IncomingMessage, res: http.ServerResponse, body?: Buffer) => {
     const up = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
       res.writeHead(answer.statusCode ?? 502, answer.headers);
       answer.pipe(res);
@@ -49,26 +62,45 @@ export async function startProxy(upstream: string, opts: ProxyOptions = {}): Pro
     // A client gone mid-request (killed) must not leave a half-sent request on the server.
     req.on('aborted', () => up.destroy());
     res.on('close', () => { if (!res.writableFinished) up.destroy(); });
-    req.pipe(up);
+    if (body) up.end(body);
+    else req.pipe(up);
   };
-  const own = (method: string, path: string) => (opts.withoutExtensions ? withoutExtensions(method, path) : undefined) ?? opts.answer?.(method, path);
+  const reply = (res: http.ServerResponse, r: Reply) => {
+    res.writeHead(r.status, { 'content-type': 'application/json', ...r.headers });
+    res.end(JSON.stringify(r.body));
+  };
   const server = http.createServer((req, res) => {
-    const mine = own(req.method ?? 'GET', (req.url ?? '/').split('?')[0]);
+    const url = req.url ?? '/';
+    const request = { method: req.method ?? 'GET', path: url.split('?')[0], url, body: '' };
+    const mine = opts.withoutExtensions ? withoutExtensions(request) : undefined;
     if (mine) {
       req.resume();
-      res.writeHead(mine.status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(mine.body));
+      return reply(res, mine);
+    }
+    if (opts.answer) {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks);
+        const own = opts.answer!({ ...request, body: body.toString() });
+        if (own) reply(res, own);
+        else gate(req, res, body);
+      });
       return;
     }
-    if (req.method !== 'POST') return forward(req, res);
+    gate(req, res);
+  });
+  /** Holds a POST at the gate unless it is open (or among the first let through). */
+  const gate = (req: http.IncomingMessage, res: http.ServerResponse, body?: Buffer) => {
+    if (req.method !== 'POST') return forward(req, res, body);
     posts++;
-    if (opened || posts <= (opts.passFirst ?? 0)) return forward(req, res);
+    if (opened || posts <= (opts.passFirst ?? 0)) return forward(req, res, body);
     req.pause();
     held.push(() => {
       req.resume();
-      forward(req, res);
+      forward(req, res, body);
     });
-  });
+  };
   server.on('connection', (s) => {
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
