@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
 import { credentialToken, sessions, startAgent, type AgentProcess } from '../helpers/agent.js';
 import { until } from '../helpers/wait.js';
-import { killServers, removeTempDirs, serve, tempDir } from '../helpers/serve.js';
+import { killServers, serve } from '../helpers/serve.js';
+import { removeTempDirs, tempDir } from '../helpers/temp.js';
 import { startTestServer, TEST_SECRET_KEY, TEST_TOKEN, type TestServer } from '../helpers/server.js';
 
 const available: boolean = postgresAvailable();

@@ -14,7 +14,8 @@ import { IDP_METADATA, freshHostport } from '../helpers/edge-fixtures.js';
 import { receiver } from '../helpers/events.js';
 import { eventually } from '../helpers/wait.js';
 import { startTestServer, TEST_TOKEN } from '../helpers/server.js';
-import { api, killServers, removeTempDirs, serve, serveToExit, tempDir } from '../helpers/serve.js';
+import { api, killServers, serve, serveToExit } from '../helpers/serve.js';
+import { removeTempDirs, tempDir } from '../helpers/temp.js';
 
 afterEach(killServers);
 afterAll(removeTempDirs);

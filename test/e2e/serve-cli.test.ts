@@ -5,7 +5,8 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { runCliProcess } from '../helpers/cli-process.js';
-import { api, killServers, removeTempDirs, serve, tempDir } from '../helpers/serve.js';
+import { api, killServers, serve } from '../helpers/serve.js';
+import { removeTempDirs, tempDir } from '../helpers/temp.js';
 
 afterEach(killServers);
 afterAll(removeTempDirs);

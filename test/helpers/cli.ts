@@ -1,10 +1,10 @@
 // Runs the `edgeform` command in-process with captured output, as a user would run it.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { main } from '../../bin/cli.js';
 import type { Io } from '../../bin/reconcile.js';
 import { plain } from '../../reconciler/render/text.js';
+import { tempDir } from './temp.js';
 
 export interface CliResult {
   code: number;
@@ -45,7 +45,7 @@ export async function runCli(args: string[], env: Record<string, string | undefi
 
 /** Writes manifest files into a fresh directory; returns its path. */
 export function manifestDir(files: Record<string, string>): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-manifests-'));
+  const dir = tempDir('edgeform-manifests-');
   for (const [name, text] of Object.entries(files)) {
     fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
     fs.writeFileSync(path.join(dir, name), text);

@@ -2,28 +2,13 @@
 // listening line, or run to its exit.
 // The environment is cleared of every EDGEFORM_ setting the caller does not give.
 import type { ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { runCliProcess, startCli } from './cli-process.js';
 
 const children: ChildProcess[] = [];
-const dirs: string[] = [];
 
 /** Kills every server a test left running (call from afterEach). */
 export function killServers() {
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-}
-
-/** A fresh folder, removed by removeTempDirs (call from afterAll). */
-export function tempDir(prefix = 'edgeform-cli-'): string {
-  const d = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-  dirs.push(d);
-  return d;
-}
-
-export function removeTempDirs() {
-  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
 }
 
 /** Every EDGEFORM_ variable of this process, emptied: a test's server sees only what it is given. */
