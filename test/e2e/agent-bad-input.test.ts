@@ -4,8 +4,9 @@
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { credentialToken, fakeAgent, sessions, startAgent, until, validHello, type AgentProcess } from '../helpers/agent.js';
+import { credentialToken, fakeAgent, sessions, startAgent, validHello, type AgentProcess } from '../helpers/agent.js';
 import { rawHttp } from '../helpers/raw-http.js';
+import { until } from '../helpers/wait.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;

@@ -2,20 +2,18 @@
 // the agent exit 0, restart brings it back under a new session id, update fails with a
 // distinct 409 for each of SPEC's four reasons, and an agent that never answers gives 504.
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from '../helpers/api.js';
-import { credentialToken, fakeAgent, sessions, startAgent, until, validHello, type AgentProcess } from '../helpers/agent.js';
+import { credentialToken, fakeAgent, sessions, startAgent, validHello, type AgentProcess } from '../helpers/agent.js';
+import { removeTempDirs, tempDir } from '../helpers/temp.js';
+import { until } from '../helpers/wait.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;
 let token: string;
 const running: AgentProcess[] = [];
-const dirs: string[] = [];
 const agent = (args: string[] = [], env: Record<string, string> = {}) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-agent-state-'));
-  dirs.push(dir);
+  const dir = tempDir('edgeform-agent-state-');
   const a = startAgent(['--api-url', s.url, '--authtoken', token, '--state-dir', dir, ...args, 'http', '3000'], env);
   running.push(a);
   return a;
@@ -35,7 +33,7 @@ afterEach(async () => {
 });
 afterAll(async () => {
   await s.close();
-  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+  removeTempDirs();
 });
 
 describe('stop', () => {

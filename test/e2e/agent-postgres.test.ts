@@ -2,28 +2,17 @@
 // every session, a command sent to an instance that does not hold the agent's connection
 // reaches it (LISTEN/NOTIFY), and the sessions of an instance that crashed (kill -9) are
 // swept within the heartbeat interval by the instances still running.
-import { spawn, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain .mjs script without types
 import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
-import { credentialToken, sessions, startAgent, until, type AgentProcess } from '../helpers/agent.js';
+import { credentialToken, sessions, startAgent, type AgentProcess } from '../helpers/agent.js';
+import { until } from '../helpers/wait.js';
+import { killServers, serve } from '../helpers/serve.js';
+import { removeTempDirs, tempDir } from '../helpers/temp.js';
 import { startTestServer, TEST_SECRET_KEY, TEST_TOKEN, type TestServer } from '../helpers/server.js';
 
 const available: boolean = postgresAvailable();
 if (!available) console.warn('\n*** SKIPPING the agent PostgreSQL suite: initdb is not on the PATH ***\n');
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 describe.skipIf(!available)('agents on several instances (PostgreSQL)', () => {
   let pg: { createDatabase(name: string): Promise<string>; stop(): void };
@@ -31,7 +20,6 @@ describe.skipIf(!available)('agents on several instances (PostgreSQL)', () => {
   let a: TestServer;
   let b: TestServer;
   const agents: AgentProcess[] = [];
-  const children: ChildProcess[] = [];
 
   beforeAll(async () => {
     pg = await startPostgres();
@@ -41,7 +29,8 @@ describe.skipIf(!available)('agents on several instances (PostgreSQL)', () => {
   });
   afterAll(async () => {
     for (const x of agents) x.kill();
-    for (const c of children) c.kill('SIGKILL');
+    killServers();
+    removeTempDirs();
     await a?.close().catch(() => {});
     await b?.close().catch(() => {});
     pg?.stop();
@@ -74,23 +63,16 @@ describe.skipIf(!available)('agents on several instances (PostgreSQL)', () => {
   });
 
   it('a crashed instance\'s sessions are swept by the others', async () => {
-    const port = await freePort();
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-crash-'));
-    const server = spawn(process.execPath, ['bin/edgeform.js', 'serve', '--port', String(port), '--database', url, '--data-dir', dir, '--agent-heartbeat-interval', '1'], {
-      // The key every instance of this database shares (another would be refused at start).
-      env: { ...process.env, EDGEFORM_BOOTSTRAP_TOKEN: TEST_TOKEN, EDGEFORM_SECRET_KEY: TEST_SECRET_KEY }, stdio: 'ignore',
-    });
-    children.push(server);
-    const cUrl = `http://127.0.0.1:${port}`;
-    await until(async () => (await fetch(`${cUrl}/healthz`).then((r) => r.ok, () => false)), 30_000);
+    // The key every instance of this database shares (another would be refused at start).
+    const server = await serve(['--database', url, '--data-dir', tempDir('edgeform-crash-'), '--agent-heartbeat-interval', '1'], { EDGEFORM_BOOTSTRAP_TOKEN: TEST_TOKEN, EDGEFORM_SECRET_KEY: TEST_SECRET_KEY });
+    const cUrl = server.url;
     const cr = await credentialToken(b);
     const agent = startAgent(['--api-url', cUrl, '--authtoken', cr.token, 'http', '3000']);
     agents.push(agent);
     await agent.waitFor('online: tn_');
     expect(await sessions(b)).toHaveLength(1);
-    server.kill('SIGKILL');
+    server.child.kill('SIGKILL');
     await until(async () => (await sessions(b)).length === 0 && (await b.get('/tunnels')).body.tunnels.length === 0, 10_000);
     expect(agent.child.exitCode).toBeNull();
-    fs.rmSync(dir, { recursive: true, force: true });
   });
 });

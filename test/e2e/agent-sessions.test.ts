@@ -4,10 +4,11 @@
 // deactivated bot), while a server restart is ridden out.
 import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { credentialToken, sessions, startAgent, tunnels, until, type AgentProcess } from '../helpers/agent.js';
+import { credentialToken, sessions, startAgent, tunnels, type AgentProcess } from '../helpers/agent.js';
+import { removeTempDirs, tempDir } from '../helpers/temp.js';
+import { until } from '../helpers/wait.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;
@@ -23,7 +24,10 @@ afterEach(async () => {
   for (const a of running.splice(0)) a.kill();
   await until(async () => (await sessions(s)).length === 0, 10_000, () => 'sessions of killed agents stayed listed');
 });
-afterAll(async () => { await s.close(); });
+afterAll(async () => {
+  await s.close();
+  removeTempDirs();
+});
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/;
 
@@ -106,7 +110,7 @@ describe('ephemeral tunnels', () => {
 
   it('a config file with several tunnels, each with its own metadata', async () => {
     const cr = await credentialToken(s);
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-agent-'));
+    const dir = tempDir('edgeform-agent-');
     const file = path.join(dir, 'agent.yml');
     fs.writeFileSync(file, `api_url: ${s.url}
 authtoken: ${cr.token}
@@ -133,14 +137,13 @@ tunnels:
     expect(by((t) => t.proto === 'tcp')).toMatchObject({ metadata: 'tcp-meta', forwards_to: 'localhost:5432', public_url: expect.stringMatching(/^tcp:\/\/edgeform\.localhost:\d+$/) });
     expect(by((t) => t.proto === 'https')).toMatchObject({ metadata: '', public_url: 'https://site.example.com', forwards_to: 'http://localhost:8443' });
     expect((await sessions(s))[0].metadata).toBe('session-meta');
-    fs.rmSync(dir, { recursive: true, force: true });
   });
 });
 
 describe('the acl', () => {
   it('a refused bind is an error on the agent; the session stays up for its other tunnels', async () => {
     const cr = await credentialToken(s, ['bind:app=ok', 'bind:*.good.example']);
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-agent-'));
+    const dir = tempDir('edgeform-agent-');
     const file = path.join(dir, 'agent.yml');
     fs.writeFileSync(file, `tunnels:
   allowed: { labels: { app: ok }, forwards_to: 127.0.0.1:1 }
@@ -157,7 +160,6 @@ describe('the acl', () => {
     const list = await tunnels(s);
     expect(list.map((t) => t.labels?.app ?? t.public_url).sort()).toEqual(['http://a.good.example', 'ok']);
     expect(await sessions(s)).toHaveLength(1);
-    fs.rmSync(dir, { recursive: true, force: true });
   });
 });
 

@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { ERRORS } from '../../server/http/errors.js';
-import { api, killServers, removeTempDirs, serve, tempDir } from '../helpers/serve.js';
+import { api, killServers, serve } from '../helpers/serve.js';
+import { removeTempDirs, tempDir } from '../helpers/temp.js';
 
 afterEach(killServers);
 afterAll(removeTempDirs);

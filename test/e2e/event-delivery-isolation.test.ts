@@ -9,7 +9,8 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain .mjs script without types
 import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
-import { eventually, receiver } from '../helpers/events.js';
+import { receiver } from '../helpers/events.js';
+import { eventually } from '../helpers/wait.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const TIMEOUT_MS = 1500;

@@ -3,7 +3,8 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, expectInvalid, RFC3339, unknownId } from '../helpers/api.js';
-import { eventually, receiver } from '../helpers/events.js';
+import { receiver } from '../helpers/events.js';
+import { eventually } from '../helpers/wait.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;

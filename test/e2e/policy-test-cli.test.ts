@@ -1,13 +1,11 @@
 // `edgeform policy test` as a user runs it, a real process: what each rule and action did,
 // the response or "forwarded upstream", the --repeat summary on the fake clock, --json, and
 // a policy with typos refused with file:line problems as `edgeform validate` gives them.
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { manifestDir } from '../helpers/cli.js';
+import { runCliProcess } from '../helpers/cli-process.js';
 import { TYPO_POLICY } from '../helpers/policies.js';
-
-const BIN = path.resolve('bin/edgeform.js');
 
 const POLICY = `on_http_request:
   - name: limit per key
@@ -49,14 +47,11 @@ const REDOS_POLICY = `on_http_request:
 const dir = manifestDir({ 'policy.yaml': POLICY, 'typo.yaml': TYPO_POLICY, 'redos.yaml': REDOS_POLICY });
 const file = (name: string) => path.join(dir, name);
 
-function edgeform(...args: string[]) {
-  const r = spawnSync(process.execPath, [BIN, 'policy', 'test', ...args], { encoding: 'utf8', timeout: 60_000 });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const edgeform = (...args: string[]) => runCliProcess(['policy', 'test', ...args], {}, { timeoutMs: 60_000 });
 
-describe('edgeform policy test', () => {
-  it('says which rules matched, what each action did, and that the request is forwarded upstream', () => {
-    const r = edgeform(file('policy.yaml'), '--request', 'GET https://app.example.com/api?x=1', '-H', 'X-Api-Key: k1', '--client-ip', '203.0.113.7');
+describe('edgeform policy test', async () => {
+  it('says which rules matched, what each action did, and that the request is forwarded upstream', async () => {
+    const r = await edgeform(file('policy.yaml'), '--request', 'GET https://app.example.com/api?x=1', '-H', 'X-Api-Key: k1', '--client-ip', '203.0.113.7');
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('GET https://app.example.com/api?x=1 from 203.0.113.7');
     expect(r.stdout).toContain('rule 0 (limit per key): matched\n    rate-limit per-key: bucket "k1" under capacity 5 per 60s; continues');
@@ -66,24 +61,24 @@ describe('edgeform policy test', () => {
     expect(r.stdout).toContain('Result: forwarded upstream');
   });
 
-  it('with --repeat and --interval, limits on the fake clock and sums up', () => {
-    const r = edgeform(file('policy.yaml'), '--request', 'GET https://app.example.com/api', '-H', 'X-Api-Key: k1', '--repeat', '8', '--interval', '500ms');
+  it('with --repeat and --interval, limits on the fake clock and sums up', async () => {
+    const r = await edgeform(file('policy.yaml'), '--request', 'GET https://app.example.com/api', '-H', 'X-Api-Key: k1', '--repeat', '8', '--interval', '500ms');
     expect(r.code, r.stderr).toBe(0);
     // The 6th request, 2.5 s after the first, waits until the first leaves the window: 57.5 s, 58 in whole seconds.
     expect(r.stdout).toContain('#6 at 2.5s: 429 (retry-after: 58s)');
     expect(r.stdout).toContain('8 requests: 5 forwarded, 3 limited (first retry-after: 58s)');
   });
 
-  it('ends a request the policy answers with its response', () => {
-    const r = edgeform(file('policy.yaml'), '--request', 'GET http://app.example.com/admin', '--client-ip', '203.0.113.7');
+  it('ends a request the policy answers with its response', async () => {
+    const r = await edgeform(file('policy.yaml'), '--request', 'GET http://app.example.com/admin', '--client-ip', '203.0.113.7');
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('restrict-ips: 203.0.113.7 outside the allow list; refused');
     expect(r.stdout).toContain('Result: response 403');
-    expect(edgeform(file('policy.yaml'), '--request', 'GET http://app.example.com/admin', '--client-ip', '198.51.100.9').stdout).toContain('Result: forwarded upstream');
+    expect((await edgeform(file('policy.yaml'), '--request', 'GET http://app.example.com/admin', '--client-ip', '198.51.100.9')).stdout).toContain('Result: forwarded upstream');
   });
 
-  it('--json gives every request, each phase and the summary', () => {
-    const r = edgeform(file('policy.yaml'), '--request', 'GET https://app.example.com/api', '-H', 'X-Api-Key: k2', '--repeat', '7', '--json');
+  it('--json gives every request, each phase and the summary', async () => {
+    const r = await edgeform(file('policy.yaml'), '--request', 'GET https://app.example.com/api', '-H', 'X-Api-Key: k2', '--repeat', '7', '--json');
     expect(r.code, r.stderr).toBe(0);
     const doc = JSON.parse(r.stdout);
     expect(doc.valid).toBe(true);
@@ -93,8 +88,8 @@ describe('edgeform policy test', () => {
     expect(doc.requests[0].phases.on_http_request.rules[0]).toMatchObject({ index: 0, name: 'limit per key', matched: true });
   });
 
-  it('refuses a policy with typos with file:line problems, as validate does', () => {
-    const r = edgeform(file('typo.yaml'), '--request', 'GET https://app.example.com/');
+  it('refuses a policy with typos with file:line problems, as validate does', async () => {
+    const r = await edgeform(file('typo.yaml'), '--request', 'GET https://app.example.com/');
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     const f = file('typo.yaml');
@@ -123,14 +118,14 @@ describe('edgeform policy test', () => {
     [['--request', 'GET https://a.example.com/', '-H', 'no colon'], /-H must be 'Name: value'/],
     [['--repeat', '0'], /--repeat/],
     [['--interval', 'soon'], /--interval/],
-  ])('a usage error exits 2: %j', (args, says) => {
-    const r = edgeform(file('policy.yaml'), ...args);
+  ])('a usage error exits 2: %j', async (args, says) => {
+    const r = await edgeform(file('policy.yaml'), ...args);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(says);
   });
 
-  it('documents its flags in --help', () => {
-    const r = edgeform('--help');
+  it('documents its flags in --help', async () => {
+    const r = await edgeform('--help');
     expect(r.code).toBe(0);
     for (const flag of ['--request', '-H, --header', '--client-ip', '--repeat', '--interval', '--json']) expect(r.stdout).toContain(flag);
   });

@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
-import { manifestDir, runCliProcess } from '../helpers/cli.js';
+import { manifestDir } from '../helpers/cli.js';
+import { runCliProcess } from '../helpers/cli-process.js';
 import { NO_CHANGES, toYaml } from '../helpers/reconciler.js';
 
 type Doc = Record<string, any>;

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { decodeMetadata, encodeMetadata, fingerprint } from '../../reconciler/live/stamp.js';
 import { expectError } from '../helpers/api.js';
 import { manifestDir } from '../helpers/cli.js';
-import { interceptingProxy } from '../helpers/proxy.js';
+import { startProxy } from '../helpers/proxy.js';
 import { NO_CHANGES, stackRunner, toYaml } from '../helpers/reconciler.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -131,9 +131,9 @@ describe('reconciler: secret fingerprints', () => {
   });
 
   it('against a server without the extension: no fingerprint is written, secrets are taken as unchanged with a warning, and the keyed form comes with the next update', async () => {
-    const proxy = await interceptingProxy(s.url, (method, path) =>
+    const proxy = await startProxy(s.url, { open: true, answer: ({ method, path }) =>
       path === '/_edgeform/fingerprints' ? { status: 404, body: { error_code: 'ERR_SERVICE_301', status_code: 404, msg: `no such path: ${method} ${path}` } } : undefined,
-    );
+    });
     try {
       const dir = manifest('c.example.com');
       const old = stackRunner(s, { EDGEFORM_STACK: 'teamc', EDGEFORM_API_URL: proxy.url, HOOK_SECRET: 'first-secret' });

@@ -6,35 +6,30 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { manifestDir } from '../helpers/cli.js';
 import { startCli, type CliProcess } from '../helpers/cli-process.js';
-import { gateProxy, type GateProxy } from '../helpers/gate-proxy.js';
+import { startProxy, type TestProxy } from '../helpers/proxy.js';
 import { bigManifest, census, COMPLETE, DECLARED, NO_CHANGES, stackRunner } from '../helpers/reconciler.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { until } from '../helpers/wait.js';
 
 const LOCK = '/_edgeform/stack_locks/default';
 /** Tests that start edgeform processes (each loads TypeScript first) get room on a busy machine. */
 const PROCESSES = 180_000;
 const servers: TestServer[] = [];
-const proxies: GateProxy[] = [];
+const proxies: TestProxy[] = [];
 afterEach(async () => {
   for (const p of proxies.splice(0)) await p.close();
   for (const s of servers.splice(0)) await s.close();
 });
 
-/** Polls (bounded) until `ok` holds. */
-async function until(ok: () => boolean, what: string) {
-  for (let i = 0; i < 600 && !ok(); i++) await new Promise((r) => setTimeout(r, 100));
-  if (!ok()) throw new Error(`never: ${what}`);
-}
-
 /** An apply of bigManifest through a proxy that lets 20 creates through and holds the rest: mid-run, with calls in flight. */
-async function applyHeldMidway(lease?: number): Promise<{ s: TestServer; gate: GateProxy; run: CliProcess; dir: string }> {
+async function applyHeldMidway(lease?: number): Promise<{ s: TestServer; gate: TestProxy; run: CliProcess; dir: string }> {
   const s = await startTestServer(lease ? { stackLockLeaseSeconds: lease } : {});
   servers.push(s);
-  const gate = await gateProxy(s.url, { passFirst: 20 });
+  const gate = await startProxy(s.url, { passFirst: 20 });
   proxies.push(gate);
   const dir = manifestDir({ 'big.yaml': bigManifest() });
   const run = startCli(['apply', '-f', dir, '--auto-approve', '--parallelism', '4'], { EDGEFORM_API_URL: gate.url, EDGEFORM_API_KEY: s.token });
-  await until(() => gate.posts > 20, 'creates held at the gate');
+  await until(() => gate.posts > 20, 60_000, () => 'never: creates held at the gate');
   return { s, gate, run, dir };
 }
 

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { manifestDir } from '../helpers/cli.js';
 import { startCli } from '../helpers/cli-process.js';
-import { gateProxy, type GateProxy } from '../helpers/gate-proxy.js';
+import { startProxy, type TestProxy } from '../helpers/proxy.js';
 import { bigManifest, census, COMPLETE, DECLARED, stackRunner, toYaml } from '../helpers/reconciler.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -18,7 +18,7 @@ const PROCESSES = 180_000;
 const ELSEWHERE = { lock_id: 'c0ffee00-0000-4000-8000-000000000001', host: 'ci-runner-7', pid: 4121, command: 'edgeform apply -f other/ --auto-approve', who: 'ci@ci-runner-7' };
 
 const servers: TestServer[] = [];
-const proxies: GateProxy[] = [];
+const proxies: TestProxy[] = [];
 afterEach(async () => {
   for (const p of proxies.splice(0)) await p.close();
   for (const s of servers.splice(0)) await s.close();
@@ -30,8 +30,8 @@ async function server(lease?: number) {
   return s;
 }
 
-async function proxyTo(s: TestServer, opts: Parameters<typeof gateProxy>[1] = {}) {
-  const p = await gateProxy(s.url, opts);
+async function proxyTo(s: TestServer, opts: Parameters<typeof startProxy>[1] = {}) {
+  const p = await startProxy(s.url, opts);
   proxies.push(p);
   return p;
 }

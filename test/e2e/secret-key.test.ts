@@ -11,9 +11,11 @@ import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
 import { CHECK_SETTING } from '../../server/store/secret-key.js';
 import { SecretBox } from '../../server/store/secret-box.js';
 import { IDP_METADATA, freshHostport } from '../helpers/edge-fixtures.js';
-import { eventually, receiver } from '../helpers/events.js';
+import { receiver } from '../helpers/events.js';
+import { eventually } from '../helpers/wait.js';
 import { startTestServer, TEST_TOKEN } from '../helpers/server.js';
-import { api, killServers, removeTempDirs, serve, serveToExit, tempDir } from '../helpers/serve.js';
+import { api, killServers, serve, serveToExit } from '../helpers/serve.js';
+import { removeTempDirs, tempDir } from '../helpers/temp.js';
 
 afterEach(killServers);
 afterAll(removeTempDirs);

@@ -1,11 +1,12 @@
 // `edgeform serve` as a real process: the start-up banner and the bootstrap token, flags
 // and environment, SIGTERM finishing in-flight requests, and a restart on the same data.
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { api, BIN, killServers, removeTempDirs, serve, tempDir } from '../helpers/serve.js';
+import { runCliProcess } from '../helpers/cli-process.js';
+import { api, killServers, serve } from '../helpers/serve.js';
+import { removeTempDirs, tempDir } from '../helpers/temp.js';
 
 afterEach(killServers);
 afterAll(removeTempDirs);
@@ -117,17 +118,17 @@ describe('edgeform serve', () => {
     expect(await s.exited).toBe(0);
   });
 
-  it('refuses a bad flag value with a message and a non-zero exit', () => {
-    const r = spawnSync(process.execPath, [BIN, 'serve', '--port', 'eighty'], { encoding: 'utf8', env: { ...process.env, EDGEFORM_PORT: '' } });
-    expect(r.status).not.toBe(0);
+  it('refuses a bad flag value with a message and a non-zero exit', async () => {
+    const r = await runCliProcess(['serve', '--port', 'eighty'], { EDGEFORM_PORT: '' });
+    expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/--port/);
   });
 
-  it('--help lists the commands', () => {
-    const r = spawnSync(process.execPath, [BIN, '--help'], { encoding: 'utf8' });
-    expect(r.status).toBe(0);
+  it('--help lists the commands', async () => {
+    const r = await runCliProcess(['--help']);
+    expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/serve/);
-    const serveHelp = spawnSync(process.execPath, [BIN, 'serve', '--help'], { encoding: 'utf8' });
+    const serveHelp = await runCliProcess(['serve', '--help']);
     for (const flag of ['--host', '--port', '--database', '--public-url', '--api-rate-limit', 'EDGEFORM_BOOTSTRAP_TOKEN']) expect(serveHelp.stdout).toContain(flag);
   });
 });

@@ -3,12 +3,12 @@
 // usage error, as the README's exit codes say) and 1 for what the machine refused.
 import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serveToExit } from '../helpers/serve.js';
+import { removeTempDirs, tempDir } from '../helpers/temp.js';
 
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-serve-errors-'));
+const dir = tempDir('edgeform-serve-errors-');
 const aFile = path.join(dir, 'a-file');
 fs.writeFileSync(aFile, 'not a folder\n');
 const notADatabase = path.join(dir, 'not.db');
@@ -26,7 +26,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await new Promise((r) => busy.close(r));
-  fs.rmSync(dir, { recursive: true, force: true });
+  removeTempDirs();
 });
 
 const serve = (args: string[], env: Record<string, string> = {}) => serveToExit(['--data-dir', path.join(dir, 'data'), ...args], env);

@@ -4,7 +4,8 @@
 // ones finish; then the process exits 0.
 import { Client } from 'undici';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { killServers, removeTempDirs, serve, tempDir } from '../helpers/serve.js';
+import { killServers, serve } from '../helpers/serve.js';
+import { removeTempDirs, tempDir } from '../helpers/temp.js';
 
 afterEach(killServers);
 afterAll(removeTempDirs);

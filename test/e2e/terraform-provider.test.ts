@@ -3,8 +3,6 @@
 import { execFile } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
@@ -15,6 +13,7 @@ import { catalog } from '../../provider/catalog/index.js';
 import { makePluginCert } from '../../provider/terraform/plugin-cert.js';
 import { providerSchemaJson, PROVIDER_ADDRESS } from '../../provider/terraform/schema-out.js';
 import { resourceTypes } from '../../provider/terraform/schema.js';
+import { startProxy } from '../helpers/proxy.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { hasTerraform, providerDir, workspace, type Workspace } from '../helpers/terraform.js';
 
@@ -166,28 +165,18 @@ resource "edgeform_tls_certificate" "generated" {
   it('rides out 429s: every request is refused once with Retry-After, retried, and none is made twice', async () => {
     // A proxy in front of the real server refuses the first attempt of each distinct request.
     const attempts = new Map<string, number>();
-    const proxy = http.createServer(async (req, res) => {
-      const chunks: Buffer[] = [];
-      for await (const c of req) chunks.push(c as Buffer);
-      const body = Buffer.concat(chunks).toString();
-      const key = `${req.method} ${req.url} ${body}`;
-      const n = attempts.get(key) ?? 0;
-      attempts.set(key, n + 1);
-      if (n === 0) {
-        res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '1' });
-        res.end(JSON.stringify({ error_code: 'ERR_SERVICE_226', status_code: 429, msg: 'too many requests for this API key; retry in 1 s', details: {} }));
-        return;
-      }
-      const headers: Record<string, string> = {};
-      for (const h of ['authorization', 'content-type', 'service-version', 'user-agent']) if (req.headers[h]) headers[h] = String(req.headers[h]);
-      const r = await fetch(`${s.url}${req.url}`, { method: req.method, headers, body: body || undefined });
-      res.writeHead(r.status, Object.fromEntries([...r.headers].filter(([h]) => !['content-length', 'transfer-encoding', 'connection', 'keep-alive'].includes(h))));
-      res.end(Buffer.from(await r.arrayBuffer()));
+    const proxy = await startProxy(s.url, {
+      open: true,
+      answer: ({ method, url, body }) => {
+        const key = `${method} ${url} ${body}`;
+        const n = attempts.get(key) ?? 0;
+        attempts.set(key, n + 1);
+        if (n > 0) return undefined;
+        return { status: 429, headers: { 'retry-after': '1' }, body: { error_code: 'ERR_SERVICE_226', status_code: 429, msg: 'too many requests for this API key; retry in 1 s', details: {} } };
+      },
     });
-    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
     try {
-      const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
-      const limited = await workspace({ url, token: s.token } as TestServer);
+      const limited = await workspace({ url: proxy.url, token: s.token } as TestServer);
       limited.write(`resource "edgeform_ip_policy" "p" {
   description = "behind a rate limit"
 }
@@ -210,7 +199,7 @@ resource "edgeform_ip_policy_rule" "r" {
       const served = s.logs.slice(before).map((l) => JSON.parse(l));
       expect(served.filter((l) => l.method === 'POST').map((l) => `${l.path} ${l.status}`).sort()).toEqual(['/ip_policies 201', '/ip_policy_rules 201']);
     } finally {
-      await new Promise((resolve) => proxy.close(resolve));
+      await proxy.close();
     }
   });
 

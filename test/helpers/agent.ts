@@ -1,57 +1,14 @@
-// Runs `edgeform agent` as a child process, as a user would, and waits on what it and the
-// server say. Each agent is its own process group, so a restarted agent (which starts its
-// successor as a child) is stopped whole.
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+// Runs `edgeform agent` as a child process (test/helpers/cli-process.ts), as a user would,
+// and waits on what it and the server say. Each agent is its own process group, so a
+// restarted agent (which starts its successor as a child) is stopped whole.
+import { startCli, type CliProcess } from './cli-process.js';
 import type { TestServer } from './server.js';
 
-const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'edgeform.js');
+export type AgentProcess = CliProcess;
 
-export interface AgentProcess {
-  child: ChildProcess;
-  /** Everything printed so far (stdout and stderr). */
-  output(): string;
-  /** Resolves with the exit code (null when killed by a signal). */
-  exited: Promise<number | null>;
-  waitFor(text: string | RegExp, timeoutMs?: number): Promise<void>;
-  /** SIGKILL to the whole process group. */
-  kill(signal?: NodeJS.Signals): void;
-}
-
-export function startAgent(args: string[], env: Record<string, string | undefined> = {}, bin = BIN): AgentProcess {
-  const child = spawn(process.execPath, [bin, 'agent', ...args], {
-    env: { ...process.env, EDGEFORM_AUTHTOKEN: undefined, EDGEFORM_API_URL: undefined, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
-  let out = '';
-  child.stdout!.on('data', (c) => { out += c; });
-  child.stderr!.on('data', (c) => { out += c; });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return {
-    child,
-    output: () => out,
-    exited,
-    waitFor: (text, timeoutMs = 20_000) => until(() => (typeof text === 'string' ? out.includes(text) : text.test(out)), timeoutMs, () => `agent output never showed ${text}:\n${out}`),
-    kill(signal = 'SIGKILL') {
-      try {
-        process.kill(-child.pid!, signal);
-      } catch {
-        /* already gone */
-      }
-    },
-  };
-}
-
-/** Polls `check` every 50 ms until it holds; throws `why()` after `timeoutMs`. */
-export async function until(check: () => boolean | Promise<boolean>, timeoutMs = 20_000, why: () => string = () => 'condition never held'): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > end) throw new Error(why());
-    await new Promise((r) => setTimeout(r, 50));
-  }
+/** `edgeform agent ...` in its own process group; the API URL and token come only from `args` and `env`. */
+export function startAgent(args: string[], env: Record<string, string | undefined> = {}): AgentProcess {
+  return startCli(['agent', ...args], { EDGEFORM_AUTHTOKEN: undefined, EDGEFORM_API_URL: undefined, ...env }, { detached: true });
 }
 
 /** Online sessions (all of them, first page). */

@@ -1,11 +1,10 @@
 // Runs the `edgeform` command in-process with captured output, as a user would run it.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { main } from '../../bin/cli.js';
 import type { Io } from '../../bin/reconcile.js';
 import { plain } from '../../reconciler/render/text.js';
+import { tempDir } from './temp.js';
 
 export interface CliResult {
   code: number;
@@ -46,30 +45,10 @@ export async function runCli(args: string[], env: Record<string, string | undefi
 
 /** Writes manifest files into a fresh directory; returns its path. */
 export function manifestDir(files: Record<string, string>): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-manifests-'));
+  const dir = tempDir('edgeform-manifests-');
   for (const [name, text] of Object.entries(files)) {
     fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
     fs.writeFileSync(path.join(dir, name), text);
   }
   return dir;
-}
-
-const BIN = path.resolve(import.meta.dirname, '../../bin/edgeform.js');
-
-/**
- * Runs `edgeform` as a real process, as a pipeline does: its own exit code, streams and
- * working directory. Asynchronous, so a test server in this process keeps answering.
- */
-export function runCliProcess(args: string[], env: Record<string, string | undefined> = {}, cwd?: string): Promise<CliResult> {
-  const childEnv: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...process.env, NO_COLOR: '1', ...env })) if (v !== undefined) childEnv[k] = v;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: childEnv, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr, json: () => JSON.parse(stdout) }));
-  });
 }

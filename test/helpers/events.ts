@@ -1,19 +1,6 @@
-// Event delivery test kit: wait for background delivery, and local HTTP receivers.
+// Event delivery test kit: local HTTP receivers (wait for delivery with eventually, wait.ts).
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-
-/** Polls until the check passes (delivery runs in the background). */
-export async function eventually<T>(check: () => Promise<T>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (e) {
-      if (Date.now() > deadline) throw e;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-}
 
 export interface Received { headers: http.IncomingHttpHeaders; body: string; json: any }
 
