@@ -1,7 +1,7 @@
 // The Fastify application: wire conventions (operation ids, version header, auth, rate
 // limit, content type, errors, request log) around the route table.
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
-import { authenticate } from '../resources/accounts.js';
+import { authenticate, inactiveBotKey, invalidKey } from '../resources/accounts.js';
 import type { Caller, Ctx, ServerContext, Tx } from '../resources/context.js';
 import type { ApiRoute, Method } from '../resources/routes.js';
 import { newIdBody } from '../store/ids.js';
@@ -95,8 +95,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     if (!bearer) throw new ApiError('ERR_SERVICE_201', 'send Authorization: Bearer <API key token>', {}, challenge);
     const found = await authenticate(opts.server.db.read as unknown as Tx, bearer[1]);
     // A valid key is never refused for its address's failures: a guesser sharing it (a NAT, a proxy) cannot lock others out.
-    if (!found) throw refuse(request, new ApiError('ERR_SERVICE_202', 'the API key is not valid; it may have been deleted', {}, challenge));
-    if (!found.active) throw refuse(request, new ApiError('ERR_SERVICE_203', 'the API key belongs to an inactive bot user; activate the bot or use another key', {}, challenge));
+    if (!found) throw refuse(request, invalidKey());
+    if (!found.active) throw refuse(request, inactiveBotKey());
     // Credentials first: a caller without a valid key learns nothing else about the request,
     // and a bare request is told it needs authenticating (401), not which header it lacks.
     const version = request.headers[VERSION_HEADER];

@@ -2,7 +2,7 @@
 import { apiKey, botUser, credential, user } from '../../provider/catalog/accounts.js';
 import { ApiError } from '../http/errors.js';
 import { lockResources } from '../store/locks.js';
-import { digestOf, newToken } from '../http/tokens.js';
+import { digestMatches, digestOf, newToken } from '../http/tokens.js';
 import { behaviour, type StoredResource } from './behaviours.js';
 import type { Ctx, Tx } from './context.js';
 
@@ -74,18 +74,38 @@ behaviour(botUser.kind, {
 
 export interface Authenticated { keyId: string; ownerId: string; admin: boolean; active: boolean }
 
+type OwnerRow = { kind: string; data: unknown };
+
+/** Whether an owner's tokens work: a user's always do, a bot's while it is active. */
+export const ownerActive = (owner: OwnerRow) => owner.kind !== botUser.kind || (owner.data as { body: { active?: boolean } }).body.active !== false;
+
+/**
+ * The resource of `kind` (an API key or a credential) a bearer token belongs to, with its body
+ * and its owner's row (null when the owner is gone); undefined for an unknown token. Looked up
+ * by digest, confirmed in constant time, for API keys and agents' credentials alike.
+ */
+export async function findTokenHolder(tx: Tx, token: string, kind: string) {
+  const found = await tx.token.findUnique({ where: { digest: digestOf(token) }, include: { resource: true } });
+  if (!found || !digestMatches(token, found.digest) || found.resource.kind !== kind) return undefined;
+  const body = (found.resource.data as { body: Record<string, unknown> & { owner_id: string } }).body;
+  const owner = await tx.resource.findUnique({ where: { id: body.owner_id } });
+  return { id: found.resourceId, body, owner };
+}
+
+const CHALLENGE = { 'WWW-Authenticate': 'Bearer' };
+/** The 401s of a key that does not (or no longer) authenticate, at the door and inside a write alike. */
+export const invalidKey = () => new ApiError('ERR_SERVICE_202', 'the API key is not valid; it may have been deleted', {}, CHALLENGE);
+export const inactiveBotKey = () => new ApiError('ERR_SERVICE_203', 'the API key belongs to an inactive bot user; activate the bot or use another key', {}, CHALLENGE);
+
 /** Resolves a bearer token to its key and owner, or undefined. */
 export async function authenticate(tx: Tx, token: string): Promise<Authenticated | undefined> {
-  const found = await tx.token.findUnique({ where: { digest: digestOf(token) }, include: { resource: true } });
-  if (!found || found.resource.kind !== apiKey.kind) return undefined;
-  const ownerId = (found.resource.data as { body: { owner_id: string } }).body.owner_id;
-  const owner = await tx.resource.findUnique({ where: { id: ownerId } });
-  if (!owner) return undefined;
-  const data = owner.data as { body: { active?: boolean }; computed: { admin?: boolean } };
+  const found = await findTokenHolder(tx, token, apiKey.kind);
+  if (!found?.owner) return undefined;
+  const { owner } = found;
   return {
-    keyId: found.resourceId,
-    ownerId,
-    admin: owner.kind === user.kind && data.computed.admin === true,
-    active: owner.kind !== botUser.kind || data.body.active !== false,
+    keyId: found.id,
+    ownerId: found.body.owner_id,
+    admin: owner.kind === user.kind && (owner.data as { computed: { admin?: boolean } }).computed.admin === true,
+    active: ownerActive(owner),
   };
 }

@@ -6,8 +6,8 @@
 // them; later writes see the change and are refused like the request would have been).
 import { botUser } from '../../provider/catalog/accounts.js';
 import { kindOfId } from '../../provider/catalog/index.js';
-import { ApiError } from '../http/errors.js';
 import { lockResources } from '../store/locks.js';
+import { inactiveBotKey, invalidKey, ownerActive } from './accounts.js';
 import type { Ctx, Tx } from './context.js';
 
 export async function holdCaller(ctx: Ctx, tx: Tx): Promise<void> {
@@ -18,12 +18,8 @@ export async function holdCaller(ctx: Ctx, tx: Tx): Promise<void> {
   await lockResources(tx, ctx.db.provider, [caller.keyId], 'KEY SHARE');
   // Only a bot's row says whether its keys work; a user's may change while its keys write.
   await lockResources(tx, ctx.db.provider, [caller.ownerId], bot ? 'SHARE' : 'KEY SHARE');
-  const rows = await tx.resource.findMany({ where: { id: { in: [caller.keyId, caller.ownerId] } }, select: { id: true, data: true } });
+  const rows = await tx.resource.findMany({ where: { id: { in: [caller.keyId, caller.ownerId] } }, select: { id: true, kind: true, data: true } });
   const owner = rows.find((r) => r.id === caller.ownerId);
-  if (!rows.some((r) => r.id === caller.keyId) || !owner) {
-    throw new ApiError('ERR_SERVICE_202', 'the API key is not valid; it may have been deleted', {}, { 'WWW-Authenticate': 'Bearer' });
-  }
-  if (bot && (owner.data as { body: { active?: boolean } }).body.active === false) {
-    throw new ApiError('ERR_SERVICE_203', 'the API key belongs to an inactive bot user; activate the bot or use another key', {}, { 'WWW-Authenticate': 'Bearer' });
-  }
+  if (!rows.some((r) => r.id === caller.keyId) || !owner) throw invalidKey();
+  if (!ownerActive(owner)) throw inactiveBotKey();
 }
