@@ -31,11 +31,12 @@ export interface RunningServer {
 
 export async function startServer(config: ServerConfig): Promise<RunningServer> {
   const log = config.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const logFields = (fields: Record<string, unknown>) => log(JSON.stringify({ time: new Date().toISOString(), level: 'info', ...fields }));
   // A malformed key is refused before the database is touched.
   configuredKey(config);
   const db = await openDatabase(config.databaseUrl);
   try {
-    const box = await secretBoxFor(db, config, (msg) => log(JSON.stringify({ time: new Date().toISOString(), level: 'info', msg })));
+    const box = await secretBoxFor(db, config, (msg) => logFields({ msg }));
     const boot = await bootstrap(db, { token: config.bootstrapToken, tokenFile: config.bootstrapTokenFile });
     const routes = apiRoutes();
     const server: ServerContext = { db, box, publicUrl: config.publicUrl ?? '', stackLockLeaseSeconds: config.stackLockLeaseSeconds, fingerprintRateLimit: config.fingerprintRateLimit };
@@ -60,7 +61,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       helloTimeoutMs: config.agentHelloTimeoutMs ?? 10_000,
       version,
       databaseUrl: config.databaseUrl,
-      log: (fields) => (config.log ?? ((line: string) => process.stdout.write(`${line}\n`)))(JSON.stringify({ time: new Date().toISOString(), level: 'info', ...fields })),
+      log: logFields,
     });
     await gateway.start(app.server);
     server.gateway = gateway;
