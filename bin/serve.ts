@@ -58,8 +58,11 @@ Environment only:
       }
       await new Promise<void>((resolve) => {
         const stop = async (signal: string) => {
+          // close() stops the listener before its first await, so the line below is only seen
+          // once new connections are refused (a reader acting on it raced the close before).
+          const closed = server.close();
           info(`received ${signal}; finishing in-flight requests`);
-          await server.close();
+          await closed;
           info('stopped');
           resolve();
         };
