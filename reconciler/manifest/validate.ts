@@ -13,6 +13,7 @@ import { mapRefs, schemaAt, splitSecrets, type Path } from '../../provider/catal
 import { addressOf, childSpecsOf, manifestKind, manifestKinds, NAME_PATTERN, onceFields, parseRef, RESERVED_KEYS, type ChildSpec } from './kinds.js';
 import type { RawDocument, Source } from './load.js';
 import { Problems } from './problems.js';
+import { didYouMean } from '../../provider/catalog/validate/suggest.js';
 
 type Doc = Record<string, any>;
 
@@ -84,7 +85,7 @@ class Checker {
       if (!r) return value;
       // A bad reference still gets a placeholder, so the rest of the body is checked in this run too.
       if (!ref.to.includes(r.kind)) report(path, `${value} cannot be referenced here; this field takes ${ref.to.join(' or ')}`);
-      else if (!this.names.has(value)) report(path, `${value} is not declared in these manifests (declare a ${r.kind} named ${r.name}, or give a raw id)`);
+      else if (!this.names.has(value)) report(path, `${value} is not declared in these manifests${didYouMean(r.name, [...this.names.keys()].filter((n) => n.startsWith(`${r.kind}/`)).map((n) => n.slice(r.kind.length + 1)))} (declare a ${r.kind} named ${r.name}, or give a raw id)`);
       else deps.add(value);
       const id = placeholder(ref.to.includes(r.kind) ? r.kind : ref.to[0], this.n++);
       this.placeholders.set(id, value);
@@ -99,7 +100,7 @@ class Checker {
         const path = issuePath(issue);
         const written = path.map((p) => (typeof p === 'string' ? (this.placeholders.get(p) ?? p) : p));
         // An unknown key is reported at the key's own line, not at its object's.
-        if (issue.code === 'unrecognized_keys') for (const key of issue.keys) report([...written, key], unknownField(entry, path, at.length === 0, Object.keys(extra)));
+        if (issue.code === 'unrecognized_keys') for (const key of issue.keys) report([...written, key], unknownField(entry, path, at.length === 0, Object.keys(extra), key));
         else report(written, `${issueText(issue)}${quoteHint(issue, valueAt(input, path))}`);
       }
       return undefined;
@@ -113,11 +114,11 @@ class Checker {
 }
 
 /** What to say about an unknown key: the fields that may stand there instead. */
-function unknownField(entry: KindEntry, path: Path, topLevel: boolean, omit: string[]): string {
+function unknownField(entry: KindEntry, path: Path, topLevel: boolean, omit: string[], key: string): string {
   const shape = shapeOf(schemaAt(z.object(entry.fields), path) ?? z.never()) ?? {};
   const known = Object.keys(shape).filter((k) => !traitsOf(shape[k]).computed && !(path.length === 0 && omit.includes(k)));
   if (topLevel && path.length === 0) known.push(...childSpecsOf(entry.kind).map((c) => c.key));
-  return `unknown field${known.length ? `; ${path.length ? 'this object' : entry.kind} takes ${known.join(', ')}` : ''}`;
+  return `unknown field${didYouMean(key, known)}${known.length ? `; ${path.length ? 'this object' : entry.kind} takes ${known.join(', ')}` : ''}`;
 }
 
 /** The path of a zod issue, extended into a traffic policy when the validator names one. */
@@ -151,7 +152,7 @@ export function validateManifests(raw: readonly RawDocument[], problems: Problem
     const at = (p: Path) => ({ file: doc.source.file, line: doc.lineAt(p) });
     const entry = typeof kind === 'string' ? manifestKind(kind) : undefined;
     if (!entry) {
-      problems.add(at(['kind']), kind == null ? `missing kind; one of ${manifestKinds.map((k) => k.kind).join(', ')}` : `unknown kind ${JSON.stringify(kind)}; one of ${manifestKinds.map((k) => k.kind).join(', ')}`);
+      problems.add(at(['kind']), kind == null ? `missing kind; one of ${manifestKinds.map((k) => k.kind).join(', ')}` : `unknown kind ${JSON.stringify(kind)}${didYouMean(String(kind), manifestKinds.map((k) => k.kind))}; one of ${manifestKinds.map((k) => k.kind).join(', ')}`);
       continue;
     }
     if (typeof name !== 'string' || !NAME_PATTERN.test(name)) {

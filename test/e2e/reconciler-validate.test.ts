@@ -11,7 +11,11 @@ const BACKEND = 'kind: HTTPResponseBackend\nname: hello\nbody: hi\n';
 
 /** Each manifest has one problem, at `line`; `message` is what the user reads about it. */
 const cases: Array<{ case: string; yaml: string; line: number; message: RegExp }> = [
-  { case: 'an unknown kind', yaml: 'kind: IPPolicies\nname: x\n', line: 1, message: /unknown kind "IPPolicies"; one of .*IPPolicy/ },
+  { case: 'an unknown kind', yaml: 'kind: IPPolicies\nname: x\n', line: 1, message: /unknown kind "IPPolicies" \(did you mean IPPolicy\?\); one of .*IPPolicy/ },
+  { case: 'a mistyped kind, lower case', yaml: 'kind: httpsedge\nname: x\n', line: 1, message: /unknown kind "httpsedge" \(did you mean HTTPSEdge\?\)/ },
+  { case: 'a mistyped field', yaml: 'kind: IPPolicy\nname: x\ndescripton: d\n', line: 3, message: /descripton: unknown field \(did you mean description\?\); IPPolicy takes description/ },
+  { case: 'a mistyped field in a route', yaml: `${BACKEND}---\nkind: HTTPSEdge\nname: e\nroutes:\n  - match_type: path_prefix\n    match: /\n    user_agent_filtr: {deny: [curl]}\n`, line: 10, message: /routes\[0\]\.user_agent_filtr: unknown field \(did you mean user_agent_filter\?\)/ },
+  { case: 'a mistyped reference name', yaml: `${POLICY}---\nkind: HTTPSEdge\nname: e\nroutes:\n  - match_type: path_prefix\n    match: /\n    ip_restriction: {ip_policy_ids: [IPPolicy/ofice]}\n`, line: 11, message: /IPPolicy\/ofice is not declared in these manifests \(did you mean office\?\)/ },
   { case: 'an unknown field', yaml: 'kind: IPPolicy\nname: x\ndescription: d\ncolour: red\n', line: 4, message: /colour: unknown field; IPPolicy takes description, metadata, rules/ },
   { case: 'an unknown field in a route module', yaml: `${BACKEND}---\nkind: HTTPSEdge\nname: e\nroutes:\n  - match_type: path_prefix\n    match: /\n    backend:\n      backend_id: HTTPResponseBackend/hello\n      weight: 3\n`, line: 12, message: /routes\[0\]\.backend\.weight: unknown field/ },
   { case: 'a bad CIDR', yaml: 'kind: IPPolicy\nname: x\nrules:\n  - {cidr: 10.0.0.0/8, action: allow}\n  - cidr: 10.0.0.300/8\n    action: deny\n', line: 5, message: /rules\[1\]\.cidr: / },

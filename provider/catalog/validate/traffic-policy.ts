@@ -5,6 +5,7 @@
 import { parseBoundedYaml } from './bounded-parse.js';
 import { ACTION_TYPES, actionByType } from './policy/actions/index.js';
 import { compileExpression, type CelProgram } from './policy/cel.js';
+import { didYouMean } from './suggest.js';
 
 export const PHASES = ['on_http_request', 'on_http_response', 'on_tcp_connect'] as const;
 export type Phase = (typeof PHASES)[number];
@@ -48,20 +49,8 @@ export type CompiledRules = Partial<Record<Phase, CompiledRule[]>>;
 
 export type CompileResult = { ok: true; policy: TrafficPolicy; compiled: CompiledRules } | { ok: false; issues: PolicyIssue[] };
 
-/** Edit distance, to suggest the type a typo meant (`rate-limt` -> `rate-limit`). */
-function distance(a: string, b: string): number {
-  let row = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    const next = [i];
-    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
-    row = next;
-  }
-  return row[b.length];
-}
-
 function unknownType(type: string): string {
-  const near = ACTION_TYPES.filter((t) => distance(type, t) <= 2);
-  return `unknown action type "${type}"${near.length ? ` (did you mean ${near.join(' or ')}?)` : ''}; supported types: ${ACTION_TYPES.join(', ')}`;
+  return `unknown action type "${type}"${didYouMean(type, ACTION_TYPES)}; supported types: ${ACTION_TYPES.join(', ')}`;
 }
 
 function compileAction(type: string, config: Record<string, unknown>, path: string, issues: PolicyIssue[], phase: Phase): CompiledAction | undefined {
