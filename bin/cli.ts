@@ -7,6 +7,8 @@ import { serveCommand } from './serve.js';
 import { processIo, reconcileCommands, type Io } from './reconcile.js';
 import { forceUnlockCommand } from './force-unlock.js';
 import { policyCommand } from './policy.js';
+import { completionCommand } from './completion.js';
+import { versionCommand } from './version.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 
@@ -26,6 +28,8 @@ export async function main(argv: string[], io?: Io): Promise<number> {
   program.addCommand(adminCommand(setCode, () => io ?? processIo(noColor)));
   program.addCommand(forceUnlockCommand(setCode, () => io ?? processIo(noColor)));
   program.addCommand(policyCommand(setCode, () => io ?? processIo(noColor)));
+  program.addCommand(versionCommand(setCode, () => io ?? processIo(noColor)));
+  program.addCommand(completionCommand(setCode, () => io ?? processIo(noColor), () => program));
   // Subcommands do not inherit these: a usage error must throw (exit 2), not exit the process.
   // Commander's help and usage errors go where the command's own output goes (captured in tests).
   const output = { writeOut: (t: string) => (io ? io.out(t) : process.stdout.write(t)), writeErr: (t: string) => (io ? io.err(t) : process.stderr.write(t)) };
