@@ -17,6 +17,25 @@ const request = (over: Partial<PolicyInput> & { headers?: Record<string, string>
   req: { method: 'GET', url: over.url ?? 'https://app.example.com/api/items?page=2&page=3', headers: over.headers ?? { 'X-Api-Key': 'k1' } },
 });
 
+describe('rate-limit with enforce: false', () => {
+  it('lets an over-capacity request through and only reports it; enforce must be a boolean', () => {
+    const dry = compile({ on_http_request: [{ actions: [{ ...limit(1), config: { ...limit(1).config, enforce: false } }] }] });
+    const state = new PolicyState();
+    expect(evaluate(dry, 'on_http_request', request({ now: 0 }), state).outcome).toBe('continue');
+    const second = evaluate(dry, 'on_http_request', request({ now: 1000 }), state);
+    expect(second.outcome).toBe('continue');
+    expect(second.actions.service.rate_limit.limited).toBe(true);
+    expect(second.rules[0].actions[0].did).toMatch(/over capacity 1 per 60s; not enforced \(enforce: false\), continues/);
+    const enforced = compile({ on_http_request: [{ actions: [{ ...limit(1), config: { ...limit(1).config, enforce: true } }] }] });
+    const s2 = new PolicyState();
+    evaluate(enforced, 'on_http_request', request({ now: 0 }), s2);
+    expect(evaluate(enforced, 'on_http_request', request({ now: 1000 }), s2).outcome).not.toBe('continue');
+    const bad = compilePolicy(stringify({ on_http_request: [{ actions: [{ ...limit(1), config: { ...limit(1).config, enforce: 'no' } }] }] }));
+    expect(isCompiled(bad)).toBe(false);
+    expect(JSON.stringify((bad as { problems: unknown }).problems)).toContain('enforce \\"no\\" must be true or false');
+  });
+});
+
 describe('rate-limit in a policy', () => {
   const policy = compile({
     on_http_request: [

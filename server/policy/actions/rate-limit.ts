@@ -1,6 +1,7 @@
 // rate-limit (SPEC): the bucket is the bucket_key values; over capacity the request ends with
 // 429 and retry-after, and later rules do not run; the result is left in
-// actions.service.rate_limit.* for later expressions.
+// actions.service.rate_limit.* for later expressions. With `enforce: false` (the service's
+// documented field, default true) an over-capacity request is only reported, not refused.
 import type { RateLimitAction } from '../../../provider/catalog/validate/policy/actions/index.js';
 import { respond, type Runner } from './run.js';
 
@@ -17,6 +18,7 @@ export function rateLimit(config: RateLimitAction, scope: string): Runner {
     out.bucket_key = bucket;
     out.limited = wait > 0;
     out.error = { code: '', message: '' };
+    if (wait > 0 && !config.enforce) return { did: `rate-limit ${config.name}: bucket "${bucket}" over capacity ${capacity} per ${config.rate}s; not enforced (enforce: false), continues` };
     if (wait === 0) return { did: `rate-limit ${config.name}: bucket "${bucket}" under capacity ${capacity} per ${config.rate}s; continues` };
     return {
       ended: respond(429, 'Too Many Requests\n', { 'retry-after': String(wait) }),

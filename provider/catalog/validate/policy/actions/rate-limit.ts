@@ -13,6 +13,8 @@ export interface RateLimitAction {
   rate: number;
   bucket_key: string[];
   keys: BucketKey[];
+  /** false: count and report (actions.service.rate_limit.limited) but let every request through; default true. */
+  enforce: boolean;
 }
 
 export const MAX_CAPACITY = 2_000_000_000;
@@ -31,10 +33,10 @@ export function parseBucketKey(entry: string): BucketKey | undefined {
 export const rateLimit = defineAction<RateLimitAction>({
   type: 'rate-limit',
   phases: HTTP_PHASES,
-  fields: ['name', 'algorithm', 'capacity', 'rate', 'bucket_key'],
+  fields: ['name', 'algorithm', 'capacity', 'rate', 'bucket_key', 'enforce'],
   check(c) {
     onlyFields(c, this.fields);
-    const { name, algorithm, capacity, rate, bucket_key: entries } = c.config;
+    const { name, algorithm, capacity, rate, bucket_key: entries, enforce } = c.config;
     let ok = true;
     const fail = (key: string | number | undefined, message: string) => (ok = false, problem(c, key, message));
     if (typeof name !== 'string' || name.length === 0) fail('name', 'name is required (a string)');
@@ -47,6 +49,7 @@ export const rateLimit = defineAction<RateLimitAction>({
     if (rate === undefined) fail('rate', 'rate is required: a duration such as "60s", "10m" or "1h"');
     else if (seconds === undefined) fail('rate', `rate ${JSON.stringify(rate)} is not a duration such as "60s", "10m" or "1h"`);
     else if (seconds % 10 !== 0 || seconds < 60 || seconds > 86400) fail('rate', `rate "${String(rate)}" must be a multiple of 10s from 60s to 24h`);
+    if (enforce !== undefined && typeof enforce !== 'boolean') fail('enforce', `enforce ${JSON.stringify(enforce)} must be true or false (false only reports what would be limited)`);
     const keys: BucketKey[] = [];
     if (!Array.isArray(entries) || entries.length === 0 || entries.length > 10) {
       fail('bucket_key', 'bucket_key is required: a list of 1 to 10 entries');
@@ -57,6 +60,6 @@ export const rateLimit = defineAction<RateLimitAction>({
         else c.issues.push({ path: `${c.path}.bucket_key[${i}]`, message: `bucket_key entry ${JSON.stringify(k)} must be req.host, conn.client_ip, req.headers['<name>'] or getReqHeader('<Name>')` }), (ok = false);
       });
     }
-    return ok ? { name: name as string, capacity: capacity as number, rate: seconds!, bucket_key: entries as string[], keys } : undefined;
+    return ok ? { name: name as string, capacity: capacity as number, rate: seconds!, bucket_key: entries as string[], keys, enforce: enforce !== false } : undefined;
   },
 });
