@@ -65,11 +65,11 @@ export const devOverrides = (dir: string) => `provider_installation {
 
 const COLOURED = new Set(['apply', 'plan', 'destroy', 'import', 'show', 'init', 'validate', 'refresh']);
 
-/** A CLI configuration that installs the provider from a mirror, as `terraform init` needs. */
-export async function mirrorConfig(): Promise<string> {
+/** A CLI configuration that installs the provider (the bundle, or `executable`) from a mirror, as `terraform init` needs. */
+export async function mirrorConfig(executable?: string): Promise<string> {
   const mirror = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-mirror-'));
   const version = JSON.parse(fs.readFileSync('package.json', 'utf8')).version as string;
-  writeMirror(path.join(await providerDir(), 'terraform-provider-edgeform'), mirror, version);
+  writeMirror(executable ?? path.join(await providerDir(), 'terraform-provider-edgeform'), mirror, version);
   return `provider_installation {
   filesystem_mirror {
     path    = ${JSON.stringify(mirror)}
