@@ -3,6 +3,7 @@
 import { ApiClient } from '../client/index.js';
 import { decodeValue, encodeValue, isUnknown, parseStateJson } from './cty.js';
 import { error, type Diagnostic } from './diagnostics.js';
+import { dataSourceType, readDataSource, type DataSourceType } from './data-source.js';
 import { applyChange, importState, planChange, readState, validateConfig } from './resource.js';
 import { protoSchemas } from './schema-out.js';
 import { providerNode, resourceType, type ResourceType } from './schema.js';
@@ -18,6 +19,12 @@ export interface ProviderOptions {
 
 const dv = (value: unknown, rt: ResourceType) => ({ msgpack: encodeValue(value, rt.type) });
 const read = (v: DynamicValue): Doc | null => decodeValue(v?.msgpack);
+/** A route or rule data source needs its parent; the rest needs nothing in particular. */
+function validateLookup(ds: DataSourceType, config: Doc | null): Diagnostic[] {
+  if (ds.parent && config && config[ds.parent] == null) return [error(`Missing ${ds.parent}`, `${ds.typeName} lives under its parent: set ${ds.parent}.`)];
+  return [];
+}
+
 const steps = (path: (string | number)[]) => ({ steps: path.map((p) => (typeof p === 'number' ? { element_key_int: p } : { attribute_name: p })) });
 
 export function providerService(opts: ProviderOptions) {
@@ -27,6 +34,10 @@ export function providerService(opts: ProviderOptions) {
     const rt = resourceType(typeName);
     return rt ? fn(rt) : { diagnostics: [error(`Unknown resource type ${typeName}`, 'This provider version does not have it.')] };
   };
+  const dataTyped = <R extends { diagnostics?: Diagnostic[] }>(typeName: string, fn: (ds: DataSourceType) => Promise<R> | R): Promise<R | { diagnostics: Diagnostic[] }> | R | { diagnostics: Diagnostic[] } => {
+    const ds = dataSourceType(typeName);
+    return ds ? fn(ds) : { diagnostics: [error(`Unknown data source ${typeName}`, 'This provider version does not have it.')] };
+  };
   const needClient = (): ApiClient => {
     if (!client) throw new Error('the provider is not configured (ConfigureProvider was not called)');
     return client;
@@ -35,7 +46,6 @@ export function providerService(opts: ProviderOptions) {
   return {
     GetProviderSchema: () => ({
       ...protoSchemas(),
-      data_source_schemas: {},
       diagnostics: [],
       server_capabilities: { get_provider_schema_optional: true },
     }),
@@ -97,6 +107,16 @@ export function providerService(opts: ProviderOptions) {
           imported_resources: r.state ? [{ type_name: rt.typeName, state: dv(r.state, rt) }] : [],
           diagnostics: r.diagnostics,
         };
+      }),
+
+    ValidateDataResourceConfig: (req: { type_name: string; config: DynamicValue }) =>
+      dataTyped(req.type_name, (ds) => ({ diagnostics: validateLookup(ds, read(req.config)) })),
+
+    ReadDataSource: (req: { type_name: string; config: DynamicValue }) =>
+      dataTyped(req.type_name, async (ds) => {
+        const r = await readDataSource(needClient(), ds, read(req.config));
+        // A failed read still answers with the configuration, so terraform can show it.
+        return { state: { msgpack: encodeValue(r.state ?? read(req.config), ds.type) }, diagnostics: r.diagnostics };
       }),
 
     StopProvider: () => {

@@ -2,6 +2,7 @@
 // GetProviderSchema) and the JSON of `terraform providers schema -json` (for the CDKTF
 // generator and for comparing with what terraform itself reports).
 import { typeJson } from './cty.js';
+import { dataSourceTypes } from './data-source.js';
 import { PROVIDER_SOURCE, providerNode, resourceTypes, type ObjectNode } from './schema.js';
 
 export const PROVIDER_ADDRESS = `registry.terraform.io/${PROVIDER_SOURCE}`;
@@ -30,10 +31,13 @@ export function protoBlock(node: ObjectNode, description = ''): object {
   };
 }
 
+const dataSummary = (summary: string, lookups: string[]) => `Looks up one: ${summary} Set ${lookups.join(', ')} (or several) to pick it.`;
+
 export function protoSchemas() {
   return {
     provider: { version: 0, block: protoBlock(providerNode) },
     resource_schemas: Object.fromEntries(resourceTypes.map((r) => [r.typeName, { version: 0, block: protoBlock(r.node, r.kind.summary) }])),
+    data_source_schemas: Object.fromEntries(dataSourceTypes.map((d) => [d.typeName, { version: 0, block: protoBlock(d.node, dataSummary(d.kind.summary, d.lookups)) }])),
   };
 }
 
@@ -74,6 +78,7 @@ export function providerSchemaJson() {
       [PROVIDER_ADDRESS]: {
         provider: { version: 0, block: jsonBlock(providerNode) },
         resource_schemas: sortedKeys(resourceTypes.map((r) => [r.typeName, { version: 0, block: jsonBlock(r.node, r.kind.summary) }])),
+        data_source_schemas: sortedKeys(dataSourceTypes.map((d) => [d.typeName, { version: 0, block: jsonBlock(d.node, dataSummary(d.kind.summary, d.lookups)) }])),
       },
     },
   };

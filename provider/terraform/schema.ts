@@ -108,7 +108,7 @@ function elementShape(schema: z.ZodType): Record<string, z.ZodType> | undefined 
   return d.type === 'array' && d.element ? shapeOf(d.element) : undefined;
 }
 
-function computedAttr(name: string, schema: z.ZodType, extra: Partial<AttrNode> = {}): AttrNode {
+export function computedAttr(name: string, schema: z.ZodType, extra: Partial<AttrNode> = {}): AttrNode {
   const t = traitsOf(schema);
   return {
     name,
