@@ -43,7 +43,7 @@ function dataSourceOf(kind: KindEntry): DataSourceType | undefined {
   const lookups = ['id', ...(natural ? [natural] : []), ...(bodyParent ? [bodyParent] : []), ...('metadata' in kind.fields || 'metadata' in kind.read.shape ? ['metadata'] : [])];
   const attrs: AttrNode[] = [];
   if (resource) {
-    for (const a of resource.node.attributes) attrs.push(a.role === 'parent' ? { ...a, replace: false } : lookups.includes(a.name) ? asLookup(a) : asComputed(a));
+    for (const a of resource.node.attributes.filter((x) => !x.writeOnlyOf && !x.versionOf)) attrs.push(a.role === 'parent' ? { ...a, replace: false } : lookups.includes(a.name) ? asLookup(a) : asComputed(a));
     // Modules and lists of objects are blocks in a resource; here they are computed values.
     for (const b of resource.node.blocks) attrs.push({ ...computedAttr(b.name, b.field), type: b.nesting === 'single' ? objectType(b.block) : ['list', objectType(b.block)] });
   } else {

@@ -21,6 +21,47 @@ interface BodyOptions {
   send?: boolean;
   /** Leave out write-only values: the body is compared with what the server echoes. */
   public?: boolean;
+  /** Keep `X_wo_version` values: a changed version is a change to send, though the API has no such field. */
+  versions?: boolean;
+}
+
+/**
+ * The value with each secret X filled from its write-only twin `X_wo` in the configuration
+ * (which terraform passes to validate, plan and apply, and never stores), at every level.
+ */
+export function mergeWriteOnly(node: ObjectNode, value: Doc | null | undefined, config: Doc | null | undefined): Doc | null | undefined {
+  if (!value || !config) return value;
+  const out: Doc = { ...value };
+  for (const a of node.attributes) if (a.writeOnlyOf && config[a.name] != null) out[a.writeOnlyOf] = config[a.name];
+  for (const b of node.blocks) {
+    const v = out[b.name];
+    const c = config[b.name];
+    if (v == null || c == null || isUnknown(v) || isUnknown(c)) continue;
+    out[b.name] = b.nesting === 'single' ? mergeWriteOnly(b.block, v, c) : (v as Doc[]).map((e, i) => mergeWriteOnly(b.block, e, (c as Doc[])[i]));
+  }
+  return out;
+}
+
+/** A secret set twice (X and X_wo), or a required one set neither way, at every level. */
+function writeOnlyProblems(node: ObjectNode, config: Doc | null | undefined, path: Path = []): Diagnostic[] {
+  if (!config || isUnknown(config)) return [];
+  const out: Diagnostic[] = [];
+  for (const a of node.attributes) {
+    if (!a.writeOnlyOf) continue;
+    const secret = node.attributes.find((x) => x.name === a.writeOnlyOf)!;
+    if (config[a.name] != null && config[secret.name] != null) out.push(error(`Both ${secret.name} and ${a.name} are set`, `Set one: ${a.name} (write-only, kept out of the state) or ${secret.name}.`, undefined, [...path, a.name]));
+    else if (secret.requiredOrWo && config[a.name] == null && config[secret.name] == null) {
+      const type = typeof secret.type === 'string' ? secret.type : 'value';
+      out.push(error('Invalid configuration', `${[...path, secret.name].join('.')}: is required (${type}); or set ${a.name} instead (write-only, kept out of the state).`, undefined, [...path, secret.name]));
+    }
+  }
+  for (const b of node.blocks) {
+    const c = config[b.name];
+    if (c == null || isUnknown(c)) continue;
+    if (b.nesting === 'single') out.push(...writeOnlyProblems(b.block, c, [...path, b.name]));
+    else (c as Doc[]).forEach((e, i) => out.push(...writeOnlyProblems(b.block, e, [...path, b.name, i])));
+  }
+  return out;
 }
 
 /** The create-body form of a Terraform object: input attributes and blocks, null left out. */
@@ -29,7 +70,7 @@ export function bodyOf(node: ObjectNode, value: Doc | null | undefined, opts: Bo
   if (!value) return out;
   for (const a of node.attributes) {
     const v = value[a.name];
-    if (a.role !== 'input' || v == null || (opts.send && isUnknown(v)) || (opts.public && a.keep === 'config')) continue;
+    if (a.role !== 'input' || v == null || (opts.send && isUnknown(v)) || (opts.public && a.keep === 'config') || a.writeOnlyOf || (a.versionOf && !opts.versions)) continue;
     out[a.name] = v;
   }
   for (const b of node.blocks) {
@@ -55,7 +96,10 @@ interface PlanContext {
 function planAttr(a: AttrNode, config: Doc, prior: Doc | null, norm: Doc | undefined, ctx: PlanContext): unknown {
   const c = config?.[a.name];
   const p = prior?.[a.name];
+  // Write-only values are never planned (terraform requires null); their version is.
+  if (a.writeOnlyOf) return null;
   if (a.role === 'parent' || isUnknown(c) || hasUnknown(c)) return c;
+  if (a.versionOf) return c ?? null;
   if (c != null) return p != null && a.field && sameNormalized(a.field, c, p) ? p : c;
   if (a.keep === 'config') return null;
   if (a.serverDefault) return prior ? (p ?? null) : unknown;
@@ -75,6 +119,9 @@ function planObject(node: ObjectNode, config: Doc, prior: Doc | null, norm: Doc 
     // the server never says what it holds.
     const adopted = a.keep === 'config' && prior != null && prior[a.name] == null;
     if (a.replace && prior && !adopted && !equal(out[a.name], prior[a.name])) ctx.replace.push([...path, a.name]);
+    // A new version of an immutable secret's write-only value replaces, as a new value of the secret would.
+    const secret = a.versionOf ? node.attributes.find((x) => x.name === a.versionOf) : undefined;
+    if (secret?.replace && prior && !equal(out[a.name], prior[a.name] ?? null)) ctx.replace.push([...path, a.name]);
   }
   for (const b of node.blocks) {
     const c = config?.[b.name];
@@ -103,7 +150,7 @@ export interface PlanResult {
 
 export function planChange(rt: ResourceType, prior: Doc | null, proposed: Doc | null, config: Doc | null): PlanResult {
   if (proposed == null || config == null) return { planned: null, replace: [], diagnostics: [] };
-  const body = bodyOf(rt.node, config);
+  const body = bodyOf(rt.node, mergeWriteOnly(rt.node, config, config));
   const known = !hasUnknown(body);
   const diagnostics: Diagnostic[] = [];
   let norm: Doc | undefined;
@@ -120,7 +167,9 @@ export function planChange(rt: ResourceType, prior: Doc | null, proposed: Doc | 
 /** Validation of a configuration: the whole document when it is known, else each known field. */
 export function validateConfig(rt: ResourceType, config: Doc | null): Diagnostic[] {
   if (!config) return [];
-  const body = bodyOf(rt.node, config);
+  const twice = writeOnlyProblems(rt.node, config);
+  if (twice.length) return twice;
+  const body = bodyOf(rt.node, mergeWriteOnly(rt.node, config, config));
   if (!hasUnknown(body)) {
     const r = normalizeDesired(rt.kind, body);
     return r.ok ? [] : r.issues.map((i) => issueDiagnostic(rt.node, i));
@@ -156,7 +205,8 @@ export function stateFrom(node: ObjectNode, live: Doc | null | undefined, base: 
   for (const a of node.attributes) {
     const b = hasUnknown(base?.[a.name]) ? undefined : base?.[a.name];
     const l = liveValue(a, live);
-    if (mode === 'apply' && b !== undefined) out[a.name] = b;
+    if (a.writeOnlyOf) out[a.name] = null;
+    else if (mode === 'apply' && b !== undefined) out[a.name] = b;
     else if (a.keep === 'config') out[a.name] = b ?? null;
     else if (a.keep === 'prior' || a.role === 'parent') out[a.name] = b ?? l;
     else if (a.role === 'input' && a.field) out[a.name] = preferDeclared(a.field, b, l);
@@ -193,7 +243,9 @@ const parentOf = (rt: ResourceType, state: Doc | null | undefined) => {
   return p ? (state?.[p.name] as string) : undefined;
 };
 
-export async function applyChange(client: ApiClient, rt: ResourceType, prior: Doc | null, planned: Doc | null): Promise<Outcome> {
+export async function applyChange(client: ApiClient, rt: ResourceType, prior: Doc | null, planned: Doc | null, config: Doc | null = null): Promise<Outcome> {
+  // What is sent carries the write-only values of the configuration; the state never does.
+  const sending = mergeWriteOnly(rt.node, planned, config);
   const label = `${rt.typeName}`;
   if (planned == null) {
     try {
@@ -206,7 +258,7 @@ export async function applyChange(client: ApiClient, rt: ResourceType, prior: Do
   }
   if (prior == null) {
     try {
-      const live = await client.create(rt.kind, bodyOf(rt.node, planned, { send: true }), parentOf(rt, planned));
+      const live = await client.create(rt.kind, bodyOf(rt.node, sending, { send: true }), parentOf(rt, planned));
       return { state: stateFrom(rt.node, live, planned, 'apply'), diagnostics: [] };
     } catch (e) {
       return failed(rt, `Creating ${label}`, e);
@@ -217,6 +269,12 @@ export async function applyChange(client: ApiClient, rt: ResourceType, prior: Do
   const patch: Doc = {};
   const removedModules: string[] = [];
   for (const a of rt.node.attributes) {
+    if (a.writeOnlyOf) continue;
+    // A new version of a write-only value sends the value (from the configuration) again.
+    if (a.versionOf) {
+      if (!equal(planned[a.name], prior[a.name]) && sending?.[a.versionOf] != null) patch[a.versionOf] = sending[a.versionOf];
+      continue;
+    }
     // Immutable values only differ here when adopted after an import (see planObject).
     if (a.role !== 'input' || a.replace || isUnknown(planned[a.name]) || equal(planned[a.name], prior[a.name])) continue;
     patch[a.name] = planned[a.name];
@@ -224,10 +282,10 @@ export async function applyChange(client: ApiClient, rt: ResourceType, prior: Do
   for (const b of rt.node.blocks) {
     const p = planned[b.name];
     const q = prior[b.name];
-    const body = (v: Doc | Doc[] | null) => (v == null ? null : b.nesting === 'single' ? bodyOf(b.block, v as Doc, { send: true }) : (v as Doc[]).map((e) => bodyOf(b.block, e, { send: true })));
-    if (equal(body(p), body(q))) continue;
+    const body = (v: Doc | Doc[] | null, opts: BodyOptions) => (v == null ? null : b.nesting === 'single' ? bodyOf(b.block, v as Doc, opts) : (v as Doc[]).map((e) => bodyOf(b.block, e, opts)));
+    if (equal(body(p, { send: true, versions: true }), body(q, { send: true, versions: true }))) continue;
     if (p == null && b.module) removedModules.push(b.name);
-    else patch[b.name] = body(p);
+    else patch[b.name] = body(sending?.[b.name] ?? p, { send: true });
   }
   try {
     // Removals first: a route carries at most one authentication module, so switching

@@ -94,9 +94,9 @@ export function providerService(opts: ProviderOptions) {
         return { planned_state: dv(r.planned, rt), requires_replace: r.replace.map(steps), diagnostics: r.diagnostics };
       }),
 
-    ApplyResourceChange: (req: { type_name: string; prior_state: DynamicValue; planned_state: DynamicValue }) =>
+    ApplyResourceChange: (req: { type_name: string; prior_state: DynamicValue; planned_state: DynamicValue; config: DynamicValue }) =>
       typed(req.type_name, async (rt) => {
-        const r = await applyChange(needClient(), rt, read(req.prior_state), read(req.planned_state));
+        const r = await applyChange(needClient(), rt, read(req.prior_state), read(req.planned_state), read(req.config));
         return { new_state: dv(r.state, rt), diagnostics: r.diagnostics };
       }),
 

@@ -20,6 +20,7 @@ export function protoBlock(node: ObjectNode, description = ''): object {
       optional: a.optional,
       computed: a.computed,
       sensitive: a.sensitive,
+      write_only: Boolean(a.writeOnlyOf),
     })),
     block_types: node.blocks.map((b) => ({
       type_name: b.name,
@@ -55,6 +56,7 @@ export function jsonBlock(node: ObjectNode, description = ''): Record<string, un
       ...(a.optional ? { optional: true } : {}),
       ...(a.computed ? { computed: true } : {}),
       ...(a.sensitive ? { sensitive: true } : {}),
+      ...(a.writeOnlyOf ? { write_only: true } : {}),
     }]));
   }
   if (node.blocks.length) {

@@ -43,6 +43,14 @@ export interface AttrNode {
   serverDefault?: boolean;
   /** No in-place update changes it (id, uri, created_at, and computed fields with the `stable` trait). */
   stable?: boolean;
+  /**
+   * Terraform 1.11 write-only arguments for a secret X: `X_wo` (never in the plan or state;
+   * sent as X) and `X_wo_version` (in the state; a change sends X_wo again). Names X.
+   */
+  writeOnlyOf?: string;
+  versionOf?: string;
+  /** A secret the catalog requires, made optional because its `_wo` twin may stand for it. */
+  requiredOrWo?: boolean;
 }
 
 export interface BlockNode {
@@ -150,6 +158,27 @@ function inputAttr(name: string, schema: z.ZodType): AttrNode {
   };
 }
 
+/**
+ * The write-only pair of a secret: with them the secret stays out of Terraform's state and
+ * plan files altogether. The secret itself becomes optional (one of the two is checked in
+ * resource.ts, where the configuration is seen whole).
+ */
+function writeOnlyPair(secret: AttrNode): AttrNode[] {
+  if (secret.required) Object.assign(secret, { required: false, optional: true, computed: true, requiredOrWo: true });
+  return [
+    {
+      name: `${secret.name}_wo`, type: secret.type, role: 'input', required: false, optional: true, computed: false, sensitive: true, readKey: `${secret.name}_wo`,
+      description: `${secret.description} Write-only (Terraform 1.11+): never stored in the state or a plan; instead of ${secret.name}. Change ${secret.name}_wo_version to send a new value.`,
+      writeOnlyOf: secret.name,
+    },
+    {
+      name: `${secret.name}_wo_version`, type: 'number', role: 'input', required: false, optional: true, computed: false, sensitive: false, readKey: `${secret.name}_wo_version`,
+      description: `Any number; changing it sends ${secret.name}_wo again (a write-only value cannot be compared).`,
+      versionOf: secret.name, keep: 'prior',
+    },
+  ];
+}
+
 /** The node of an input object shape; `read` adds the read form's extra (computed) keys. */
 export function objectNode(shape: Record<string, z.ZodType>, read: Record<string, z.ZodType> = {}): ObjectNode {
   const node: ObjectNode = { attributes: [], blocks: [] };
@@ -175,7 +204,9 @@ export function objectNode(shape: Record<string, z.ZodType>, read: Record<string
         module: false, minItems: bound('min_length', 'minimum'), maxItems: bound('max_length', 'maximum'), description: descriptionOf(schema),
       });
     } else {
-      node.attributes.push(inputAttr(name, schema));
+      const a = inputAttr(name, schema);
+      node.attributes.push(a);
+      if (a.keep === 'config') node.attributes.push(...writeOnlyPair(a));
     }
   }
   for (const [name, schema] of Object.entries(read)) {

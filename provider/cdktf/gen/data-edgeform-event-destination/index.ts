@@ -82,6 +82,16 @@ export class DataEdgeformEventDestinationTargetHttpOutputReference extends cdktf
   public get secret() {
     return this.getStringAttribute('secret');
   }
+
+  // secret_wo - computed: true, optional: false, required: false
+  public get secretWo() {
+    return this.getStringAttribute('secret_wo');
+  }
+
+  // secret_wo_version - computed: true, optional: false, required: false
+  public get secretWoVersion() {
+    return this.getNumberAttribute('secret_wo_version');
+  }
 }
 export interface DataEdgeformEventDestinationTargetLog {
 }

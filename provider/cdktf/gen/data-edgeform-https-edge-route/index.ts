@@ -346,6 +346,16 @@ export class DataEdgeformHttpsEdgeRouteOauthProviderGithubOutputReference extend
     return this.getStringAttribute('client_secret');
   }
 
+  // client_secret_wo - computed: true, optional: false, required: false
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+
+  // client_secret_wo_version - computed: true, optional: false, required: false
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
+  }
+
   // scopes - computed: true, optional: false, required: false
   public get scopes() {
     return this.getListAttribute('scopes');
@@ -430,6 +440,16 @@ export class DataEdgeformHttpsEdgeRouteOauthProviderFacebookOutputReference exte
     return this.getStringAttribute('client_secret');
   }
 
+  // client_secret_wo - computed: true, optional: false, required: false
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+
+  // client_secret_wo_version - computed: true, optional: false, required: false
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
+  }
+
   // scopes - computed: true, optional: false, required: false
   public get scopes() {
     return this.getListAttribute('scopes');
@@ -502,6 +522,16 @@ export class DataEdgeformHttpsEdgeRouteOauthProviderMicrosoftOutputReference ext
   // client_secret - computed: true, optional: false, required: false
   public get clientSecret() {
     return this.getStringAttribute('client_secret');
+  }
+
+  // client_secret_wo - computed: true, optional: false, required: false
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+
+  // client_secret_wo_version - computed: true, optional: false, required: false
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
   }
 
   // scopes - computed: true, optional: false, required: false
@@ -578,6 +608,16 @@ export class DataEdgeformHttpsEdgeRouteOauthProviderGoogleOutputReference extend
     return this.getStringAttribute('client_secret');
   }
 
+  // client_secret_wo - computed: true, optional: false, required: false
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+
+  // client_secret_wo_version - computed: true, optional: false, required: false
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
+  }
+
   // scopes - computed: true, optional: false, required: false
   public get scopes() {
     return this.getListAttribute('scopes');
@@ -650,6 +690,16 @@ export class DataEdgeformHttpsEdgeRouteOauthProviderLinkedinOutputReference exte
   // client_secret - computed: true, optional: false, required: false
   public get clientSecret() {
     return this.getStringAttribute('client_secret');
+  }
+
+  // client_secret_wo - computed: true, optional: false, required: false
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+
+  // client_secret_wo_version - computed: true, optional: false, required: false
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
   }
 
   // scopes - computed: true, optional: false, required: false
@@ -726,6 +776,16 @@ export class DataEdgeformHttpsEdgeRouteOauthProviderGitlabOutputReference extend
     return this.getStringAttribute('client_secret');
   }
 
+  // client_secret_wo - computed: true, optional: false, required: false
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+
+  // client_secret_wo_version - computed: true, optional: false, required: false
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
+  }
+
   // scopes - computed: true, optional: false, required: false
   public get scopes() {
     return this.getListAttribute('scopes');
@@ -800,6 +860,16 @@ export class DataEdgeformHttpsEdgeRouteOauthProviderTwitchOutputReference extend
     return this.getStringAttribute('client_secret');
   }
 
+  // client_secret_wo - computed: true, optional: false, required: false
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+
+  // client_secret_wo_version - computed: true, optional: false, required: false
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
+  }
+
   // scopes - computed: true, optional: false, required: false
   public get scopes() {
     return this.getListAttribute('scopes');
@@ -872,6 +942,16 @@ export class DataEdgeformHttpsEdgeRouteOauthProviderAmazonOutputReference extend
   // client_secret - computed: true, optional: false, required: false
   public get clientSecret() {
     return this.getStringAttribute('client_secret');
+  }
+
+  // client_secret_wo - computed: true, optional: false, required: false
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+
+  // client_secret_wo_version - computed: true, optional: false, required: false
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
   }
 
   // scopes - computed: true, optional: false, required: false
@@ -1158,6 +1238,16 @@ export class DataEdgeformHttpsEdgeRouteOidcOutputReference extends cdktf.Complex
   // client_secret - computed: true, optional: false, required: false
   public get clientSecret() {
     return this.getStringAttribute('client_secret');
+  }
+
+  // client_secret_wo - computed: true, optional: false, required: false
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+
+  // client_secret_wo_version - computed: true, optional: false, required: false
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
   }
 
   // scopes - computed: true, optional: false, required: false
@@ -1604,6 +1694,16 @@ export class DataEdgeformHttpsEdgeRouteWebhookVerificationOutputReference extend
   // secret - computed: true, optional: false, required: false
   public get secret() {
     return this.getStringAttribute('secret');
+  }
+
+  // secret_wo - computed: true, optional: false, required: false
+  public get secretWo() {
+    return this.getStringAttribute('secret_wo');
+  }
+
+  // secret_wo_version - computed: true, optional: false, required: false
+  public get secretWoVersion() {
+    return this.getNumberAttribute('secret_wo_version');
   }
 }
 export interface DataEdgeformHttpsEdgeRouteWebsocketTcpConverter {

@@ -41,6 +41,18 @@ export interface EventDestinationTargetHttp {
   */
   readonly secret?: string;
   /**
+  * HMAC-SHA256 key for the Service-Signature header. Write-only (Terraform 1.11+): never stored in the state or a plan; instead of secret. Change secret_wo_version to send a new value.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/event_destination#secret_wo EventDestination#secret_wo}
+  */
+  readonly secretWo?: string;
+  /**
+  * Any number; changing it sends secret_wo again (a write-only value cannot be compared).
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/event_destination#secret_wo_version EventDestination#secret_wo_version}
+  */
+  readonly secretWoVersion?: number;
+  /**
   * URL each event is POSTed to.
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/event_destination#url EventDestination#url}
@@ -55,6 +67,8 @@ export function eventDestinationTargetHttpToTerraform(struct?: EventDestinationT
   }
   return {
     secret: cdktf.stringToTerraform(struct!.secret),
+    secret_wo: cdktf.stringToTerraform(struct!.secretWo),
+    secret_wo_version: cdktf.numberToTerraform(struct!.secretWoVersion),
     url: cdktf.stringToTerraform(struct!.url),
   }
 }
@@ -71,6 +85,18 @@ export function eventDestinationTargetHttpToHclTerraform(struct?: EventDestinati
       isBlock: false,
       type: "simple",
       storageClassType: "string",
+    },
+    secret_wo: {
+      value: cdktf.stringToHclTerraform(struct!.secretWo),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    secret_wo_version: {
+      value: cdktf.numberToHclTerraform(struct!.secretWoVersion),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "number",
     },
     url: {
       value: cdktf.stringToHclTerraform(struct!.url),
@@ -106,6 +132,14 @@ export class EventDestinationTargetHttpOutputReference extends cdktf.ComplexObje
       hasAnyValues = true;
       internalValueResult.secret = this._secret;
     }
+    if (this._secretWo !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.secretWo = this._secretWo;
+    }
+    if (this._secretWoVersion !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.secretWoVersion = this._secretWoVersion;
+    }
     if (this._url !== undefined) {
       hasAnyValues = true;
       internalValueResult.url = this._url;
@@ -118,6 +152,8 @@ export class EventDestinationTargetHttpOutputReference extends cdktf.ComplexObje
       this.isEmptyObject = false;
       this.resolvableValue = undefined;
       this._secret = undefined;
+      this._secretWo = undefined;
+      this._secretWoVersion = undefined;
       this._url = undefined;
     }
     else if (cdktf.Tokenization.isResolvable(value)) {
@@ -128,6 +164,8 @@ export class EventDestinationTargetHttpOutputReference extends cdktf.ComplexObje
       this.isEmptyObject = Object.keys(value).length === 0;
       this.resolvableValue = undefined;
       this._secret = value.secret;
+      this._secretWo = value.secretWo;
+      this._secretWoVersion = value.secretWoVersion;
       this._url = value.url;
     }
   }
@@ -146,6 +184,38 @@ export class EventDestinationTargetHttpOutputReference extends cdktf.ComplexObje
   // Temporarily expose input value. Use with caution.
   public get secretInput() {
     return this._secret;
+  }
+
+  // secret_wo - computed: false, optional: true, required: false
+  private _secretWo?: string; 
+  public get secretWo() {
+    return this.getStringAttribute('secret_wo');
+  }
+  public set secretWo(value: string) {
+    this._secretWo = value;
+  }
+  public resetSecretWo() {
+    this._secretWo = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get secretWoInput() {
+    return this._secretWo;
+  }
+
+  // secret_wo_version - computed: false, optional: true, required: false
+  private _secretWoVersion?: number; 
+  public get secretWoVersion() {
+    return this.getNumberAttribute('secret_wo_version');
+  }
+  public set secretWoVersion(value: number) {
+    this._secretWoVersion = value;
+  }
+  public resetSecretWoVersion() {
+    this._secretWoVersion = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get secretWoVersionInput() {
+    return this._secretWoVersion;
   }
 
   // url - computed: false, optional: false, required: true

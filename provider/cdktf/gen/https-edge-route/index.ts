@@ -757,6 +757,18 @@ export interface HttpsEdgeRouteOauthProviderAmazon {
   */
   readonly clientSecret?: string;
   /**
+  * Your OAuth app client secret; required with client_id. Write-only (Terraform 1.11+): never stored in the state or a plan; instead of client_secret. Change client_secret_wo_version to send a new value.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo HttpsEdgeRoute#client_secret_wo}
+  */
+  readonly clientSecretWo?: string;
+  /**
+  * Any number; changing it sends client_secret_wo again (a write-only value cannot be compared).
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo_version HttpsEdgeRoute#client_secret_wo_version}
+  */
+  readonly clientSecretWoVersion?: number;
+  /**
   * Email addresses allowed access.
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#email_addresses HttpsEdgeRoute#email_addresses}
@@ -784,6 +796,8 @@ export function httpsEdgeRouteOauthProviderAmazonToTerraform(struct?: HttpsEdgeR
   return {
     client_id: cdktf.stringToTerraform(struct!.clientId),
     client_secret: cdktf.stringToTerraform(struct!.clientSecret),
+    client_secret_wo: cdktf.stringToTerraform(struct!.clientSecretWo),
+    client_secret_wo_version: cdktf.numberToTerraform(struct!.clientSecretWoVersion),
     email_addresses: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailAddresses),
     email_domains: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailDomains),
     scopes: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.scopes),
@@ -808,6 +822,18 @@ export function httpsEdgeRouteOauthProviderAmazonToHclTerraform(struct?: HttpsEd
       isBlock: false,
       type: "simple",
       storageClassType: "string",
+    },
+    client_secret_wo: {
+      value: cdktf.stringToHclTerraform(struct!.clientSecretWo),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    client_secret_wo_version: {
+      value: cdktf.numberToHclTerraform(struct!.clientSecretWoVersion),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "number",
     },
     email_addresses: {
       value: cdktf.listMapperHcl(cdktf.stringToHclTerraform, false)(struct!.emailAddresses),
@@ -859,6 +885,14 @@ export class HttpsEdgeRouteOauthProviderAmazonOutputReference extends cdktf.Comp
       hasAnyValues = true;
       internalValueResult.clientSecret = this._clientSecret;
     }
+    if (this._clientSecretWo !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWo = this._clientSecretWo;
+    }
+    if (this._clientSecretWoVersion !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWoVersion = this._clientSecretWoVersion;
+    }
     if (this._emailAddresses !== undefined) {
       hasAnyValues = true;
       internalValueResult.emailAddresses = this._emailAddresses;
@@ -880,6 +914,8 @@ export class HttpsEdgeRouteOauthProviderAmazonOutputReference extends cdktf.Comp
       this.resolvableValue = undefined;
       this._clientId = undefined;
       this._clientSecret = undefined;
+      this._clientSecretWo = undefined;
+      this._clientSecretWoVersion = undefined;
       this._emailAddresses = undefined;
       this._emailDomains = undefined;
       this._scopes = undefined;
@@ -893,6 +929,8 @@ export class HttpsEdgeRouteOauthProviderAmazonOutputReference extends cdktf.Comp
       this.resolvableValue = undefined;
       this._clientId = value.clientId;
       this._clientSecret = value.clientSecret;
+      this._clientSecretWo = value.clientSecretWo;
+      this._clientSecretWoVersion = value.clientSecretWoVersion;
       this._emailAddresses = value.emailAddresses;
       this._emailDomains = value.emailDomains;
       this._scopes = value.scopes;
@@ -929,6 +967,38 @@ export class HttpsEdgeRouteOauthProviderAmazonOutputReference extends cdktf.Comp
   // Temporarily expose input value. Use with caution.
   public get clientSecretInput() {
     return this._clientSecret;
+  }
+
+  // client_secret_wo - computed: false, optional: true, required: false
+  private _clientSecretWo?: string; 
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+  public set clientSecretWo(value: string) {
+    this._clientSecretWo = value;
+  }
+  public resetClientSecretWo() {
+    this._clientSecretWo = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoInput() {
+    return this._clientSecretWo;
+  }
+
+  // client_secret_wo_version - computed: false, optional: true, required: false
+  private _clientSecretWoVersion?: number; 
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
+  }
+  public set clientSecretWoVersion(value: number) {
+    this._clientSecretWoVersion = value;
+  }
+  public resetClientSecretWoVersion() {
+    this._clientSecretWoVersion = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoVersionInput() {
+    return this._clientSecretWoVersion;
   }
 
   // email_addresses - computed: true, optional: true, required: false
@@ -993,6 +1063,18 @@ export interface HttpsEdgeRouteOauthProviderFacebook {
   */
   readonly clientSecret?: string;
   /**
+  * Your OAuth app client secret; required with client_id. Write-only (Terraform 1.11+): never stored in the state or a plan; instead of client_secret. Change client_secret_wo_version to send a new value.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo HttpsEdgeRoute#client_secret_wo}
+  */
+  readonly clientSecretWo?: string;
+  /**
+  * Any number; changing it sends client_secret_wo again (a write-only value cannot be compared).
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo_version HttpsEdgeRoute#client_secret_wo_version}
+  */
+  readonly clientSecretWoVersion?: number;
+  /**
   * Email addresses allowed access.
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#email_addresses HttpsEdgeRoute#email_addresses}
@@ -1020,6 +1102,8 @@ export function httpsEdgeRouteOauthProviderFacebookToTerraform(struct?: HttpsEdg
   return {
     client_id: cdktf.stringToTerraform(struct!.clientId),
     client_secret: cdktf.stringToTerraform(struct!.clientSecret),
+    client_secret_wo: cdktf.stringToTerraform(struct!.clientSecretWo),
+    client_secret_wo_version: cdktf.numberToTerraform(struct!.clientSecretWoVersion),
     email_addresses: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailAddresses),
     email_domains: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailDomains),
     scopes: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.scopes),
@@ -1044,6 +1128,18 @@ export function httpsEdgeRouteOauthProviderFacebookToHclTerraform(struct?: Https
       isBlock: false,
       type: "simple",
       storageClassType: "string",
+    },
+    client_secret_wo: {
+      value: cdktf.stringToHclTerraform(struct!.clientSecretWo),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    client_secret_wo_version: {
+      value: cdktf.numberToHclTerraform(struct!.clientSecretWoVersion),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "number",
     },
     email_addresses: {
       value: cdktf.listMapperHcl(cdktf.stringToHclTerraform, false)(struct!.emailAddresses),
@@ -1095,6 +1191,14 @@ export class HttpsEdgeRouteOauthProviderFacebookOutputReference extends cdktf.Co
       hasAnyValues = true;
       internalValueResult.clientSecret = this._clientSecret;
     }
+    if (this._clientSecretWo !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWo = this._clientSecretWo;
+    }
+    if (this._clientSecretWoVersion !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWoVersion = this._clientSecretWoVersion;
+    }
     if (this._emailAddresses !== undefined) {
       hasAnyValues = true;
       internalValueResult.emailAddresses = this._emailAddresses;
@@ -1116,6 +1220,8 @@ export class HttpsEdgeRouteOauthProviderFacebookOutputReference extends cdktf.Co
       this.resolvableValue = undefined;
       this._clientId = undefined;
       this._clientSecret = undefined;
+      this._clientSecretWo = undefined;
+      this._clientSecretWoVersion = undefined;
       this._emailAddresses = undefined;
       this._emailDomains = undefined;
       this._scopes = undefined;
@@ -1129,6 +1235,8 @@ export class HttpsEdgeRouteOauthProviderFacebookOutputReference extends cdktf.Co
       this.resolvableValue = undefined;
       this._clientId = value.clientId;
       this._clientSecret = value.clientSecret;
+      this._clientSecretWo = value.clientSecretWo;
+      this._clientSecretWoVersion = value.clientSecretWoVersion;
       this._emailAddresses = value.emailAddresses;
       this._emailDomains = value.emailDomains;
       this._scopes = value.scopes;
@@ -1165,6 +1273,38 @@ export class HttpsEdgeRouteOauthProviderFacebookOutputReference extends cdktf.Co
   // Temporarily expose input value. Use with caution.
   public get clientSecretInput() {
     return this._clientSecret;
+  }
+
+  // client_secret_wo - computed: false, optional: true, required: false
+  private _clientSecretWo?: string; 
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+  public set clientSecretWo(value: string) {
+    this._clientSecretWo = value;
+  }
+  public resetClientSecretWo() {
+    this._clientSecretWo = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoInput() {
+    return this._clientSecretWo;
+  }
+
+  // client_secret_wo_version - computed: false, optional: true, required: false
+  private _clientSecretWoVersion?: number; 
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
+  }
+  public set clientSecretWoVersion(value: number) {
+    this._clientSecretWoVersion = value;
+  }
+  public resetClientSecretWoVersion() {
+    this._clientSecretWoVersion = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoVersionInput() {
+    return this._clientSecretWoVersion;
   }
 
   // email_addresses - computed: true, optional: true, required: false
@@ -1229,6 +1369,18 @@ export interface HttpsEdgeRouteOauthProviderGithub {
   */
   readonly clientSecret?: string;
   /**
+  * Your OAuth app client secret; required with client_id. Write-only (Terraform 1.11+): never stored in the state or a plan; instead of client_secret. Change client_secret_wo_version to send a new value.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo HttpsEdgeRoute#client_secret_wo}
+  */
+  readonly clientSecretWo?: string;
+  /**
+  * Any number; changing it sends client_secret_wo again (a write-only value cannot be compared).
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo_version HttpsEdgeRoute#client_secret_wo_version}
+  */
+  readonly clientSecretWoVersion?: number;
+  /**
   * Email addresses allowed access.
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#email_addresses HttpsEdgeRoute#email_addresses}
@@ -1268,6 +1420,8 @@ export function httpsEdgeRouteOauthProviderGithubToTerraform(struct?: HttpsEdgeR
   return {
     client_id: cdktf.stringToTerraform(struct!.clientId),
     client_secret: cdktf.stringToTerraform(struct!.clientSecret),
+    client_secret_wo: cdktf.stringToTerraform(struct!.clientSecretWo),
+    client_secret_wo_version: cdktf.numberToTerraform(struct!.clientSecretWoVersion),
     email_addresses: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailAddresses),
     email_domains: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailDomains),
     organizations: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.organizations),
@@ -1294,6 +1448,18 @@ export function httpsEdgeRouteOauthProviderGithubToHclTerraform(struct?: HttpsEd
       isBlock: false,
       type: "simple",
       storageClassType: "string",
+    },
+    client_secret_wo: {
+      value: cdktf.stringToHclTerraform(struct!.clientSecretWo),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    client_secret_wo_version: {
+      value: cdktf.numberToHclTerraform(struct!.clientSecretWoVersion),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "number",
     },
     email_addresses: {
       value: cdktf.listMapperHcl(cdktf.stringToHclTerraform, false)(struct!.emailAddresses),
@@ -1357,6 +1523,14 @@ export class HttpsEdgeRouteOauthProviderGithubOutputReference extends cdktf.Comp
       hasAnyValues = true;
       internalValueResult.clientSecret = this._clientSecret;
     }
+    if (this._clientSecretWo !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWo = this._clientSecretWo;
+    }
+    if (this._clientSecretWoVersion !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWoVersion = this._clientSecretWoVersion;
+    }
     if (this._emailAddresses !== undefined) {
       hasAnyValues = true;
       internalValueResult.emailAddresses = this._emailAddresses;
@@ -1386,6 +1560,8 @@ export class HttpsEdgeRouteOauthProviderGithubOutputReference extends cdktf.Comp
       this.resolvableValue = undefined;
       this._clientId = undefined;
       this._clientSecret = undefined;
+      this._clientSecretWo = undefined;
+      this._clientSecretWoVersion = undefined;
       this._emailAddresses = undefined;
       this._emailDomains = undefined;
       this._organizations = undefined;
@@ -1401,6 +1577,8 @@ export class HttpsEdgeRouteOauthProviderGithubOutputReference extends cdktf.Comp
       this.resolvableValue = undefined;
       this._clientId = value.clientId;
       this._clientSecret = value.clientSecret;
+      this._clientSecretWo = value.clientSecretWo;
+      this._clientSecretWoVersion = value.clientSecretWoVersion;
       this._emailAddresses = value.emailAddresses;
       this._emailDomains = value.emailDomains;
       this._organizations = value.organizations;
@@ -1439,6 +1617,38 @@ export class HttpsEdgeRouteOauthProviderGithubOutputReference extends cdktf.Comp
   // Temporarily expose input value. Use with caution.
   public get clientSecretInput() {
     return this._clientSecret;
+  }
+
+  // client_secret_wo - computed: false, optional: true, required: false
+  private _clientSecretWo?: string; 
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+  public set clientSecretWo(value: string) {
+    this._clientSecretWo = value;
+  }
+  public resetClientSecretWo() {
+    this._clientSecretWo = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoInput() {
+    return this._clientSecretWo;
+  }
+
+  // client_secret_wo_version - computed: false, optional: true, required: false
+  private _clientSecretWoVersion?: number; 
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
+  }
+  public set clientSecretWoVersion(value: number) {
+    this._clientSecretWoVersion = value;
+  }
+  public resetClientSecretWoVersion() {
+    this._clientSecretWoVersion = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoVersionInput() {
+    return this._clientSecretWoVersion;
   }
 
   // email_addresses - computed: true, optional: true, required: false
@@ -1535,6 +1745,18 @@ export interface HttpsEdgeRouteOauthProviderGitlab {
   */
   readonly clientSecret?: string;
   /**
+  * Your OAuth app client secret; required with client_id. Write-only (Terraform 1.11+): never stored in the state or a plan; instead of client_secret. Change client_secret_wo_version to send a new value.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo HttpsEdgeRoute#client_secret_wo}
+  */
+  readonly clientSecretWo?: string;
+  /**
+  * Any number; changing it sends client_secret_wo again (a write-only value cannot be compared).
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo_version HttpsEdgeRoute#client_secret_wo_version}
+  */
+  readonly clientSecretWoVersion?: number;
+  /**
   * Email addresses allowed access.
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#email_addresses HttpsEdgeRoute#email_addresses}
@@ -1562,6 +1784,8 @@ export function httpsEdgeRouteOauthProviderGitlabToTerraform(struct?: HttpsEdgeR
   return {
     client_id: cdktf.stringToTerraform(struct!.clientId),
     client_secret: cdktf.stringToTerraform(struct!.clientSecret),
+    client_secret_wo: cdktf.stringToTerraform(struct!.clientSecretWo),
+    client_secret_wo_version: cdktf.numberToTerraform(struct!.clientSecretWoVersion),
     email_addresses: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailAddresses),
     email_domains: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailDomains),
     scopes: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.scopes),
@@ -1586,6 +1810,18 @@ export function httpsEdgeRouteOauthProviderGitlabToHclTerraform(struct?: HttpsEd
       isBlock: false,
       type: "simple",
       storageClassType: "string",
+    },
+    client_secret_wo: {
+      value: cdktf.stringToHclTerraform(struct!.clientSecretWo),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    client_secret_wo_version: {
+      value: cdktf.numberToHclTerraform(struct!.clientSecretWoVersion),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "number",
     },
     email_addresses: {
       value: cdktf.listMapperHcl(cdktf.stringToHclTerraform, false)(struct!.emailAddresses),
@@ -1637,6 +1873,14 @@ export class HttpsEdgeRouteOauthProviderGitlabOutputReference extends cdktf.Comp
       hasAnyValues = true;
       internalValueResult.clientSecret = this._clientSecret;
     }
+    if (this._clientSecretWo !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWo = this._clientSecretWo;
+    }
+    if (this._clientSecretWoVersion !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWoVersion = this._clientSecretWoVersion;
+    }
     if (this._emailAddresses !== undefined) {
       hasAnyValues = true;
       internalValueResult.emailAddresses = this._emailAddresses;
@@ -1658,6 +1902,8 @@ export class HttpsEdgeRouteOauthProviderGitlabOutputReference extends cdktf.Comp
       this.resolvableValue = undefined;
       this._clientId = undefined;
       this._clientSecret = undefined;
+      this._clientSecretWo = undefined;
+      this._clientSecretWoVersion = undefined;
       this._emailAddresses = undefined;
       this._emailDomains = undefined;
       this._scopes = undefined;
@@ -1671,6 +1917,8 @@ export class HttpsEdgeRouteOauthProviderGitlabOutputReference extends cdktf.Comp
       this.resolvableValue = undefined;
       this._clientId = value.clientId;
       this._clientSecret = value.clientSecret;
+      this._clientSecretWo = value.clientSecretWo;
+      this._clientSecretWoVersion = value.clientSecretWoVersion;
       this._emailAddresses = value.emailAddresses;
       this._emailDomains = value.emailDomains;
       this._scopes = value.scopes;
@@ -1707,6 +1955,38 @@ export class HttpsEdgeRouteOauthProviderGitlabOutputReference extends cdktf.Comp
   // Temporarily expose input value. Use with caution.
   public get clientSecretInput() {
     return this._clientSecret;
+  }
+
+  // client_secret_wo - computed: false, optional: true, required: false
+  private _clientSecretWo?: string; 
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+  public set clientSecretWo(value: string) {
+    this._clientSecretWo = value;
+  }
+  public resetClientSecretWo() {
+    this._clientSecretWo = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoInput() {
+    return this._clientSecretWo;
+  }
+
+  // client_secret_wo_version - computed: false, optional: true, required: false
+  private _clientSecretWoVersion?: number; 
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
+  }
+  public set clientSecretWoVersion(value: number) {
+    this._clientSecretWoVersion = value;
+  }
+  public resetClientSecretWoVersion() {
+    this._clientSecretWoVersion = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoVersionInput() {
+    return this._clientSecretWoVersion;
   }
 
   // email_addresses - computed: true, optional: true, required: false
@@ -1771,6 +2051,18 @@ export interface HttpsEdgeRouteOauthProviderGoogle {
   */
   readonly clientSecret?: string;
   /**
+  * Your OAuth app client secret; required with client_id. Write-only (Terraform 1.11+): never stored in the state or a plan; instead of client_secret. Change client_secret_wo_version to send a new value.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo HttpsEdgeRoute#client_secret_wo}
+  */
+  readonly clientSecretWo?: string;
+  /**
+  * Any number; changing it sends client_secret_wo again (a write-only value cannot be compared).
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo_version HttpsEdgeRoute#client_secret_wo_version}
+  */
+  readonly clientSecretWoVersion?: number;
+  /**
   * Email addresses allowed access.
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#email_addresses HttpsEdgeRoute#email_addresses}
@@ -1798,6 +2090,8 @@ export function httpsEdgeRouteOauthProviderGoogleToTerraform(struct?: HttpsEdgeR
   return {
     client_id: cdktf.stringToTerraform(struct!.clientId),
     client_secret: cdktf.stringToTerraform(struct!.clientSecret),
+    client_secret_wo: cdktf.stringToTerraform(struct!.clientSecretWo),
+    client_secret_wo_version: cdktf.numberToTerraform(struct!.clientSecretWoVersion),
     email_addresses: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailAddresses),
     email_domains: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailDomains),
     scopes: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.scopes),
@@ -1822,6 +2116,18 @@ export function httpsEdgeRouteOauthProviderGoogleToHclTerraform(struct?: HttpsEd
       isBlock: false,
       type: "simple",
       storageClassType: "string",
+    },
+    client_secret_wo: {
+      value: cdktf.stringToHclTerraform(struct!.clientSecretWo),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    client_secret_wo_version: {
+      value: cdktf.numberToHclTerraform(struct!.clientSecretWoVersion),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "number",
     },
     email_addresses: {
       value: cdktf.listMapperHcl(cdktf.stringToHclTerraform, false)(struct!.emailAddresses),
@@ -1873,6 +2179,14 @@ export class HttpsEdgeRouteOauthProviderGoogleOutputReference extends cdktf.Comp
       hasAnyValues = true;
       internalValueResult.clientSecret = this._clientSecret;
     }
+    if (this._clientSecretWo !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWo = this._clientSecretWo;
+    }
+    if (this._clientSecretWoVersion !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWoVersion = this._clientSecretWoVersion;
+    }
     if (this._emailAddresses !== undefined) {
       hasAnyValues = true;
       internalValueResult.emailAddresses = this._emailAddresses;
@@ -1894,6 +2208,8 @@ export class HttpsEdgeRouteOauthProviderGoogleOutputReference extends cdktf.Comp
       this.resolvableValue = undefined;
       this._clientId = undefined;
       this._clientSecret = undefined;
+      this._clientSecretWo = undefined;
+      this._clientSecretWoVersion = undefined;
       this._emailAddresses = undefined;
       this._emailDomains = undefined;
       this._scopes = undefined;
@@ -1907,6 +2223,8 @@ export class HttpsEdgeRouteOauthProviderGoogleOutputReference extends cdktf.Comp
       this.resolvableValue = undefined;
       this._clientId = value.clientId;
       this._clientSecret = value.clientSecret;
+      this._clientSecretWo = value.clientSecretWo;
+      this._clientSecretWoVersion = value.clientSecretWoVersion;
       this._emailAddresses = value.emailAddresses;
       this._emailDomains = value.emailDomains;
       this._scopes = value.scopes;
@@ -1943,6 +2261,38 @@ export class HttpsEdgeRouteOauthProviderGoogleOutputReference extends cdktf.Comp
   // Temporarily expose input value. Use with caution.
   public get clientSecretInput() {
     return this._clientSecret;
+  }
+
+  // client_secret_wo - computed: false, optional: true, required: false
+  private _clientSecretWo?: string; 
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+  public set clientSecretWo(value: string) {
+    this._clientSecretWo = value;
+  }
+  public resetClientSecretWo() {
+    this._clientSecretWo = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoInput() {
+    return this._clientSecretWo;
+  }
+
+  // client_secret_wo_version - computed: false, optional: true, required: false
+  private _clientSecretWoVersion?: number; 
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
+  }
+  public set clientSecretWoVersion(value: number) {
+    this._clientSecretWoVersion = value;
+  }
+  public resetClientSecretWoVersion() {
+    this._clientSecretWoVersion = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoVersionInput() {
+    return this._clientSecretWoVersion;
   }
 
   // email_addresses - computed: true, optional: true, required: false
@@ -2007,6 +2357,18 @@ export interface HttpsEdgeRouteOauthProviderLinkedin {
   */
   readonly clientSecret?: string;
   /**
+  * Your OAuth app client secret; required with client_id. Write-only (Terraform 1.11+): never stored in the state or a plan; instead of client_secret. Change client_secret_wo_version to send a new value.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo HttpsEdgeRoute#client_secret_wo}
+  */
+  readonly clientSecretWo?: string;
+  /**
+  * Any number; changing it sends client_secret_wo again (a write-only value cannot be compared).
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo_version HttpsEdgeRoute#client_secret_wo_version}
+  */
+  readonly clientSecretWoVersion?: number;
+  /**
   * Email addresses allowed access.
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#email_addresses HttpsEdgeRoute#email_addresses}
@@ -2034,6 +2396,8 @@ export function httpsEdgeRouteOauthProviderLinkedinToTerraform(struct?: HttpsEdg
   return {
     client_id: cdktf.stringToTerraform(struct!.clientId),
     client_secret: cdktf.stringToTerraform(struct!.clientSecret),
+    client_secret_wo: cdktf.stringToTerraform(struct!.clientSecretWo),
+    client_secret_wo_version: cdktf.numberToTerraform(struct!.clientSecretWoVersion),
     email_addresses: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailAddresses),
     email_domains: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailDomains),
     scopes: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.scopes),
@@ -2058,6 +2422,18 @@ export function httpsEdgeRouteOauthProviderLinkedinToHclTerraform(struct?: Https
       isBlock: false,
       type: "simple",
       storageClassType: "string",
+    },
+    client_secret_wo: {
+      value: cdktf.stringToHclTerraform(struct!.clientSecretWo),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    client_secret_wo_version: {
+      value: cdktf.numberToHclTerraform(struct!.clientSecretWoVersion),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "number",
     },
     email_addresses: {
       value: cdktf.listMapperHcl(cdktf.stringToHclTerraform, false)(struct!.emailAddresses),
@@ -2109,6 +2485,14 @@ export class HttpsEdgeRouteOauthProviderLinkedinOutputReference extends cdktf.Co
       hasAnyValues = true;
       internalValueResult.clientSecret = this._clientSecret;
     }
+    if (this._clientSecretWo !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWo = this._clientSecretWo;
+    }
+    if (this._clientSecretWoVersion !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWoVersion = this._clientSecretWoVersion;
+    }
     if (this._emailAddresses !== undefined) {
       hasAnyValues = true;
       internalValueResult.emailAddresses = this._emailAddresses;
@@ -2130,6 +2514,8 @@ export class HttpsEdgeRouteOauthProviderLinkedinOutputReference extends cdktf.Co
       this.resolvableValue = undefined;
       this._clientId = undefined;
       this._clientSecret = undefined;
+      this._clientSecretWo = undefined;
+      this._clientSecretWoVersion = undefined;
       this._emailAddresses = undefined;
       this._emailDomains = undefined;
       this._scopes = undefined;
@@ -2143,6 +2529,8 @@ export class HttpsEdgeRouteOauthProviderLinkedinOutputReference extends cdktf.Co
       this.resolvableValue = undefined;
       this._clientId = value.clientId;
       this._clientSecret = value.clientSecret;
+      this._clientSecretWo = value.clientSecretWo;
+      this._clientSecretWoVersion = value.clientSecretWoVersion;
       this._emailAddresses = value.emailAddresses;
       this._emailDomains = value.emailDomains;
       this._scopes = value.scopes;
@@ -2179,6 +2567,38 @@ export class HttpsEdgeRouteOauthProviderLinkedinOutputReference extends cdktf.Co
   // Temporarily expose input value. Use with caution.
   public get clientSecretInput() {
     return this._clientSecret;
+  }
+
+  // client_secret_wo - computed: false, optional: true, required: false
+  private _clientSecretWo?: string; 
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+  public set clientSecretWo(value: string) {
+    this._clientSecretWo = value;
+  }
+  public resetClientSecretWo() {
+    this._clientSecretWo = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoInput() {
+    return this._clientSecretWo;
+  }
+
+  // client_secret_wo_version - computed: false, optional: true, required: false
+  private _clientSecretWoVersion?: number; 
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
+  }
+  public set clientSecretWoVersion(value: number) {
+    this._clientSecretWoVersion = value;
+  }
+  public resetClientSecretWoVersion() {
+    this._clientSecretWoVersion = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoVersionInput() {
+    return this._clientSecretWoVersion;
   }
 
   // email_addresses - computed: true, optional: true, required: false
@@ -2243,6 +2663,18 @@ export interface HttpsEdgeRouteOauthProviderMicrosoft {
   */
   readonly clientSecret?: string;
   /**
+  * Your OAuth app client secret; required with client_id. Write-only (Terraform 1.11+): never stored in the state or a plan; instead of client_secret. Change client_secret_wo_version to send a new value.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo HttpsEdgeRoute#client_secret_wo}
+  */
+  readonly clientSecretWo?: string;
+  /**
+  * Any number; changing it sends client_secret_wo again (a write-only value cannot be compared).
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo_version HttpsEdgeRoute#client_secret_wo_version}
+  */
+  readonly clientSecretWoVersion?: number;
+  /**
   * Email addresses allowed access.
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#email_addresses HttpsEdgeRoute#email_addresses}
@@ -2270,6 +2702,8 @@ export function httpsEdgeRouteOauthProviderMicrosoftToTerraform(struct?: HttpsEd
   return {
     client_id: cdktf.stringToTerraform(struct!.clientId),
     client_secret: cdktf.stringToTerraform(struct!.clientSecret),
+    client_secret_wo: cdktf.stringToTerraform(struct!.clientSecretWo),
+    client_secret_wo_version: cdktf.numberToTerraform(struct!.clientSecretWoVersion),
     email_addresses: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailAddresses),
     email_domains: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailDomains),
     scopes: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.scopes),
@@ -2294,6 +2728,18 @@ export function httpsEdgeRouteOauthProviderMicrosoftToHclTerraform(struct?: Http
       isBlock: false,
       type: "simple",
       storageClassType: "string",
+    },
+    client_secret_wo: {
+      value: cdktf.stringToHclTerraform(struct!.clientSecretWo),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    client_secret_wo_version: {
+      value: cdktf.numberToHclTerraform(struct!.clientSecretWoVersion),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "number",
     },
     email_addresses: {
       value: cdktf.listMapperHcl(cdktf.stringToHclTerraform, false)(struct!.emailAddresses),
@@ -2345,6 +2791,14 @@ export class HttpsEdgeRouteOauthProviderMicrosoftOutputReference extends cdktf.C
       hasAnyValues = true;
       internalValueResult.clientSecret = this._clientSecret;
     }
+    if (this._clientSecretWo !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWo = this._clientSecretWo;
+    }
+    if (this._clientSecretWoVersion !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWoVersion = this._clientSecretWoVersion;
+    }
     if (this._emailAddresses !== undefined) {
       hasAnyValues = true;
       internalValueResult.emailAddresses = this._emailAddresses;
@@ -2366,6 +2820,8 @@ export class HttpsEdgeRouteOauthProviderMicrosoftOutputReference extends cdktf.C
       this.resolvableValue = undefined;
       this._clientId = undefined;
       this._clientSecret = undefined;
+      this._clientSecretWo = undefined;
+      this._clientSecretWoVersion = undefined;
       this._emailAddresses = undefined;
       this._emailDomains = undefined;
       this._scopes = undefined;
@@ -2379,6 +2835,8 @@ export class HttpsEdgeRouteOauthProviderMicrosoftOutputReference extends cdktf.C
       this.resolvableValue = undefined;
       this._clientId = value.clientId;
       this._clientSecret = value.clientSecret;
+      this._clientSecretWo = value.clientSecretWo;
+      this._clientSecretWoVersion = value.clientSecretWoVersion;
       this._emailAddresses = value.emailAddresses;
       this._emailDomains = value.emailDomains;
       this._scopes = value.scopes;
@@ -2415,6 +2873,38 @@ export class HttpsEdgeRouteOauthProviderMicrosoftOutputReference extends cdktf.C
   // Temporarily expose input value. Use with caution.
   public get clientSecretInput() {
     return this._clientSecret;
+  }
+
+  // client_secret_wo - computed: false, optional: true, required: false
+  private _clientSecretWo?: string; 
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+  public set clientSecretWo(value: string) {
+    this._clientSecretWo = value;
+  }
+  public resetClientSecretWo() {
+    this._clientSecretWo = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoInput() {
+    return this._clientSecretWo;
+  }
+
+  // client_secret_wo_version - computed: false, optional: true, required: false
+  private _clientSecretWoVersion?: number; 
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
+  }
+  public set clientSecretWoVersion(value: number) {
+    this._clientSecretWoVersion = value;
+  }
+  public resetClientSecretWoVersion() {
+    this._clientSecretWoVersion = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoVersionInput() {
+    return this._clientSecretWoVersion;
   }
 
   // email_addresses - computed: true, optional: true, required: false
@@ -2479,6 +2969,18 @@ export interface HttpsEdgeRouteOauthProviderTwitch {
   */
   readonly clientSecret?: string;
   /**
+  * Your OAuth app client secret; required with client_id. Write-only (Terraform 1.11+): never stored in the state or a plan; instead of client_secret. Change client_secret_wo_version to send a new value.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo HttpsEdgeRoute#client_secret_wo}
+  */
+  readonly clientSecretWo?: string;
+  /**
+  * Any number; changing it sends client_secret_wo again (a write-only value cannot be compared).
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo_version HttpsEdgeRoute#client_secret_wo_version}
+  */
+  readonly clientSecretWoVersion?: number;
+  /**
   * Email addresses allowed access.
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#email_addresses HttpsEdgeRoute#email_addresses}
@@ -2506,6 +3008,8 @@ export function httpsEdgeRouteOauthProviderTwitchToTerraform(struct?: HttpsEdgeR
   return {
     client_id: cdktf.stringToTerraform(struct!.clientId),
     client_secret: cdktf.stringToTerraform(struct!.clientSecret),
+    client_secret_wo: cdktf.stringToTerraform(struct!.clientSecretWo),
+    client_secret_wo_version: cdktf.numberToTerraform(struct!.clientSecretWoVersion),
     email_addresses: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailAddresses),
     email_domains: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.emailDomains),
     scopes: cdktf.listMapper(cdktf.stringToTerraform, false)(struct!.scopes),
@@ -2530,6 +3034,18 @@ export function httpsEdgeRouteOauthProviderTwitchToHclTerraform(struct?: HttpsEd
       isBlock: false,
       type: "simple",
       storageClassType: "string",
+    },
+    client_secret_wo: {
+      value: cdktf.stringToHclTerraform(struct!.clientSecretWo),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    client_secret_wo_version: {
+      value: cdktf.numberToHclTerraform(struct!.clientSecretWoVersion),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "number",
     },
     email_addresses: {
       value: cdktf.listMapperHcl(cdktf.stringToHclTerraform, false)(struct!.emailAddresses),
@@ -2581,6 +3097,14 @@ export class HttpsEdgeRouteOauthProviderTwitchOutputReference extends cdktf.Comp
       hasAnyValues = true;
       internalValueResult.clientSecret = this._clientSecret;
     }
+    if (this._clientSecretWo !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWo = this._clientSecretWo;
+    }
+    if (this._clientSecretWoVersion !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWoVersion = this._clientSecretWoVersion;
+    }
     if (this._emailAddresses !== undefined) {
       hasAnyValues = true;
       internalValueResult.emailAddresses = this._emailAddresses;
@@ -2602,6 +3126,8 @@ export class HttpsEdgeRouteOauthProviderTwitchOutputReference extends cdktf.Comp
       this.resolvableValue = undefined;
       this._clientId = undefined;
       this._clientSecret = undefined;
+      this._clientSecretWo = undefined;
+      this._clientSecretWoVersion = undefined;
       this._emailAddresses = undefined;
       this._emailDomains = undefined;
       this._scopes = undefined;
@@ -2615,6 +3141,8 @@ export class HttpsEdgeRouteOauthProviderTwitchOutputReference extends cdktf.Comp
       this.resolvableValue = undefined;
       this._clientId = value.clientId;
       this._clientSecret = value.clientSecret;
+      this._clientSecretWo = value.clientSecretWo;
+      this._clientSecretWoVersion = value.clientSecretWoVersion;
       this._emailAddresses = value.emailAddresses;
       this._emailDomains = value.emailDomains;
       this._scopes = value.scopes;
@@ -2651,6 +3179,38 @@ export class HttpsEdgeRouteOauthProviderTwitchOutputReference extends cdktf.Comp
   // Temporarily expose input value. Use with caution.
   public get clientSecretInput() {
     return this._clientSecret;
+  }
+
+  // client_secret_wo - computed: false, optional: true, required: false
+  private _clientSecretWo?: string; 
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+  public set clientSecretWo(value: string) {
+    this._clientSecretWo = value;
+  }
+  public resetClientSecretWo() {
+    this._clientSecretWo = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoInput() {
+    return this._clientSecretWo;
+  }
+
+  // client_secret_wo_version - computed: false, optional: true, required: false
+  private _clientSecretWoVersion?: number; 
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
+  }
+  public set clientSecretWoVersion(value: number) {
+    this._clientSecretWoVersion = value;
+  }
+  public resetClientSecretWoVersion() {
+    this._clientSecretWoVersion = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoVersionInput() {
+    return this._clientSecretWoVersion;
   }
 
   // email_addresses - computed: true, optional: true, required: false
@@ -3360,7 +3920,19 @@ export interface HttpsEdgeRouteOidc {
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret HttpsEdgeRoute#client_secret}
   */
-  readonly clientSecret: string;
+  readonly clientSecret?: string;
+  /**
+  * App client secret. Write-only (Terraform 1.11+): never stored in the state or a plan; instead of client_secret. Change client_secret_wo_version to send a new value.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo HttpsEdgeRoute#client_secret_wo}
+  */
+  readonly clientSecretWo?: string;
+  /**
+  * Any number; changing it sends client_secret_wo again (a write-only value cannot be compared).
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#client_secret_wo_version HttpsEdgeRoute#client_secret_wo_version}
+  */
+  readonly clientSecretWoVersion?: number;
   /**
   * Prefix of the session cookie; letters, digits and periods.
   *
@@ -3413,6 +3985,8 @@ export function httpsEdgeRouteOidcToTerraform(struct?: HttpsEdgeRouteOidc | cdkt
   return {
     client_id: cdktf.stringToTerraform(struct!.clientId),
     client_secret: cdktf.stringToTerraform(struct!.clientSecret),
+    client_secret_wo: cdktf.stringToTerraform(struct!.clientSecretWo),
+    client_secret_wo_version: cdktf.numberToTerraform(struct!.clientSecretWoVersion),
     cookie_prefix: cdktf.stringToTerraform(struct!.cookiePrefix),
     enabled: cdktf.booleanToTerraform(struct!.enabled),
     inactivity_timeout: cdktf.numberToTerraform(struct!.inactivityTimeout),
@@ -3441,6 +4015,18 @@ export function httpsEdgeRouteOidcToHclTerraform(struct?: HttpsEdgeRouteOidc | c
       isBlock: false,
       type: "simple",
       storageClassType: "string",
+    },
+    client_secret_wo: {
+      value: cdktf.stringToHclTerraform(struct!.clientSecretWo),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    client_secret_wo_version: {
+      value: cdktf.numberToHclTerraform(struct!.clientSecretWoVersion),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "number",
     },
     cookie_prefix: {
       value: cdktf.stringToHclTerraform(struct!.cookiePrefix),
@@ -3516,6 +4102,14 @@ export class HttpsEdgeRouteOidcOutputReference extends cdktf.ComplexObject {
       hasAnyValues = true;
       internalValueResult.clientSecret = this._clientSecret;
     }
+    if (this._clientSecretWo !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWo = this._clientSecretWo;
+    }
+    if (this._clientSecretWoVersion !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.clientSecretWoVersion = this._clientSecretWoVersion;
+    }
     if (this._cookiePrefix !== undefined) {
       hasAnyValues = true;
       internalValueResult.cookiePrefix = this._cookiePrefix;
@@ -3553,6 +4147,8 @@ export class HttpsEdgeRouteOidcOutputReference extends cdktf.ComplexObject {
       this.resolvableValue = undefined;
       this._clientId = undefined;
       this._clientSecret = undefined;
+      this._clientSecretWo = undefined;
+      this._clientSecretWoVersion = undefined;
       this._cookiePrefix = undefined;
       this._enabled = undefined;
       this._inactivityTimeout = undefined;
@@ -3570,6 +4166,8 @@ export class HttpsEdgeRouteOidcOutputReference extends cdktf.ComplexObject {
       this.resolvableValue = undefined;
       this._clientId = value.clientId;
       this._clientSecret = value.clientSecret;
+      this._clientSecretWo = value.clientSecretWo;
+      this._clientSecretWoVersion = value.clientSecretWoVersion;
       this._cookiePrefix = value.cookiePrefix;
       this._enabled = value.enabled;
       this._inactivityTimeout = value.inactivityTimeout;
@@ -3593,7 +4191,7 @@ export class HttpsEdgeRouteOidcOutputReference extends cdktf.ComplexObject {
     return this._clientId;
   }
 
-  // client_secret - computed: false, optional: false, required: true
+  // client_secret - computed: true, optional: true, required: false
   private _clientSecret?: string; 
   public get clientSecret() {
     return this.getStringAttribute('client_secret');
@@ -3601,9 +4199,44 @@ export class HttpsEdgeRouteOidcOutputReference extends cdktf.ComplexObject {
   public set clientSecret(value: string) {
     this._clientSecret = value;
   }
+  public resetClientSecret() {
+    this._clientSecret = undefined;
+  }
   // Temporarily expose input value. Use with caution.
   public get clientSecretInput() {
     return this._clientSecret;
+  }
+
+  // client_secret_wo - computed: false, optional: true, required: false
+  private _clientSecretWo?: string; 
+  public get clientSecretWo() {
+    return this.getStringAttribute('client_secret_wo');
+  }
+  public set clientSecretWo(value: string) {
+    this._clientSecretWo = value;
+  }
+  public resetClientSecretWo() {
+    this._clientSecretWo = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoInput() {
+    return this._clientSecretWo;
+  }
+
+  // client_secret_wo_version - computed: false, optional: true, required: false
+  private _clientSecretWoVersion?: number; 
+  public get clientSecretWoVersion() {
+    return this.getNumberAttribute('client_secret_wo_version');
+  }
+  public set clientSecretWoVersion(value: number) {
+    this._clientSecretWoVersion = value;
+  }
+  public resetClientSecretWoVersion() {
+    this._clientSecretWoVersion = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get clientSecretWoVersionInput() {
+    return this._clientSecretWoVersion;
   }
 
   // cookie_prefix - computed: true, optional: true, required: false
@@ -4793,6 +5426,18 @@ export interface HttpsEdgeRouteWebhookVerification {
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#secret HttpsEdgeRoute#secret}
   */
   readonly secret?: string;
+  /**
+  * Signing secret; required for every provider except sns. Write-only (Terraform 1.11+): never stored in the state or a plan; instead of secret. Change secret_wo_version to send a new value.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#secret_wo HttpsEdgeRoute#secret_wo}
+  */
+  readonly secretWo?: string;
+  /**
+  * Any number; changing it sends secret_wo again (a write-only value cannot be compared).
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/https_edge_route#secret_wo_version HttpsEdgeRoute#secret_wo_version}
+  */
+  readonly secretWoVersion?: number;
 }
 
 export function httpsEdgeRouteWebhookVerificationToTerraform(struct?: HttpsEdgeRouteWebhookVerification | cdktf.IResolvable): any {
@@ -4804,6 +5449,8 @@ export function httpsEdgeRouteWebhookVerificationToTerraform(struct?: HttpsEdgeR
     enabled: cdktf.booleanToTerraform(struct!.enabled),
     provider: cdktf.stringToTerraform(struct!.provider),
     secret: cdktf.stringToTerraform(struct!.secret),
+    secret_wo: cdktf.stringToTerraform(struct!.secretWo),
+    secret_wo_version: cdktf.numberToTerraform(struct!.secretWoVersion),
   }
 }
 
@@ -4831,6 +5478,18 @@ export function httpsEdgeRouteWebhookVerificationToHclTerraform(struct?: HttpsEd
       isBlock: false,
       type: "simple",
       storageClassType: "string",
+    },
+    secret_wo: {
+      value: cdktf.stringToHclTerraform(struct!.secretWo),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    secret_wo_version: {
+      value: cdktf.numberToHclTerraform(struct!.secretWoVersion),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "number",
     },
   };
 
@@ -4868,6 +5527,14 @@ export class HttpsEdgeRouteWebhookVerificationOutputReference extends cdktf.Comp
       hasAnyValues = true;
       internalValueResult.secret = this._secret;
     }
+    if (this._secretWo !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.secretWo = this._secretWo;
+    }
+    if (this._secretWoVersion !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.secretWoVersion = this._secretWoVersion;
+    }
     return hasAnyValues ? internalValueResult : undefined;
   }
 
@@ -4878,6 +5545,8 @@ export class HttpsEdgeRouteWebhookVerificationOutputReference extends cdktf.Comp
       this._enabled = undefined;
       this._provider = undefined;
       this._secret = undefined;
+      this._secretWo = undefined;
+      this._secretWoVersion = undefined;
     }
     else if (cdktf.Tokenization.isResolvable(value)) {
       this.isEmptyObject = false;
@@ -4889,6 +5558,8 @@ export class HttpsEdgeRouteWebhookVerificationOutputReference extends cdktf.Comp
       this._enabled = value.enabled;
       this._provider = value.provider;
       this._secret = value.secret;
+      this._secretWo = value.secretWo;
+      this._secretWoVersion = value.secretWoVersion;
     }
   }
 
@@ -4935,6 +5606,38 @@ export class HttpsEdgeRouteWebhookVerificationOutputReference extends cdktf.Comp
   // Temporarily expose input value. Use with caution.
   public get secretInput() {
     return this._secret;
+  }
+
+  // secret_wo - computed: false, optional: true, required: false
+  private _secretWo?: string; 
+  public get secretWo() {
+    return this.getStringAttribute('secret_wo');
+  }
+  public set secretWo(value: string) {
+    this._secretWo = value;
+  }
+  public resetSecretWo() {
+    this._secretWo = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get secretWoInput() {
+    return this._secretWo;
+  }
+
+  // secret_wo_version - computed: false, optional: true, required: false
+  private _secretWoVersion?: number; 
+  public get secretWoVersion() {
+    return this.getNumberAttribute('secret_wo_version');
+  }
+  public set secretWoVersion(value: number) {
+    this._secretWoVersion = value;
+  }
+  public resetSecretWoVersion() {
+    this._secretWoVersion = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get secretWoVersionInput() {
+    return this._secretWoVersion;
   }
 }
 export interface HttpsEdgeRouteWebsocketTcpConverter {

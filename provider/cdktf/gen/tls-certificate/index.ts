@@ -31,7 +31,19 @@ export interface TlsCertificateConfig extends cdktf.TerraformMetaArguments {
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/tls_certificate#private_key_pem TlsCertificate#private_key_pem}
   */
-  readonly privateKeyPem: string;
+  readonly privateKeyPem?: string;
+  /**
+  * Private key of the leaf, PEM (PKCS#1, PKCS#8 or SEC1). Never returned. Write-only (Terraform 1.11+): never stored in the state or a plan; instead of private_key_pem. Change private_key_pem_wo_version to send a new value.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/tls_certificate#private_key_pem_wo TlsCertificate#private_key_pem_wo}
+  */
+  readonly privateKeyPemWo?: string;
+  /**
+  * Any number; changing it sends private_key_pem_wo again (a write-only value cannot be compared).
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/edgeform/edgeform/0.1.0/docs/resources/tls_certificate#private_key_pem_wo_version TlsCertificate#private_key_pem_wo_version}
+  */
+  readonly privateKeyPemWoVersion?: number;
 }
 export interface TlsCertificateSubjectAlternativeNames {
 }
@@ -147,6 +159,8 @@ export class TlsCertificate extends cdktf.TerraformResource {
     this._description = config.description;
     this._metadata = config.metadata;
     this._privateKeyPem = config.privateKeyPem;
+    this._privateKeyPemWo = config.privateKeyPemWo;
+    this._privateKeyPemWoVersion = config.privateKeyPemWoVersion;
   }
 
   // ==========
@@ -238,7 +252,7 @@ export class TlsCertificate extends cdktf.TerraformResource {
     return this.getStringAttribute('not_before');
   }
 
-  // private_key_pem - computed: false, optional: false, required: true
+  // private_key_pem - computed: true, optional: true, required: false
   private _privateKeyPem?: string; 
   public get privateKeyPem() {
     return this.getStringAttribute('private_key_pem');
@@ -246,9 +260,44 @@ export class TlsCertificate extends cdktf.TerraformResource {
   public set privateKeyPem(value: string) {
     this._privateKeyPem = value;
   }
+  public resetPrivateKeyPem() {
+    this._privateKeyPem = undefined;
+  }
   // Temporarily expose input value. Use with caution.
   public get privateKeyPemInput() {
     return this._privateKeyPem;
+  }
+
+  // private_key_pem_wo - computed: false, optional: true, required: false
+  private _privateKeyPemWo?: string; 
+  public get privateKeyPemWo() {
+    return this.getStringAttribute('private_key_pem_wo');
+  }
+  public set privateKeyPemWo(value: string) {
+    this._privateKeyPemWo = value;
+  }
+  public resetPrivateKeyPemWo() {
+    this._privateKeyPemWo = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get privateKeyPemWoInput() {
+    return this._privateKeyPemWo;
+  }
+
+  // private_key_pem_wo_version - computed: false, optional: true, required: false
+  private _privateKeyPemWoVersion?: number; 
+  public get privateKeyPemWoVersion() {
+    return this.getNumberAttribute('private_key_pem_wo_version');
+  }
+  public set privateKeyPemWoVersion(value: number) {
+    this._privateKeyPemWoVersion = value;
+  }
+  public resetPrivateKeyPemWoVersion() {
+    this._privateKeyPemWoVersion = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get privateKeyPemWoVersionInput() {
+    return this._privateKeyPemWoVersion;
   }
 
   // private_key_type - computed: true, optional: false, required: false
@@ -312,6 +361,8 @@ export class TlsCertificate extends cdktf.TerraformResource {
       description: cdktf.stringToTerraform(this._description),
       metadata: cdktf.stringToTerraform(this._metadata),
       private_key_pem: cdktf.stringToTerraform(this._privateKeyPem),
+      private_key_pem_wo: cdktf.stringToTerraform(this._privateKeyPemWo),
+      private_key_pem_wo_version: cdktf.numberToTerraform(this._privateKeyPemWoVersion),
     };
   }
 
@@ -340,6 +391,18 @@ export class TlsCertificate extends cdktf.TerraformResource {
         isBlock: false,
         type: "simple",
         storageClassType: "string",
+      },
+      private_key_pem_wo: {
+        value: cdktf.stringToHclTerraform(this._privateKeyPemWo),
+        isBlock: false,
+        type: "simple",
+        storageClassType: "string",
+      },
+      private_key_pem_wo_version: {
+        value: cdktf.numberToHclTerraform(this._privateKeyPemWoVersion),
+        isBlock: false,
+        type: "simple",
+        storageClassType: "number",
       },
     };
 
