@@ -13,7 +13,7 @@ import { execute, type ProgressEvent } from '../reconciler/apply/execute.js';
 import { applyJson, planJson } from '../reconciler/render/json.js';
 import { failureText, progressDone, progressFailed, progressStart, progressStill, renderApplyResult, renderPlan, styleFor, type Style } from '../reconciler/render/text.js';
 import { isNoop, type Plan } from '../reconciler/plan/types.js';
-import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, type Target } from '../reconciler/session.js';
+import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, splitExcludes, type Target } from '../reconciler/session.js';
 import { exportManifests } from '../reconciler/export.js';
 import { INTERRUPTED } from './interrupts.js';
 import { commandLine, LockError, lockOptions, startRun, type Run } from './lock.js';
@@ -74,7 +74,15 @@ function targetOptions(cmd: Command) {
 const manifestOption = (cmd: Command) =>
   cmd.option('-f, --file <path>', 'manifest file or directory of *.yaml files (repeatable)', collect, [] as string[])
     .option('--cdktf <dir>', 'a synthesized CDKTF stack (a folder with cdk.tf.json, or cdktf.out) instead of, or besides, manifests (repeatable)', collect, [] as string[])
-    .option('--exclude <glob>', "skip manifest files and folders matching the glob (repeatable; 'ci/**', 'docker-compose*.yml'); hidden ones (.github/) are always skipped in folders", collect, [] as string[]);
+    .option('--exclude <glob|address>', "skip manifest files and folders matching the glob (repeatable; 'ci/**', 'docker-compose*.yml'; hidden ones such as .github/ are always skipped in folders); on plan and apply, a resource address (Kind/name, Kind/name.routes[\"/api\"], Kind/*) leaves that resource and what needs it out of the plan", collect, [] as string[]);
+
+/** --target and --replace, on plan and apply. */
+const targetingOptions = (cmd: Command) =>
+  cmd.option('--target <address>', 'plan only this resource (Kind/name, Kind/name.routes["/api"], Kind/*) and what it needs (repeatable); for exceptional situations', collect, [] as string[])
+    .option('--replace <address>', 'replace this document though it has not changed: delete and create (or create before delete where its natural key allows), e.g. to rotate an API key (repeatable)', collect, [] as string[]);
+
+/** What --target/--exclude/--replace ask of a plan. */
+const targetingOf = (opts: Record<string, any>) => ({ targets: opts.target ?? [], excludes: splitExcludes(opts.exclude).addresses, replace: opts.replace ?? [] });
 
 export function targetOf(opts: Record<string, any>): Target {
   if (!opts.apiKey) throw new UserError('no API key: set EDGEFORM_API_KEY (or --api-key) to a token; "edgeform serve" prints the first one on its first start');
@@ -103,7 +111,7 @@ function desiredOf(opts: Record<string, any>) {
   const files: string[] = opts.file ?? [];
   const cdktf: string[] = opts.cdktf ?? [];
   if (!files.length && !cdktf.length) throw new UsageError('no manifests: give -f PATH (a file or a directory of *.yaml files) or --cdktf DIR (a CDKTF synth output)');
-  return loadDesired(files, cdktf, { exclude: opts.exclude });
+  return loadDesired(files, cdktf, { exclude: splitExcludes(opts.exclude).globs });
 }
 
 /** Turns what went wrong into one actionable line. */
@@ -229,7 +237,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
       }),
     );
 
-  const plan = targetOptions(manifestOption(new Command('plan')))
+  const plan = targetingOptions(targetOptions(manifestOption(new Command('plan'))))
     .description('Show what apply would change: live state read through list endpoints, diffed field by field.')
     .option('--prune', 'also delete resources this stack manages that are no longer declared')
     .option('--adopt', 'take over unmanaged resources that hold a declared natural key (edge hostports) or id')
@@ -245,7 +253,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
         const client = clientFor(t);
         try {
           const out = io();
-          const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: opts.refreshOnly ? 'refresh-only' : 'apply', prune: opts.prune, adopt: opts.adopt });
+          const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: opts.refreshOnly ? 'refresh-only' : 'apply', prune: opts.prune, adopt: opts.adopt, ...targetingOf(opts) });
           warnAll(out, planned.warnings);
           if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
           if (opts.out) savePlan(opts.out, planned);
@@ -263,7 +271,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
       }),
     );
 
-  const apply = lockOptions(parallelismOption(targetOptions(manifestOption(new Command('apply')))))
+  const apply = targetingOptions(lockOptions(parallelismOption(targetOptions(manifestOption(new Command('apply'))))))
     .argument('[plan-file]', 'a plan saved with "plan --out": applied exactly, refused if anything it touches changed since')
     .description('Make the API calls that bring live state to the manifests (or carry out a saved plan).')
     .option('--prune', 'also delete resources this stack manages that are no longer declared')
@@ -282,6 +290,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
           let plan: Plan;
           if (planFile) {
             if (opts.file?.length || opts.cdktf?.length) throw new UsageError('give either a saved plan file or manifests (-f, --cdktf), not both');
+            if (opts.target?.length || opts.replace?.length) throw new UsageError('--target and --replace shape a new plan; a saved plan is applied as it was made (make it with plan --target/--replace --out)');
             const saved = readPlan(planFile);
             // Unnamed here, the stack is the one the plan was made for.
             if (opts.stack === undefined) t.stack = saved.plan.stack;
@@ -298,7 +307,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
             if (opts.prune) needsNamedStack(opts, 'apply --prune');
             const manifest = desiredOf(opts);
             await lock();
-            const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: 'apply', prune: opts.prune, adopt: opts.adopt });
+            const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: 'apply', prune: opts.prune, adopt: opts.adopt, ...targetingOf(opts) });
             warnAll(out, planned.warnings);
             if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
             plan = planned.plan;

@@ -14,6 +14,7 @@ import { fetchSecretFingerprints, secretItems } from './live/secret-fingerprints
 import { liveFingerprint, makePlan, planFingerprints, type PlanOptions, type PlanResult } from './plan/plan.js';
 import type { Plan } from './plan/types.js';
 import { callerKeyProblems } from './plan/caller-key.js';
+import { targetPlan } from './plan/target.js';
 
 export interface Target {
   apiUrl: string;
@@ -51,15 +52,34 @@ export interface Planned extends PlanResult {
   kinds: string[];
 }
 
-export async function planWith(client: ApiClient, manifest: Manifest, opts: Omit<PlanOptions, 'apiCalls'>): Promise<Planned> {
+/** Narrowing of a plan: --target and --exclude addresses. */
+export interface Targeting {
+  targets?: readonly string[];
+  excludes?: readonly string[];
+}
+
+/**
+ * `--exclude` takes manifest files (a glob, since before targeting existed) and addresses
+ * (as Terraform's -exclude): a value whose first segment is a manifest kind (`HTTPSEdge/web`,
+ * `IPPolicy/*`) is an address, anything else a glob.
+ */
+export function splitExcludes(values: readonly string[] = []): { addresses: string[]; globs: string[] } {
+  const kinds = new Set(manifestKinds.map((k) => k.kind));
+  const isAddress = (v: string) => kinds.has(v.split('/')[0]) && v.includes('/');
+  return { addresses: values.filter(isAddress), globs: values.filter((v) => !isAddress(v)) };
+}
+
+export async function planWith(client: ApiClient, manifest: Manifest, opts: Omit<PlanOptions, 'apiCalls'> & Targeting): Promise<Planned> {
   const before = client.calls;
   const kinds = kindsToRead();
   const live = await refresh(client, kinds);
   // Secrets matter only to a plan that may update: refresh-only reports drift, destroy deletes.
   const items = opts.mode === 'apply' ? secretItems(manifest) : [];
   const secrets = items.length ? await fetchSecretFingerprints(client, opts.stack, items) : { warnings: [] };
-  const result = makePlan(manifest, live, { ...opts, apiCalls: client.calls - before, callerKeyId: client.keyId, secretFingerprints: secrets.byAddress });
-  return { ...result, warnings: [...secrets.warnings, ...(result.warnings ?? [])], live, kinds: kinds.map((k) => k.kind) };
+  const made = makePlan(manifest, live, { ...opts, apiCalls: client.calls - before, callerKeyId: client.keyId, secretFingerprints: secrets.byAddress });
+  const narrowed = targetPlan(made.plan, opts.targets ?? [], opts.excludes ?? []);
+  const result = { ...made, plan: narrowed.plan, problems: [...made.problems, ...narrowed.problems] };
+  return { ...result, warnings: [...secrets.warnings, ...(made.warnings ?? []), ...narrowed.warnings], live, kinds: kinds.map((k) => k.kind) };
 }
 
 // ------------------------------------------------------------------------------ saved plans

@@ -15,6 +15,7 @@ import { encodeMetadata, fingerprint, isLegacySecretFingerprint, sameUserMetadat
 import type { Action, Change, Operation, Plan } from './types.js';
 import { LiveIndex } from './live-index.js';
 import { callerKeyProblems } from './caller-key.js';
+import { didYouMean } from '../../provider/catalog/validate/suggest.js';
 
 type Doc = Record<string, any>;
 
@@ -34,6 +35,8 @@ export interface PlanOptions {
    * (live/secret-fingerprints.ts); without them, write-only values are taken as unchanged.
    */
   secretFingerprints?: ReadonlyMap<string, string>;
+  /** Documents to replace though unchanged (--replace ADDRESS): delete and create, or create before delete. */
+  replace?: readonly string[];
 }
 
 export interface PlanResult {
@@ -317,7 +320,8 @@ class Planner {
     const liveIn = this.liveInputOf(d.entry, l.id, l.read);
     const diff = this.diff(d.address, d.entry, want, liveIn, l.userMetadata, l.stamp, owned, stamp, d.secrets, []);
     const drift = this.isDrift(d.entry, want, diff, l.stamp, owned, stamp);
-    const lost = owned ? lostToken(d) : undefined;
+    const forced = this.opts.replace?.includes(d.address) ? `--replace ${d.address}` : undefined;
+    const lost = owned ? (lostToken(d) ?? forced) : forced;
     if (diff.replaceFields.length || lost) {
       if (d.preventDestroy) {
         const why = diff.replaceFields.length ? `changing ${diff.replaceFields.join(', ')} replaces it` : `${lost}, which replaces it`;
@@ -759,6 +763,10 @@ export function liveFingerprint(l: LiveResource | undefined): string | null {
 export function makePlan(manifest: Manifest, live: LiveState, opts: PlanOptions): PlanResult {
   const p = new Planner(manifest, live, opts);
   const ordered = referenceOrder(manifest, p.problems);
+  for (const r of opts.replace ?? []) {
+    if (r.includes('.')) p.problems.push(`--replace ${r}: only a document (Kind/name) can be replaced; a child is replaced with its document, or by changing its key`);
+    else if (!ordered.some((d) => d.address === r)) p.problems.push(`--replace ${r} names no declared document${didYouMean(r, ordered.map((d) => d.address))}`);
+  }
   if (opts.mode !== 'destroy') for (const d of ordered) p.planDocument(d);
   p.planDeletes();
   p.planCascades();

@@ -93,6 +93,8 @@ export interface Plan {
   fingerprints: Record<string, string | null>;
   /** API calls made to build the plan. */
   apiCalls: number;
+  /** --target / --exclude narrowed the plan (a saved plan keeps saying so). */
+  targeted?: { targets: string[]; excludes: string[] };
 }
 
 export const isNoop = (c: Change) => c.actions.length === 1 && c.actions[0] === 'no-op';
