@@ -18,6 +18,11 @@ export interface Stamp {
   s?: string;
   /** The user's metadata when it is not a JSON object. */
   text?: string;
+  /**
+   * prevent_destroy, as last applied: the protection outlives the document, so deleting the
+   * document from the manifests does not silently lift it (hashicorp/terraform#17599).
+   */
+  p?: true;
 }
 
 /** `s` of a resource adopted with its write-only values unknown: they are taken as declared until the next update sends them. */
@@ -75,7 +80,7 @@ export function decodeMetadata(metadata: string | null | undefined): DecodedMeta
   const { edgeform: _, ...rest } = obj;
   const s = stamp as unknown as Stamp;
   const user = typeof s.text === 'string' ? s.text : Object.keys(rest).length ? JSON.stringify(rest) : '';
-  return { stamp: { stack: s.stack, name: s.name, h: s.h, s: s.s }, user };
+  return { stamp: { stack: s.stack, name: s.name, h: s.h, s: s.s, ...(s.p === true ? { p: true as const } : {}) }, user };
 }
 
 /** The metadata to send: the user's metadata with the stamp merged in. */
@@ -84,6 +89,7 @@ export function encodeMetadata(user: string, stamp: Stamp): string {
   if (stamp.name) clean.name = stamp.name;
   if (stamp.h) clean.h = stamp.h;
   if (stamp.s) clean.s = stamp.s;
+  if (stamp.p) clean.p = true;
   const obj = user === '' ? {} : parseObject(user);
   if (obj && !('edgeform' in obj)) return JSON.stringify({ edgeform: clean, ...obj });
   return JSON.stringify({ edgeform: { ...clean, text: user } });

@@ -208,12 +208,12 @@ class Planner {
    * its natural key within its parent), the hash of its public document (to tell drift from
    * a changed manifest) and the hash of its write-only values.
    */
-  private stampFor(address: string, entry: KindEntry, body: Doc, secrets: Record<string, unknown>, top: boolean): Stamp | undefined {
+  private stampFor(address: string, entry: KindEntry, body: Doc, secrets: Record<string, unknown>, top: boolean, protect = false): Stamp | undefined {
     if (!hasMetadata(entry)) return undefined;
     // Keyed by the server; never the unkeyed hash, which anyone reading the metadata could test guesses against.
     const sWant = Object.keys(secrets).length ? (this.opts.secretFingerprints?.get(address) ?? UNKNOWN) : undefined;
     const [pub] = splitSecrets(entry.fields, body);
-    const stamp: Stamp = { stack: this.opts.stack, name: top ? address : undefined, h: fingerprint(this.salt(address), pub), s: sWant };
+    const stamp: Stamp = { stack: this.opts.stack, name: top ? address : undefined, h: fingerprint(this.salt(address), pub), s: sWant, ...(protect ? { p: true as const } : {}) };
     // A child needs its stamp only for drift and secrets: when the user's metadata leaves no
     // room for it, a child without secrets goes unstamped (drift then shows as an ordinary
     // update) rather than the manifest being refused. Top-level stamps are identity: a
@@ -262,7 +262,7 @@ class Planner {
     return {
       changed,
       publicChanged,
-      stampCurrent: !!liveStamp && !!stamp && (['stack', 'name', 'h', 's'] as const).every((k) => liveStamp[k] === stamp[k]),
+      stampCurrent: !!liveStamp && !!stamp && (['stack', 'name', 'h', 's', 'p'] as const).every((k) => liveStamp[k] === stamp[k]),
       replaceFields,
       metadataChanged,
       sensitiveChanged,
@@ -311,7 +311,7 @@ class Planner {
     if (!found) return;
     const { live: l, owned } = found;
     const want = this.resolve(d.entry, d.body);
-    const stamp = this.stampFor(d.address, d.entry, d.body, d.secrets, true);
+    const stamp = this.stampFor(d.address, d.entry, d.body, d.secrets, true, d.preventDestroy);
     if (!l) {
       this.createDocument(d, want, stamp, ['create']);
       return;
@@ -335,7 +335,8 @@ class Planner {
     this.known.set(d.address, l.id);
     // Stamp what this stack manages under another name, and what --adopt takes over; a
     // resource bound by id without --adopt is only read, so it needs no stamp.
-    const needStamp = !!stamp && (owned ? l.stamp?.name !== d.address : !!this.opts.adopt);
+    // A changed prevent_destroy is recorded in the stamp, so the protection outlives the document.
+    const needStamp = !!stamp && (owned ? l.stamp?.name !== d.address || !!l.stamp?.p !== !!stamp.p : !!this.opts.adopt);
     const ops = diff.changed.length || diff.metadataChanged || needStamp ? this.updateOps(d.entry, l.id, undefined, want, diff, stamp, d.address, needStamp) : [];
     const at = this.changes.length;
     const change = this.change({
@@ -577,6 +578,10 @@ class Planner {
         }
         if (doc?.preventDestroy) {
           this.problems.push(`${address} has prevent_destroy set; remove it from ${doc.source.file}:${doc.source.line} to delete it`);
+          continue;
+        }
+        if (l.stamp?.p && !doc) {
+          this.problems.push(`${address} is protected by prevent_destroy, recorded when it was last applied; its document is no longer declared, but the protection stays. To delete it, declare it again with prevent_destroy: false, apply, then remove it`);
           continue;
         }
         const childIds = Object.values(l.children).flat().map((c) => c.id);
