@@ -155,6 +155,7 @@ export function documentSchema(entry: KindEntry): JsonSchema {
       name,
       id,
       prevent_destroy: { type: 'boolean', default: false, description: 'When true, plans refuse to delete or replace this resource (prune, destroy, or a change to a field that forces replacement).' },
+      ignore_changes: { type: 'array', items: { type: 'string', minLength: 1 }, description: 'Field paths set on create and never planned again: a field of the document, or <children>[*].<field> (routes[*].circuit_breaker).' },
       ...(onceFields(entry).length
         ? { token_file: { type: 'string', minLength: 1, description: 'File (relative to the manifest) that apply writes the token to, mode 0600, when it creates this resource: the server returns the token only once.' } }
         : {}),

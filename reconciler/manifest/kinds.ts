@@ -4,7 +4,7 @@
 import { catalog, childrenOf, traitsOf, type KindEntry } from '../../provider/catalog/index.js';
 
 /** Keys of a document that are not part of the create body. */
-export const RESERVED_KEYS = ['kind', 'name', 'id', 'prevent_destroy', 'token_file'] as const;
+export const RESERVED_KEYS = ['kind', 'name', 'id', 'prevent_destroy', 'token_file', 'ignore_changes'] as const;
 
 /** Server-set values returned once, in the creation response (an API key's token): what `token_file` receives. */
 export const onceFields = (entry: KindEntry): string[] =>

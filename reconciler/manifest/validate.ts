@@ -36,6 +36,8 @@ export interface Desired {
   /** Bound explicitly to this existing resource. */
   id?: string;
   preventDestroy: boolean;
+  /** ignore_changes: fields set on create and never planned again, top-level ones and per child key (`routes`). */
+  ignore: { fields: string[]; children: Record<string, string[]> };
   /** Where a create writes the values returned only once (an API key's token): an absolute path. */
   tokenFile?: string;
   /** The normalised create body without children; references as `Kind/name` or ids. */
@@ -203,6 +205,10 @@ function desiredOf(doc: RawDocument, checker: Checker, problems: Problems): Desi
     ok = false;
   }
   const specs = childSpecsOf(entry.kind);
+  const ignore = ignoreChangesOf(v.ignore_changes, entry, specs, (i, message) => {
+    problems.add(at(i === undefined ? ['ignore_changes'] : ['ignore_changes', i]), message);
+    ok = false;
+  });
   const body: Doc = {};
   for (const [k, val] of Object.entries(v)) {
     if ((RESERVED_KEYS as readonly string[]).includes(k) || specs.some((s) => s.key === k)) continue;
@@ -262,6 +268,7 @@ function desiredOf(doc: RawDocument, checker: Checker, problems: Problems): Desi
     address,
     id: v.id,
     preventDestroy: v.prevent_destroy === true,
+    ignore,
     tokenFile: typeof v.token_file === 'string' ? path.resolve(path.dirname(doc.source.file), v.token_file) : undefined,
     body: checked.body,
     secrets: checked.secrets,
@@ -270,6 +277,32 @@ function desiredOf(doc: RawDocument, checker: Checker, problems: Problems): Desi
     source: doc.source,
     lineAt: (p) => doc.lineAt(p),
   };
+}
+
+/**
+ * `ignore_changes: [description, routes[*].circuit_breaker]`, as Terraform's ignore_changes
+ * and Argo CD's ignoreDifferences: field paths in the form validate reports them, a field of
+ * the document or `<children>[*].<field>` for a field of every child.
+ */
+function ignoreChangesOf(value: unknown, entry: KindEntry, specs: readonly ChildSpec[], fail: (index: number | undefined, message: string) => void): Desired['ignore'] {
+  const out: Desired['ignore'] = { fields: [], children: {} };
+  if (value === undefined) return out;
+  if (!Array.isArray(value)) {
+    fail(undefined, 'ignore_changes must be a list of field paths, such as [description, routes[*].circuit_breaker]');
+    return out;
+  }
+  const own = Object.keys(entry.fields).filter((f) => !traitsOf(entry.fields[f]).computed);
+  const forms = [...own, ...specs.flatMap((s) => Object.keys(s.entry.fields).filter((f) => f !== s.parentField && f !== s.naturalKey).map((f) => `${s.key}[*].${f}`))];
+  value.forEach((p, i) => {
+    if (typeof p !== 'string') return fail(i, 'each ignore_changes entry is a field path (text)');
+    const child = /^([a-z_]+)\[\*\]\.([a-z_]+)$/.exec(p);
+    const spec = child && specs.find((s) => s.key === child[1]);
+    if (spec && child && child[2] !== spec.parentField && child[2] !== spec.naturalKey && child[2] in spec.entry.fields) (out.children[spec.key] ??= []).push(child[2]);
+    else if (spec && child && child[2] === spec.naturalKey) fail(i, `${p}: ${spec.naturalKey} names each of the ${spec.key}; it cannot be ignored`);
+    else if (own.includes(p)) out.fields.push(p);
+    else fail(i, `ignore_changes: ${JSON.stringify(p)} is not a field of ${entry.kind}${didYouMean(p, forms)}; it takes ${forms.slice(0, 12).join(', ')}${forms.length > 12 ? ', ...' : ''}`);
+  });
+  return out;
 }
 
 /** Values of fields unique across resources (edge hostports) must not be declared twice. */

@@ -318,7 +318,7 @@ class Planner {
     }
     const adopting = !owned && hasMetadata(d.entry);
     const liveIn = this.liveInputOf(d.entry, l.id, l.read);
-    const diff = this.diff(d.address, d.entry, want, liveIn, l.userMetadata, l.stamp, owned, stamp, d.secrets, []);
+    const diff = this.diff(d.address, d.entry, want, liveIn, l.userMetadata, l.stamp, owned, stamp, d.secrets, d.ignore.fields);
     const drift = this.isDrift(d.entry, want, diff, l.stamp, owned, stamp);
     const forced = this.opts.replace?.includes(d.address) ? `--replace ${d.address}` : undefined;
     const lost = owned ? (lostToken(d) ?? forced) : forced;
@@ -538,7 +538,7 @@ class Planner {
     const stamp = this.stampFor(address, entry, c.body, c.secrets, false);
     const liveIn = this.liveInputOf(entry, lk.id, lk.read, c.spec.parentField);
     const owned = lk.stamp?.stack === this.opts.stack;
-    const diff = this.diff(address, entry, want, liveIn, lk.userMetadata, lk.stamp, owned, stamp, c.secrets, [c.spec.parentField]);
+    const diff = this.diff(address, entry, want, liveIn, lk.userMetadata, lk.stamp, owned, stamp, c.secrets, [c.spec.parentField, ...(d.ignore.children[c.spec.key] ?? [])]);
     const base = { address, kind: entry.kind, name: c.key, before: diff.before, after: diff.after, id: lk.id, parentId: l.id, sensitiveChanged: diff.sensitiveChanged || undefined };
     if (diff.replaceFields.length) {
       const first = this.op(this.deleteChildOp(l, lk, address));
