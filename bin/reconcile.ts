@@ -13,7 +13,7 @@ import { execute, type ProgressEvent } from '../reconciler/apply/execute.js';
 import { applyJson, planJson } from '../reconciler/render/json.js';
 import { failureText, progressDone, progressFailed, progressStart, progressStill, renderApplyResult, renderPlan, styleFor, type Style } from '../reconciler/render/text.js';
 import { isNoop, type Plan } from '../reconciler/plan/types.js';
-import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, splitExcludes, type Target } from '../reconciler/session.js';
+import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, splitExcludes, withSecretsBack, type Target } from '../reconciler/session.js';
 import { exportManifests } from '../reconciler/export.js';
 import { INTERRUPTED } from './interrupts.js';
 import { commandLine, LockError, lockOptions, startRun, type Run } from './lock.js';
@@ -241,7 +241,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
     .description('Show what apply would change: live state read through list endpoints, diffed field by field.')
     .option('--prune', 'also delete resources this stack manages that are no longer declared')
     .option('--adopt', 'take over unmanaged resources that hold a declared natural key (edge hostports) or id')
-    .option('--out <file>', 'save the plan for "edgeform apply FILE" (holds secrets: written owner-only)')
+    .option('--out <file>', 'save the plan for "edgeform apply FILE" (owner-only; it holds no secret: write-only values are kept as fingerprints and read again from the manifests by apply)')
     .option('--json', 'print one JSON document (resource_changes[], api_calls)')
     .option('--detailed-exitcode', 'exit 0 with no changes, 1 on error, 2 with changes, 3 with no changes but leftovers (resources the stack manages that no manifest declares)')
     .option('--refresh-only', 'only report what changed outside edgeform since the last apply')
@@ -256,7 +256,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
           const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: opts.refreshOnly ? 'refresh-only' : 'apply', prune: opts.prune, adopt: opts.adopt, ...targetingOf(opts) });
           warnAll(out, planned.warnings);
           if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
-          if (opts.out) savePlan(opts.out, planned);
+          if (opts.out) await savePlan(opts.out, planned, client, { files: opts.file ?? [], cdktf: opts.cdktf ?? [], exclude: splitExcludes(opts.exclude).globs });
           if (opts.json) out.out(`${JSON.stringify(planJson(planned.plan))}\n`);
           else {
             out.out(renderPlan(planned.plan, out.outStyle));
@@ -300,7 +300,9 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
             const { stale, problems } = await checkSavedPlan(client, saved);
             if (stale.length) throw new UserError(`the saved plan is stale: ${stale.join(', ')} changed since it was made; run plan again`);
             if (problems.length) throw new UserError(`the plan cannot be carried out:\n  ${problems.join('\n  ')}`);
-            plan = saved.plan;
+            const back = await withSecretsBack(client, saved);
+            warnAll(out, back.warnings);
+            plan = back.plan;
             if (!opts.json) out.out(renderPlan(plan, out.outStyle) + '\n');
           } else {
             jsonNeedsApproval(opts, 'apply');

@@ -15,6 +15,7 @@ import { liveFingerprint, makePlan, planFingerprints, type PlanOptions, type Pla
 import type { Plan } from './plan/types.js';
 import { callerKeyProblems } from './plan/caller-key.js';
 import { targetPlan } from './plan/target.js';
+import { declaredSecrets, fingerprintItem, restoreSecrets, stripSecrets, type SavedSecret } from './plan/saved-secrets.js';
 
 export interface Target {
   apiUrl: string;
@@ -86,14 +87,38 @@ export async function planWith(client: ApiClient, manifest: Manifest, opts: Omit
 
 export interface SavedPlan {
   format: 'edgeform-plan';
-  version: 1;
+  /** 1: write-only values in the operations (older edgeforms); 2: fingerprints of them instead. */
+  version: 1 | 2;
   kinds: string[];
   plan: Plan;
+  /** Where the manifests were (absolute), to interpolate the write-only values again at apply. */
+  sources?: ManifestSources;
+  secrets?: SavedSecret[];
 }
 
-/** Writes a plan for `apply FILE`. It holds the values to send, secrets included: owner-only permissions. */
-export function savePlan(file: string, planned: Planned) {
-  const saved: SavedPlan = { format: 'edgeform-plan', version: 1, kinds: planned.kinds, plan: planned.plan };
+export interface ManifestSources {
+  files: string[];
+  cdktf: string[];
+  exclude: string[];
+}
+
+/**
+ * Writes a plan for `apply FILE`, owner-only. It holds no secret: write-only values are
+ * replaced by server-keyed fingerprints, and apply reads them again from the manifests.
+ */
+export async function savePlan(file: string, planned: Planned, client: ApiClient, sources: ManifestSources) {
+  const { plan, taken } = stripSecrets(planned.plan);
+  const fingerprints = taken.length ? await fetchSecretFingerprints(client, plan.stack, taken.map((t) => fingerprintItem(t, t.value))) : { byAddress: new Map<string, string>(), warnings: [] };
+  const secrets: SavedSecret[] = taken.map(({ op, address, path: at }) => ({ op, address, path: at, fingerprint: fingerprints.byAddress?.get(`${address}#${at}`) ?? null }));
+  const abs = (list: string[]) => list.map((p) => path.resolve(p));
+  const saved: SavedPlan = {
+    format: 'edgeform-plan',
+    version: 2,
+    kinds: planned.kinds,
+    plan,
+    sources: { files: abs(sources.files), cdktf: abs(sources.cdktf), exclude: sources.exclude },
+    secrets,
+  };
   try {
     fs.writeFileSync(file, `${JSON.stringify(saved)}\n`, { mode: 0o600 });
     fs.chmodSync(file, 0o600);
@@ -115,8 +140,45 @@ export function readPlan(file: string): SavedPlan {
   } catch (e) {
     throw new Error(`cannot read the saved plan ${file}: ${(e as Error).message}; make one with "edgeform plan -f PATH --out ${file}"`);
   }
-  if (saved?.format !== 'edgeform-plan' || saved.version !== 1) throw new Error(`${file} is not a plan saved by "edgeform plan --out"`);
+  if (saved?.format !== 'edgeform-plan' || (saved.version !== 1 && saved.version !== 2)) throw new Error(`${file} is not a plan saved by "edgeform plan --out"`);
   return saved;
+}
+
+/**
+ * The saved plan's operations with their write-only values back, read again from the
+ * manifests it was made from; each checked against the fingerprint saved with the plan.
+ * Throws, naming the resource and field, when one is no longer declared or differs.
+ */
+export async function withSecretsBack(client: ApiClient, saved: SavedPlan): Promise<{ plan: Plan; warnings: string[] }> {
+  const secrets = saved.secrets ?? [];
+  if (!secrets.length) return { plan: saved.plan, warnings: [] };
+  const src = saved.sources!;
+  let manifest: Manifest;
+  try {
+    manifest = loadDesired(src.files, src.cdktf, { exclude: src.exclude });
+  } catch (e) {
+    throw new Error(`the saved plan holds no secrets; they are read again from the manifests it was made from (${[...src.files, ...src.cdktf].join(', ')}), which cannot be read now: ${(e as Error).message}`);
+  }
+  const declared = declaredSecrets(manifest);
+  const values = new Map<SavedSecret, unknown>();
+  for (const s of secrets) {
+    const value = declared.get(s.address)?.[s.path];
+    if (value === undefined) throw new Error(`the saved plan sends ${s.address} ${s.path}, which the manifests no longer declare; run plan again`);
+    values.set(s, value);
+  }
+  const warnings: string[] = [];
+  if (secrets.some((s) => s.fingerprint !== null)) {
+    const now = await fetchSecretFingerprints(client, saved.plan.stack, secrets.map((s) => fingerprintItem(s, values.get(s))));
+    warnings.push(...now.warnings);
+    for (const s of secrets) {
+      const f = now.byAddress?.get(`${s.address}#${s.path}`);
+      if (s.fingerprint !== null && f !== undefined && f !== s.fingerprint) {
+        throw new Error(`the value of ${s.address} ${s.path} differs from the one the plan was made with (an environment variable or file it is read from changed since); run plan again`);
+      }
+    }
+  }
+  if (secrets.some((s) => s.fingerprint === null)) warnings.push('the server could not fingerprint write-only values when the plan was saved, so those read again from the manifests could not be checked against it');
+  return { plan: restoreSecrets(saved.plan, secrets, values), warnings };
 }
 
 /**

@@ -110,9 +110,27 @@ describe('reconciler: saved plans', () => {
     expect(await descriptions()).toEqual(['head office', 'remote access']);
   });
 
-  it('never printed the webhook secret, though the saved plan file holds it, as documented', () => {
+  it('never printed the webhook secret, and the saved plan file holds none: only a fingerprint', () => {
     expect(r.outputs.join('\n')).not.toContain(HOOK_SECRET);
-    expect(fs.readFileSync(path.join(tmp, 'create.plan'), 'utf8')).toContain(HOOK_SECRET);
+    const saved = JSON.parse(fs.readFileSync(path.join(tmp, 'create.plan'), 'utf8'));
+    expect(JSON.stringify(saved)).not.toContain(HOOK_SECRET);
+    expect(saved.secrets).toEqual([expect.objectContaining({ address: 'EventDestination/hook', path: 'target.http.secret', fingerprint: expect.stringMatching(/^k1\./) })]);
+  });
+
+  it('interpolates the write-only values again at apply, and refuses one that differs, naming it', async () => {
+    const other = manifestDir({ 'stack.yaml': toYaml([{ kind: 'EventDestination', name: 'hook2', target: { http: { url: 'https://hooks.example.com/y', secret: '${env:HOOK_SECRET}' } } }]) });
+    const file = path.join(tmp, 'secret.plan');
+    const me = stackRunner(s, { HOOK_SECRET, EDGEFORM_STACK: 'hooks' });
+    expect((await me.run(['plan', '-f', other, '--out', file])).code).toBe(0);
+    const changed = await me.run(['apply', file], { HOOK_SECRET: 'another-secret-value' });
+    expect(changed.code).toBe(1);
+    expect(changed.stderr).toContain('the value of EventDestination/hook2 target.http.secret differs from the one the plan was made with');
+    expect((await s.get('/event_destinations')).body.event_destinations.filter((d: Doc) => d.target?.http?.url === 'https://hooks.example.com/y')).toEqual([]);
+    const same = await me.run(['apply', file]);
+    expect(same.code, same.stdout + same.stderr).toBe(0);
+    expect((await s.get('/event_destinations')).body.event_destinations.filter((d: Doc) => d.target?.http?.url === 'https://hooks.example.com/y')).toHaveLength(1);
+    // The plan made now says no change: the secret sent was the declared one (its fingerprint is in the stamp).
+    expect((await me.run(['plan', '-f', other])).stdout).toContain(NO_CHANGES);
   });
 });
 

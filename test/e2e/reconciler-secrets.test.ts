@@ -1,6 +1,6 @@
 // Secrets never appear in any output: plan and apply, text and --json, drift, a changed
 // secret, a refused call, refresh-only, destroy, export and validate. They go to the API
-// (the resources work) and into a saved plan, which is documented to hold them.
+// (the resources work); a saved plan holds only their fingerprints.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -121,8 +121,9 @@ describe('reconciler: secrets never appear in output', () => {
     expect((await run(['destroy', '-f', dir, '--json'])).code).toBe(2);
     const destroyed = await run(['destroy', '-f', dir, '--auto-approve']);
     expect(destroyed.code, destroyed.stdout + destroyed.stderr).toBe(0);
-    // The saved plan holds what it will send, secrets included (docs: owner-only file).
-    expect(fs.readFileSync(file, 'utf8')).toContain(env.OAUTH_SECRET);
+    // The saved plan holds no secret: fingerprints, and where to read the values again.
+    expect(fs.readFileSync(file, 'utf8')).not.toContain(env.OAUTH_SECRET);
+    expect(fs.readFileSync(file, 'utf8')).not.toContain(env.WEBHOOK_SECRET);
     fs.rmSync(tmp, { recursive: true, force: true });
   });
 
