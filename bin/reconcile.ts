@@ -18,6 +18,7 @@ import { exportManifests } from '../reconciler/export.js';
 import { INTERRUPTED } from './interrupts.js';
 import { commandLine, LockError, lockOptions, startRun, type Run } from './lock.js';
 import { chooseStack, StackNameError, STACK_PATTERN, unnamedStackMessage } from '../reconciler/stack-name.js';
+import { unmanagedResources, unmanagedText } from '../reconciler/plan/unmanaged.js';
 
 /** Where a command writes and reads; the process streams, or captured ones in tests. */
 export interface Io {
@@ -245,6 +246,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
     .option('--json', 'print one JSON document (resource_changes[], api_calls)')
     .option('--detailed-exitcode', 'exit 0 with no changes, 1 on error, 2 with changes, 3 with no changes but leftovers (resources the stack manages that no manifest declares)')
     .option('--refresh-only', 'only report what changed outside edgeform since the last apply')
+    .option('--show-unmanaged', 'also list live resources of the declared kinds that no stack manages (from the lists already read: no extra API call)')
     .action(
       wrap(async (opts) => {
         const t = targetOf(opts);
@@ -257,9 +259,11 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
           warnAll(out, planned.warnings);
           if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
           if (opts.out) await savePlan(opts.out, planned, client, { files: opts.file ?? [], cdktf: opts.cdktf ?? [], exclude: splitExcludes(opts.exclude).globs });
-          if (opts.json) out.out(`${JSON.stringify(planJson(planned.plan))}\n`);
+          const unmanaged = opts.showUnmanaged ? unmanagedResources(manifest, planned.live, planned.plan) : undefined;
+          if (opts.json) out.out(`${JSON.stringify(planJson(planned.plan, unmanaged ? { unmanaged } : {}))}\n`);
           else {
             out.out(renderPlan(planned.plan, out.outStyle));
+            if (unmanaged) out.out(unmanagedText(unmanaged));
             if (opts.out) out.out(`\nSaved the plan to ${opts.out}. To carry it out exactly: edgeform apply ${opts.out}\n`);
           }
           if (!opts.detailedExitcode) return 0;
