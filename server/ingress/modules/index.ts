@@ -1,4 +1,6 @@
-// The route modules by name (MODULE_ORDER in order.ts says when each runs).
+// The registry of route-module filters: module name -> factory. The order they run in is
+// MODULE_ORDER (order.ts), never this file's; a module configured on a route with no entry
+// here makes the route answer 502 (refusing beats skipping a restriction).
 import type { FilterFactory } from '../types.js';
 import type { ModuleName } from './order.js';
 import { ipRestriction } from './ip-restriction.js';
