@@ -376,6 +376,18 @@ describe('webhook verification beyond one signature', () => {
     }
   });
 
+  it('SNS: a SubscriptionConfirmation signed with SignatureVersion 1 (SHA1withRSA) over its own field list', async () => {
+    const m: Record<string, string> = {
+      Type: 'SubscriptionConfirmation', MessageId: 'm-2', Token: 'tok', TopicArn: 'arn:aws:sns:us-east-1:1:t', Message: 'ping to confirm',
+      SubscribeURL: 'https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription', Timestamp: iso(tNow), SignatureVersion: '1',
+      SigningCertURL: 'https://sns.us-east-1.amazonaws.com/SimpleNotificationService-abc.pem',
+    };
+    const text = ['Message', 'MessageId', 'SubscribeURL', 'Timestamp', 'Token', 'TopicArn', 'Type'].map((k) => `${k}\n${m[k]}\n`).join('');
+    m.Signature = cryptoSign('sha1', Buffer.from(text), createPrivateKey(keys.rsa.key)).toString('base64');
+    expect((await verify('sns', '', json(JSON.stringify(m), {}))).reached).toBe(true);
+    expect((await verify('sns', '', json(JSON.stringify({ ...m, Token: 'other' }), {}))).status).toBe(403);
+  });
+
   it('SNS: the allowed certificate host is a setting (for tests on a machine without the internet)', async () => {
     const saved = process.env.EDGEFORM_WEBHOOK_SNS_CERT_HOST;
     process.env.EDGEFORM_WEBHOOK_SNS_CERT_HOST = '^localhost$';
