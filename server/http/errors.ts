@@ -57,6 +57,7 @@ export const ERRORS = {
   ERR_SERVICE_748: { status: 413, summary: 'The request body is larger than the edge reads for this route.' },
   ERR_SERVICE_749: { status: 502, summary: 'The edge could not handle the request (a fault of the server, logged with the request).' },
   ERR_SERVICE_750: { status: 502, summary: 'The backend cannot carry a WebSocket or TCP stream (an http_response backend).' },
+  ERR_SERVICE_751: { status: 400, summary: 'The WebSocket handshake is malformed (Sec-WebSocket-Key of 16 bytes and Sec-WebSocket-Version: 13 are required).' },
   ERR_SERVICE_500: { status: 500, summary: 'An internal error occurred.' },
   ERR_SERVICE_503: { status: 503, summary: 'The server is shutting down or its database is unreachable.' },
   ERR_SERVICE_504: { status: 504, summary: 'The agent did not acknowledge the command within a few seconds.' },
