@@ -3,6 +3,7 @@
 // answers at the edge: a rate limit's 429 with retry-after); on_http_response sees the
 // answer the client would get and may change or replace it. Buckets are scoped by route id.
 import { compilePolicy, evaluate, isCompiled, type Mutations, type PolicyResult } from '../../policy/index.js';
+import type { TLSSocket } from 'node:tls';
 import type { Exchange, FilterFactory } from '../types.js';
 
 const PHASES = ['on_http_request', 'on_http_response'] as const;
@@ -12,6 +13,13 @@ function requestInput(ex: Exchange) {
   for (const [k, v] of Object.entries(ex.req.headers)) if (v !== undefined && !k.startsWith(':')) headers[k] = v;
   const port = ex.publicPort === 443 ? '' : `:${ex.publicPort}`;
   return { method: ex.method, url: `${ex.scheme}://${ex.host}${port}${ex.path}`, headers };
+}
+
+/** `1.3` for a TLSv1.3 connection; undefined without TLS. */
+function tlsVersion(ex: Exchange): string | undefined {
+  const socket = ex.req.socket as Partial<TLSSocket> | undefined;
+  const p = socket?.getProtocol?.();
+  return p ? p.replace(/^TLSv/, '') : undefined;
 }
 
 function applyRequest(ex: Exchange, m: Mutations['request']) {
@@ -48,7 +56,7 @@ export const trafficPolicy: FilterFactory = (config, route, deps) => {
   const onResponse = !!policy.phases.on_http_response?.length;
   return {
     async handle(ex, next) {
-      const conn = { client_ip: ex.clientIp, server_port: ex.publicPort };
+      const conn = { client_ip: ex.clientIp, server_port: ex.publicPort, tls_version: tlsVersion(ex) };
       let actions: PolicyResult['actions'] | undefined;
       if (onRequest) {
         const r = evaluate(policy, 'on_http_request', { now: deps.now(), conn, req: requestInput(ex) }, deps.policyState);
