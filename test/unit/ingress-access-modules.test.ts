@@ -94,7 +94,7 @@ describe('oauth, oidc and saml', () => {
     expect(String(r.answer!.body)).toContain('later release');
   });
   it('the registry holds every module this branch builds', () => {
-    expect(Object.keys(FILTERS).sort()).toEqual(['ip_restriction', 'oauth', 'oidc', 'saml', 'user_agent_filter', 'webhook_verification']);
+    expect(Object.keys(FILTERS)).toEqual(expect.arrayContaining(['ip_restriction', 'oauth', 'oidc', 'saml', 'user_agent_filter', 'webhook_verification']));
     expect(signInNotYet('oidc')).toBeTypeOf('function');
   });
 });
