@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
 import { route, startHttpIngress, tableOf, type HttpIngress } from '../helpers/ingress-http.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { until } from '../helpers/wait.js';
 import { encodeFrame, OP } from '../../server/ingress/modules/websocket-frames.js';
 
 const RATE_LIMIT = `on_http_request:
@@ -141,8 +142,7 @@ describe('route modules on the HTTP side', () => {
     let got = Buffer.alloc(0);
     socket.on('data', (c) => { got = Buffer.concat([got, c]); });
     socket.write('GET /ws HTTP/1.1\r\nHost: app.example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
-    const wait = async (ok: () => boolean) => { const end = Date.now() + 10_000; while (!ok() && Date.now() < end) await new Promise((r) => setTimeout(r, 20)); };
-    await wait(() => got.includes('\r\n\r\n'));
+    await until(() => got.includes('\r\n\r\n'), 10_000);
     const head = got.toString('latin1');
     expect(head).toMatch(/^HTTP\/1\.1 101/);
     expect(head).toContain('Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=');
@@ -151,7 +151,7 @@ describe('route modules on the HTTP side', () => {
     const payload = Buffer.from('hello tcp');
     const mask = Buffer.from([9, 8, 7, 6]);
     socket.write(Buffer.concat([Buffer.from([0x82, 0x80 | payload.length]), mask, payload.map((b, i) => b ^ mask[i & 3])]));
-    await wait(() => got.length >= 2 + payload.length);
+    await until(() => got.length >= 2 + payload.length, 10_000);
     expect(got.subarray(0, 2 + payload.length)).toEqual(encodeFrame(OP.binary, payload));
     socket.destroy();
   });
