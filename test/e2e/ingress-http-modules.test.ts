@@ -7,7 +7,7 @@ import net, { type AddressInfo } from 'node:net';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
-import { route, startHttpIngress, tableOf, type HttpIngress } from '../helpers/ingress-http.js';
+import { route, startHttpIngress, tableOf, type HttpIngress, type TableSpec } from '../helpers/ingress-http.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { until } from '../helpers/wait.js';
 import { encodeFrame, OP } from '../../server/ingress/modules/websocket-frames.js';
@@ -29,6 +29,7 @@ let ing: HttpIngress;
 let upstream: http.Server;
 let echo: net.Server;
 const agents: AgentProcess[] = [];
+let spec: TableSpec;
 const be = (id: string) => ({ backend: { enabled: true, backend_id: id } });
 
 beforeAll(async () => {
@@ -44,7 +45,7 @@ beforeAll(async () => {
     return p.waitFor('online: tn_');
   };
   await Promise.all([agent('app=web', (upstream.address() as AddressInfo).port), agent('app=tcp', (echo.address() as AddressInfo).port)]);
-  ing = await startHttpIngress(tableOf({
+  spec = {
     edges: [{ id: 'edghts_app', hostports: ['app.example.com:443'], routes: [
       route('edghtsrt_limited', '/limited', { ...be('bkdhr_ok'), traffic_policy: { enabled: true, value: RATE_LIMIT } }),
       route('edghtsrt_unlimited', '/unlimited', { ...be('bkdhr_ok'), traffic_policy: { enabled: false, value: RATE_LIMIT } }),
@@ -67,7 +68,8 @@ beforeAll(async () => {
       { id: 'bkdtg_tcp', kind: 'TunnelGroupBackend', labels: { app: 'tcp' } },
       { id: 'bkdtg_nobody', kind: 'TunnelGroupBackend', labels: { app: 'nobody' } },
     ],
-  }), { gateway: s.server.gateway });
+  };
+  ing = await startHttpIngress(tableOf(spec), { gateway: s.server.gateway });
 });
 
 afterAll(async () => {
@@ -115,6 +117,9 @@ describe('route modules on the HTTP side', () => {
     expect(r.status).toBe(503);
     expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_747');
     expect(Number(r.headers['retry-after'])).toBeGreaterThan(0);
+    // a reload of the table (any change through the API) keeps the open circuit open
+    ing.setTable(tableOf(spec));
+    expect((await ing.get('/breaker')).headers['edgeform-error-code']).toBe('ERR_SERVICE_747');
   });
 
   it.each([
