@@ -115,7 +115,7 @@ on_http_response:
     expect(fromYaml.ok).toBe(true);
     const fromJson = parseTrafficPolicy(JSON.stringify(fromYaml.ok ? fromYaml.policy : null));
     expect(fromJson).toEqual(fromYaml);
-    expect(rateLimits(yaml)).toEqual([{ name: 'api', capacity: 100, rate: 600, bucket_key: ['conn.client_ip'], keys: [{ kind: 'client_ip' }] }]);
+    expect(rateLimits(yaml)).toEqual([{ name: 'api', capacity: 100, enforce: true, rate: 600, bucket_key: ['conn.client_ip'], keys: [{ kind: 'client_ip' }] }]);
   });
 
   it('keeps the document as given (configs unchanged, defaults not filled in)', () => {
