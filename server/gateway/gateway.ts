@@ -49,6 +49,8 @@ export class Gateway {
   readonly instanceId = newIdBody();
   private sessions = new Map<string, Live>();
   private tunnels = new Map<string, string>();
+  /** Labeled tunnels held here, by id: what tunnel-group backends choose among (the ingress). */
+  private labeled = new Map<string, Readonly<Record<string, string>>>();
   private timers: NodeJS.Timeout[] = [];
   /** Deletes of closed sessions still being written: stop() waits for them before the database closes. */
   private deleting = new Set<Promise<void>>();
@@ -139,7 +141,7 @@ export class Gateway {
     const conn = new AgentConnection(socket, this.opts.heartbeatMs, () => {
       if (!registered) return;
       this.sessions.delete(sessionId);
-      for (const t of live.tunnels) this.tunnels.delete(t);
+      for (const t of live.tunnels) { this.tunnels.delete(t); this.labeled.delete(t); }
       this.opts.log({ level: 'info', msg: 'agent session closed', session: sessionId });
       const done = deleteSessions(this.ctx, [sessionId])
         .catch((e) => this.opts.log({ level: 'warn', msg: `could not delete session ${sessionId} (the sweeper will): ${(e as Error).message}` }))
@@ -174,7 +176,11 @@ export class Gateway {
     }
     registered = true;
     this.sessions.set(sessionId, live);
-    for (const r of rows) { live.tunnels.add(r.id); this.tunnels.set(r.id, sessionId); }
+    for (const r of rows) {
+      live.tunnels.add(r.id);
+      this.tunnels.set(r.id, sessionId);
+      if (r.labels) this.labeled.set(r.id, r.labels);
+    }
     this.opts.log({ level: 'info', msg: 'agent session started', session: sessionId, credential: credential.credentialId, ip, tunnels: rows.length, refused: results.filter((r) => r.error).length });
     const bound: Bound = { session_id: sessionId, tunnels: results };
     await conn.control(CONTROL.bound, bound, this.opts.helloTimeoutMs).catch(() => conn.destroy());
@@ -285,6 +291,11 @@ export class Gateway {
       void live.conn.push(CONTROL.bundle, { 'content-type': 'application/javascript', 'edgeform-version': bundle.version, 'edgeform-sha256': bundle.sha256 }, bundle.code, 60_000)
         .catch((e) => this.opts.log({ level: 'warn', msg: `sending the agent bundle failed: ${(e as Error).message}`, session: sessionId }));
     }
+  }
+
+  /** The online labeled tunnels of this instance with their labels (live; do not modify). */
+  labeledTunnels(): ReadonlyMap<string, Readonly<Record<string, string>>> {
+    return this.labeled;
   }
 
   /** A relayed HTTP request to a tunnel held by this instance (the ingress's entry point). */

@@ -72,6 +72,8 @@ export interface IngressDeps {
   /** One JSON log line (access log and warnings); never a secret or a body. */
   log: (fields: Record<string, unknown>) => void;
   now: () => number;
+  /** How long the HTTP side waits for an upstream's response head before 504 (default 60 s). */
+  upstreamTimeoutMs?: number;
 }
 
 /** An answer produced at the edge (module refusal, http_response backend, error page). */
@@ -112,11 +114,15 @@ export interface Exchange {
   onResponseHead(edit: (head: ResponseHead) => void): void;
   /** A transform of the response body chosen from the final head (compression), or none. */
   onResponseBody(wrap: (head: ResponseHead) => import('node:stream').Transform | undefined): void;
+  /** The response the chain holds so far (the upstream's head or an answer's), after next(); undefined before. */
+  readonly responseHead?: ResponseHead;
   /** The status the client got (after the chain finished), or 'error' when the upstream failed. */
   readonly outcome: number | 'error' | undefined;
   /** Answers at the edge; later filters and the backend do not run. */
   answer(a: EdgeAnswer): void;
   readonly answered: boolean;
+  /** Set for an HTTP/1.1 Upgrade (WebSocket): the client's socket; a filter that takes it over sets `taken`. */
+  readonly upgrade?: { socket: Duplex; head: Buffer; taken: boolean };
   /** A raw byte stream to the route's backend (websocket_tcp_converter). */
   connectBackend(): Promise<Duplex>;
   /** Values filters leave for later ones (e.g. the traffic policy's action variables). */

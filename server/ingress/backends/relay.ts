@@ -1,0 +1,62 @@
+// A request relayed through an agent's tunnel: the body streams up (or the buffer a filter
+// read), the answer's head is left on the exchange and its body streams back when sent.
+// The agent's own 502 (it could not reach forwards_to) carries AGENT_ERROR_HEADER.
+import { constants, type ClientHttp2Stream } from 'node:http2';
+import type { Duplex, Readable } from 'node:stream';
+import { edgeError, type HttpExchange } from '../http/exchange.js';
+
+export const AGENT_ERROR_HEADER = 'edgeform-agent-error';
+export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
+
+function open<T>(make: () => T, tunnelId: string): T {
+  try {
+    return make();
+  } catch {
+    throw edgeError('ERR_SERVICE_742', `the tunnel ${tunnelId} went offline`, true);
+  }
+}
+
+/** Waits for the stream's response head; refused, closed or late is an edge error (upstream failed). */
+function responseOf(stream: ClientHttp2Stream, timeoutMs: number, what: string): Promise<Record<string, string | string[] | number | undefined>> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      stream.close(constants.NGHTTP2_CANCEL);
+      reject(edgeError('ERR_SERVICE_744', `${what} did not answer within ${Math.round(timeoutMs / 1000)} s`, true));
+    }, timeoutMs);
+    stream.once('response', (h) => { clearTimeout(timer); resolve(h as never); });
+    const failed = () => { clearTimeout(timer); reject(edgeError('ERR_SERVICE_743', `${what} closed the connection before answering`, true)); };
+    stream.once('error', failed);
+    stream.once('close', failed);
+  });
+}
+
+async function agentRefused(stream: ClientHttp2Stream, headers: Record<string, unknown>, what: string) {
+  stream.close(constants.NGHTTP2_CANCEL);
+  return edgeError('ERR_SERVICE_743', `${what} is unreachable from its agent (${String(headers[AGENT_ERROR_HEADER])})`, true);
+}
+
+export async function relayHttp(ex: HttpExchange, tunnelId: string, forwardsTo: string): Promise<void> {
+  const what = `the upstream of tunnel ${tunnelId}${forwardsTo ? ` (${forwardsTo})` : ''}`;
+  const stream = open(() => ex.deps.gateway.openStream(tunnelId, { method: ex.method, path: ex.path, headers: ex.upstreamHeaders }), tunnelId);
+  stream.on('error', () => {});
+  const res = ex.res as unknown as NodeJS.EventEmitter;
+  const abort = () => { if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL); };
+  res.once('close', abort);
+  if (ex.body) stream.end(ex.body);
+  else (ex.req as Readable).pipe(stream);
+  const headers = await responseOf(stream, ex.deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS, what);
+  if (headers[AGENT_ERROR_HEADER] !== undefined) throw await agentRefused(stream, headers, what);
+  ex.respondUpstream(Number(headers[':status']), headers, stream);
+}
+
+/** A raw TCP stream through the tunnel (WebSockets, websocket_tcp_converter), once the agent reached the upstream. */
+export async function relayTcp(ex: HttpExchange, tunnelId: string): Promise<Duplex> {
+  const stream = open(() => ex.deps.gateway.openTcp(tunnelId), tunnelId);
+  stream.on('error', () => {});
+  const headers = await responseOf(stream, ex.deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS, `the upstream of tunnel ${tunnelId}`);
+  if (Number(headers[':status']) !== 200) {
+    stream.close(constants.NGHTTP2_CANCEL);
+    throw edgeError('ERR_SERVICE_743', `the upstream of tunnel ${tunnelId} is unreachable from its agent`, true);
+  }
+  return stream;
+}

@@ -1,0 +1,31 @@
+// The end of an HTTPS route's chain: the route's backend answers. http_response answers at the
+// edge; a tunnel group relays through an agent; the weighted choice happens in resolve.ts.
+import type { Duplex } from 'node:stream';
+import { edgeError, type HttpExchange } from '../http/exchange.js';
+import type { Exchange } from '../types.js';
+import { relayHttp, relayTcp } from './relay.js';
+import { resolveBackend } from './resolve.js';
+
+const routeBackendId = (ex: Exchange): string | undefined => {
+  const m = ex.route.backend;
+  return m && m.enabled !== false ? m.backend_id : undefined;
+};
+
+export async function serveBackend(ex: HttpExchange): Promise<void> {
+  const chosen = resolveBackend(ex.table, routeBackendId(ex), ex.deps);
+  if (chosen.type === 'error') return ex.fail(chosen.answer);
+  if (chosen.type === 'response') {
+    const b = chosen.backend;
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries((b.headers ?? {}) as Record<string, string>)) headers[k.toLowerCase()] = v;
+    return ex.answer({ status: b.status_code, headers, body: b.body ?? '' });
+  }
+  await relayHttp(ex, chosen.tunnelId, '');
+}
+
+export async function connectBackend(ex: HttpExchange): Promise<Duplex> {
+  const chosen = resolveBackend(ex.table, routeBackendId(ex), ex.deps);
+  if (chosen.type === 'error') throw edgeError(chosen.code, chosen.message, true);
+  if (chosen.type === 'response') throw edgeError('ERR_SERVICE_750', `the backend ${chosen.backend.id} answers HTTP only; a WebSocket or TCP stream needs a tunnel-group backend`, true);
+  return relayTcp(ex, chosen.tunnelId);
+}

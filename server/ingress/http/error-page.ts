@@ -1,0 +1,14 @@
+// The page an edge's client gets when the edge itself refuses or fails: short plain text
+// with the status, a sentence and the code, which is also in `edgeform-error-code` (and in
+// the access log). Never another edge's content, never internals.
+import { STATUS_CODES } from 'node:http';
+import { ERRORS, type ErrorCode } from '../../http/errors.js';
+import type { EdgeAnswer } from '../types.js';
+
+export const ERROR_CODE_HEADER = 'edgeform-error-code';
+
+export function errorAnswer(code: ErrorCode, message: string, headers: Record<string, string> = {}): EdgeAnswer {
+  const status = ERRORS[code].status;
+  const body = `${status} ${STATUS_CODES[status] ?? ''}\n\n${message}\n\n${code}\n`;
+  return { status, code, body, headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', ...headers } };
+}

@@ -1,0 +1,37 @@
+// What goes upstream from the client's request head, and what comes back: hop-by-hop headers
+// (RFC 9110 7.6.1, and those the Connection header names) never cross the edge; the edge
+// adds X-Forwarded-For (appended), X-Forwarded-Proto and X-Forwarded-Host.
+import type { IncomingHttpHeaders } from 'node:http';
+
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'http2-settings', 'proxy-authenticate', 'proxy-authorization']);
+
+function connectionNamed(value: string | string[] | undefined): Set<string> {
+  if (!value) return new Set();
+  return new Set(String(value).split(',').map((t) => t.trim().toLowerCase()).filter(Boolean));
+}
+
+export function upstreamHeadersOf(headers: IncomingHttpHeaders, clientIp: string, hostHeader: string, scheme: string): Record<string, string | string[]> {
+  const named = connectionNamed(headers.connection);
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(headers)) {
+    if (v === undefined || k.startsWith(':') || HOP_BY_HOP.has(k) || named.has(k)) continue;
+    out[k] = v;
+  }
+  const prior = headers['x-forwarded-for'];
+  out['x-forwarded-for'] = prior ? `${Array.isArray(prior) ? prior.join(', ') : prior}, ${clientIp}` : clientIp;
+  out['x-forwarded-proto'] = scheme;
+  out['x-forwarded-host'] = hostHeader;
+  out.host = hostHeader;
+  return out;
+}
+
+/** Response headers without hop-by-hop ones (and HTTP/2 pseudo-headers). */
+export function responseHeadersOf(headers: Record<string, string | string[] | number | undefined>): Record<string, string | string[]> {
+  const named = connectionNamed(headers.connection as string | undefined);
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(headers)) {
+    if (v === undefined || k.startsWith(':') || HOP_BY_HOP.has(k) || named.has(k)) continue;
+    out[k] = typeof v === 'number' ? String(v) : v;
+  }
+  return out;
+}

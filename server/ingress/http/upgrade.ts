@@ -1,0 +1,37 @@
+// A WebSocket (any HTTP/1.1 Upgrade) passed through: a TCP stream to the backend through the
+// tunnel, the client's upgrade request written into it with the edge's forwarding headers,
+// then bytes both ways; the upstream's 101 (or refusal) reaches the client as it sent it.
+import type { Duplex } from 'node:stream';
+import type { HttpExchange } from './exchange.js';
+
+export function requestHead(ex: HttpExchange): string {
+  const lines = [`${ex.method} ${ex.path} HTTP/1.1`];
+  const headers: Record<string, string | string[]> = { ...ex.upstreamHeaders, connection: 'Upgrade', upgrade: String(ex.req.headers.upgrade ?? 'websocket') };
+  for (const [k, v] of Object.entries(headers)) for (const one of Array.isArray(v) ? v : [v]) lines.push(`${k}: ${one.replace(/[\r\n]/g, ' ')}`);
+  return `${lines.join('\r\n')}\r\n\r\n`;
+}
+
+/** Joins two streams both ways; either end closing closes the other. */
+export function splice(a: Duplex, b: Duplex) {
+  a.pipe(b);
+  b.pipe(a);
+  const close = () => { a.destroy(); b.destroy(); };
+  a.once('close', close);
+  b.once('close', close);
+  a.on('error', close);
+  b.on('error', close);
+}
+
+export async function passThroughUpgrade(ex: HttpExchange): Promise<void> {
+  const upstream = await ex.connectBackend();
+  const { socket, head } = ex.upgrade!;
+  ex.upgrade!.taken = true;
+  upstream.write(requestHead(ex));
+  if (head.length) upstream.write(head);
+  splice(socket, upstream);
+  // The status the client got, for the access log: the upstream's status line.
+  upstream.once('data', (c: Buffer) => {
+    const m = /^HTTP\/1\.[01] (\d{3})/.exec(c.subarray(0, 16).toString('latin1'));
+    if (m) ex.respondStatus(Number(m[1]));
+  });
+}
