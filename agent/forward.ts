@@ -5,6 +5,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import net from 'node:net';
+import { AGENT_ERROR_HEADER } from './protocol.js';
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'http2-settings']);
 
@@ -19,10 +20,10 @@ export function hostPortOf(forwardsTo: string): { host: string; port: number; tl
   return { host: url.hostname.replace(/^\[|\]$/g, ''), port, tls };
 }
 
-function fail(stream: ServerHttp2Stream, status: number, msg: string) {
+function fail(stream: ServerHttp2Stream, status: number, msg: string, reason: string) {
   if (stream.destroyed) return;
   if (!stream.headersSent) {
-    stream.respond({ ':status': status, 'content-type': 'text/plain; charset=utf-8' });
+    stream.respond({ ':status': status, 'content-type': 'text/plain; charset=utf-8', [AGENT_ERROR_HEADER]: reason });
     stream.end(`${msg}\n`);
   } else stream.close(constants.NGHTTP2_INTERNAL_ERROR);
 }
@@ -36,7 +37,7 @@ export function relayTcp(stream: ServerHttp2Stream, forwardsTo: string) {
     stream.pipe(socket);
     socket.pipe(stream);
   });
-  socket.on('error', (e) => fail(stream, 502, `the agent could not reach ${forwardsTo}: ${(e as NodeJS.ErrnoException).code ?? e.message}`));
+  socket.on('error', (e) => fail(stream, 502, `the agent could not reach ${forwardsTo}: ${(e as NodeJS.ErrnoException).code ?? e.message}`, (e as NodeJS.ErrnoException).code ?? 'error'));
   stream.on('error', () => socket.destroy());
   stream.on('close', () => socket.destroy());
 }
@@ -65,7 +66,7 @@ export function relayHttp(stream: ServerHttp2Stream, headers: IncomingHttpHeader
     res.pipe(stream);
     res.on('error', () => stream.close(constants.NGHTTP2_INTERNAL_ERROR));
   });
-  req.on('error', (e) => fail(stream, 502, `the agent could not reach ${forwardsTo}: ${(e as NodeJS.ErrnoException).code ?? e.message}`));
+  req.on('error', (e) => fail(stream, 502, `the agent could not reach ${forwardsTo}: ${(e as NodeJS.ErrnoException).code ?? e.message}`, (e as NodeJS.ErrnoException).code ?? 'error'));
   stream.on('error', () => req.destroy());
   stream.on('close', () => { if (!req.writableFinished) req.destroy(); });
   stream.pipe(req);

@@ -21,6 +21,9 @@ export const CONTROL = {
 /** Header naming the tunnel a relayed stream is for. */
 export const TUNNEL_HEADER = 'edgeform-tunnel-id';
 
+/** On the agent's own 502 (it could not reach forwards_to; the value is the socket error's code), apart from the upstream's 502s. */
+export const AGENT_ERROR_HEADER = 'edgeform-agent-error';
+
 /** Largest control body either side reads; anything bigger is refused, not buffered. */
 export const MAX_CONTROL_BODY = 256 * 1024;
 

@@ -1,11 +1,11 @@
 // A request relayed through an agent's tunnel: the body streams up (or the buffer a filter
 // read), the answer's head is left on the exchange and its body streams back when sent.
-// The agent's own 502 (it could not reach forwards_to) carries AGENT_ERROR_HEADER.
+// The agent's own 502 (it could not reach forwards_to) carries AGENT_ERROR_HEADER (protocol.ts).
 import { constants, type ClientHttp2Stream } from 'node:http2';
 import type { Duplex, Readable } from 'node:stream';
+import { AGENT_ERROR_HEADER } from '../../../agent/protocol.js';
 import { edgeError, type HttpExchange } from '../http/exchange.js';
 
-export const AGENT_ERROR_HEADER = 'edgeform-agent-error';
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
 
 function open<T>(make: () => T, tunnelId: string): T {
@@ -35,8 +35,8 @@ async function agentRefused(stream: ClientHttp2Stream, headers: Record<string, u
   return edgeError('ERR_SERVICE_743', `${what} is unreachable from its agent (${String(headers[AGENT_ERROR_HEADER])})`, true);
 }
 
-export async function relayHttp(ex: HttpExchange, tunnelId: string, forwardsTo: string): Promise<void> {
-  const what = `the upstream of tunnel ${tunnelId}${forwardsTo ? ` (${forwardsTo})` : ''}`;
+export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<void> {
+  const what = `the upstream of tunnel ${tunnelId}`;
   const stream = open(() => ex.deps.gateway.openStream(tunnelId, { method: ex.method, path: ex.path, headers: ex.upstreamHeaders }), tunnelId);
   stream.on('error', () => {});
   const res = ex.res as unknown as NodeJS.EventEmitter;

@@ -20,7 +20,7 @@ export async function serveBackend(ex: HttpExchange): Promise<void> {
     for (const [k, v] of Object.entries((b.headers ?? {}) as Record<string, string>)) headers[k.toLowerCase()] = v;
     return ex.answer({ status: b.status_code, headers, body: b.body ?? '' });
   }
-  await relayHttp(ex, chosen.tunnelId, '');
+  await relayHttp(ex, chosen.tunnelId);
 }
 
 export async function connectBackend(ex: HttpExchange): Promise<Duplex> {
