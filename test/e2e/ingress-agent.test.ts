@@ -282,11 +282,18 @@ describe('TLS edges through the agent', () => {
 });
 
 describe('SIGTERM', () => {
-  it('drains the ingress: a request in flight finishes, then the listener is closed', async () => {
+  it('drains the ingress: the listener stops accepting, the request in flight finishes, the server exits 0', async () => {
     const inFlight = get('/slow');
     await until(() => held.length === 1, 15_000, () => 'the upstream never got /slow');
     ing.serving.child.kill('SIGTERM');
-    await ing.serving.waitFor(/SIGTERM/);
+    await ing.serving.waitFor(/received SIGTERM/);
+    // New connections to the ingress are refused while the request is still in flight.
+    const refused = await new Promise<boolean>((resolve) => {
+      const probe = net.connect(port, '127.0.0.1');
+      probe.once('connect', () => { probe.destroy(); resolve(false); });
+      probe.once('error', () => resolve(true));
+    });
+    expect(refused).toBe(true);
     held.shift()!();
     const r = await inFlight;
     expect(r.status).toBe(200);

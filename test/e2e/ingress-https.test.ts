@@ -14,12 +14,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { IDP_METADATA } from '../helpers/edge-fixtures.js';
 import {
-  curl, edgeErrorCode, edgeRequest, exchange, h2Request, many, startIngress, tlsConnect,
+  curl, edgeErrorCode, edgeRequest, exchange, freePort, h2Request, many, startIngress, tlsConnect,
   type EdgeRequest, type Ingress,
 } from '../helpers/ingress.js';
 import { Pki, type Issued } from '../helpers/pki.js';
-import { killServers } from '../helpers/serve.js';
-import { removeTempDirs } from '../helpers/temp.js';
+import { killServers, serve, serveToExit } from '../helpers/serve.js';
+import { removeTempDirs, tempDir } from '../helpers/temp.js';
 
 let ing: Ingress;
 let pki: Pki;
@@ -402,4 +402,30 @@ describe('operations', () => {
     expect(text).toMatch(/ingress/);
     expect(text).toMatch(/http|api/);
   });
+});
+
+describe('listener settings', () => {
+  it('EDGEFORM_INGRESS takes the same values comma-separated, one listener each', async () => {
+    const [a, b] = [await freePort(), await freePort()];
+    const s = await serve(['--data-dir', tempDir()], { EDGEFORM_INGRESS: `443=127.0.0.1:${a},20000=127.0.0.1:${b}` });
+    for (const p of [a, b]) {
+      const open = await new Promise<boolean>((resolve) => {
+        const c = net.connect(p, '127.0.0.1');
+        c.once('connect', () => { c.destroy(); resolve(true); });
+        c.once('error', () => resolve(false));
+      });
+      expect(open, `port ${p}`).toBe(true);
+    }
+    s.child.kill('SIGTERM');
+    expect(await s.exited).toBe(0);
+  });
+
+  it.each([['443'], ['443=127.0.0.1:notaport'], ['70000=127.0.0.1:8443']])(
+    'refuses --ingress %s with exit 2 and a line naming the setting',
+    async (value) => {
+      const r = await serveToExit(['--port', '0', '--data-dir', tempDir(), '--ingress', value]);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(/--ingress|EDGEFORM_INGRESS/);
+    },
+  );
 });
