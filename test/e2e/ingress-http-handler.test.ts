@@ -96,3 +96,45 @@ describe('the HTTP side of the ingress', () => {
     expect(lines[1]).toMatchObject({ status: 404, code: 'ERR_SERVICE_741' });
   });
 });
+
+describe('over HTTP/2 (TLS, ALPN h2), as the real listener speaks it', () => {
+  let h2: HttpIngress;
+  beforeAll(async () => {
+    h2 = await startHttpIngress(tableOf({
+      edges: [{ id: 'edghts_app', hostports: ['app.example.com:443'], routes: [
+        route('edghtsrt_hello', '/hello', { backend: { enabled: true, backend_id: 'bkdhr_big' }, compression: { enabled: true }, response_headers: { enabled: true, add: { 'x-h2': 'yes' }, remove: [] } }),
+      ] }],
+      backends: [{ id: 'bkdhr_big', kind: 'HTTPResponseBackend', status_code: 200, body: 'x'.repeat(5000), headers: { 'content-type': 'text/plain' } }],
+    }), {}, { tls: true });
+  });
+  afterAll(() => h2?.close());
+
+  async function h2get(path: string, headers: Record<string, string> = {}) {
+    const http2 = await import('node:http2');
+    const session = http2.connect(h2.url, { rejectUnauthorized: false, servername: 'app.example.com' });
+    try {
+      const stream = session.request({ ':path': path, ':authority': 'app.example.com', ...headers });
+      const chunks: Buffer[] = [];
+      const head = await new Promise<Record<string, any>>((resolve, reject) => { stream.once('response', resolve); stream.once('error', reject); });
+      for await (const c of stream) chunks.push(c as Buffer);
+      return { head, body: Buffer.concat(chunks) };
+    } finally {
+      session.close();
+    }
+  }
+
+  it('answers, edits and compresses a response over an HTTP/2 stream', async () => {
+    const { gunzipSync } = await import('node:zlib');
+    const r = await h2get('/hello', { 'accept-encoding': 'gzip' });
+    expect(r.head[':status']).toBe(200);
+    expect(r.head['x-h2']).toBe('yes');
+    expect(r.head['content-encoding']).toBe('gzip');
+    expect(gunzipSync(r.body).toString()).toBe('x'.repeat(5000));
+  });
+
+  it('a 404 page over HTTP/2 carries its code', async () => {
+    const r = await h2get('/nope');
+    expect(r.head[':status']).toBe(404);
+    expect(r.head['edgeform-error-code']).toBe('ERR_SERVICE_741');
+  });
+});

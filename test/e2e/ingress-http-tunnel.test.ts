@@ -98,6 +98,28 @@ describe('tunnel-group backends through edgeform agent', () => {
     expect(createHash('sha256').update(r.body).digest('hex')).toBe(createHash('sha256').update(body).digest('hex'));
   });
 
+  it('streams a request body from an HTTP/2 client through the tunnel and back (1 MiB, by digest)', async () => {
+    const h2 = await startHttpIngress(tableOf({
+      edges: [{ hostports: ['app.example.com:443'], routes: [route('edghtsrt_web', '/', { backend: { enabled: true, backend_id: 'bkdtg_web' } })] }],
+      backends: [{ id: 'bkdtg_web', kind: 'TunnelGroupBackend', labels: { app: 'web' } }],
+    }), { gateway: s.server.gateway }, { tls: true });
+    const http2 = await import('node:http2');
+    const session = http2.connect(h2.url, { rejectUnauthorized: false });
+    try {
+      const body = Buffer.alloc(1024 * 1024, 'h2-body-');
+      const stream = session.request({ ':method': 'POST', ':path': '/echo', ':authority': 'app.example.com' });
+      stream.end(body);
+      const head = await new Promise<Record<string, unknown>>((r) => stream.once('response', r));
+      const chunks: Buffer[] = [];
+      for await (const c of stream) chunks.push(c as Buffer);
+      expect(head[':status']).toBe(200);
+      expect(createHash('sha256').update(Buffer.concat(chunks)).digest('hex')).toBe(createHash('sha256').update(body).digest('hex'));
+    } finally {
+      session.close();
+      await h2.close();
+    }
+  });
+
   it('no online tunnel with the labels: 502 ERR_SERVICE_742', async () => {
     const r = await ing.get('/none');
     expect(r.status).toBe(502);

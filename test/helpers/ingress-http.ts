@@ -2,11 +2,13 @@
 // `--ingress` listeners: a hand-made routing table, the real handler, and a client that sets
 // Host. Public port 443 stands for the listener.
 import http from 'node:http';
+import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { handleHttpsRequest, handleHttpsUpgrade } from '../../server/ingress/http/handler.js';
 import type { FullDoc, IngressDeps, IngressTable } from '../../server/ingress/types.js';
 import { PolicyState } from '../../server/policy/index.js';
+import { Pki } from './pki.js';
 
 export interface TableSpec {
   edges: { id?: string; hostports: string[]; routes: FullDoc[] }[];
@@ -52,7 +54,8 @@ export interface HttpIngress {
   close(): Promise<void>;
 }
 
-export async function startHttpIngress(table: IngressTable, deps: Partial<IngressDeps> = {}): Promise<HttpIngress> {
+/** With `tls`, the listener is node:http2's secure server with HTTP/1.1 allowed (as the real one), on a self-signed certificate. */
+export async function startHttpIngress(table: IngressTable, deps: Partial<IngressDeps> = {}, opts: { tls?: boolean } = {}): Promise<HttpIngress> {
   let current = table;
   const logs: Record<string, any>[] = [];
   const fullDeps: IngressDeps = {
@@ -62,16 +65,21 @@ export async function startHttpIngress(table: IngressTable, deps: Partial<Ingres
     now: Date.now,
     ...deps,
   };
-  const ctxOf = (req: http.IncomingMessage) => {
-    const host = String(req.headers.host ?? '').replace(/:\d+$/, '').toLowerCase();
+  const ctxOf = (req: http.IncomingMessage | http2.Http2ServerRequest) => {
+    const host = String(req.headers.host ?? req.headers[':authority'] ?? '').replace(/:\d+$/, '').toLowerCase();
     const edge = current.ports.get(443)?.hosts.get(host);
     return { table: current, edge: edge?.kind === 'https' ? edge : undefined, clientIp: (req.socket.remoteAddress ?? '').replace(/^::ffff:/, ''), publicPort: 443, host, deps: fullDeps };
   };
-  const server = http.createServer((req, res) => void handleHttpsRequest(req, res, ctxOf(req)));
-  server.on('upgrade', (req, socket, head) => void handleHttpsUpgrade(req, socket, head, ctxOf(req)));
+  const handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => void handleHttpsRequest(req, res, ctxOf(req));
+  let server: http.Server | http2.Http2SecureServer;
+  if (opts.tls) {
+    const cert = new Pki().issue('p256', { subject: [['CN', 'app.example.com']], sans: ['DNS:app.example.com'] });
+    server = http2.createSecureServer({ cert: cert.cert, key: cert.key, allowHTTP1: true }, handler);
+  } else server = http.createServer(handler);
+  server.on('upgrade', (req: http.IncomingMessage, socket: import('node:stream').Duplex, head: Buffer) => void handleHttpsUpgrade(req, socket, head, ctxOf(req)));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   return {
     url, port, logs, deps: fullDeps,
     setTable: (t) => { current = t; },
@@ -80,6 +88,6 @@ export async function startHttpIngress(table: IngressTable, deps: Partial<Ingres
       const body = Buffer.from(await r.body.arrayBuffer());
       return { status: r.statusCode, headers: r.headers, body, text: body.toString('utf8') };
     },
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () => new Promise<void>((r) => { (server as http.Server).closeAllConnections?.(); server.close(() => r()); }),
   };
 }

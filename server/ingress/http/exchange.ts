@@ -97,8 +97,11 @@ export class HttpExchange implements Exchange {
     this.code = a.code;
     const headers: ResponseHead['headers'] = { ...(a.headers ?? {}) };
     if (a.code) headers[ERROR_CODE_HEADER] = a.code;
+    const body = a.body ?? '';
+    // Known before the response filters run: compression skips small bodies by it.
+    headers['content-length'] = String(Buffer.byteLength(body));
     this.head = { status: a.status, headers };
-    this.responseBody = a.body ?? '';
+    this.responseBody = body;
   }
 
   /** The backend failed (refused, timed out, no tunnel): answers the error; outcome is 'error'. */
@@ -135,7 +138,7 @@ export class HttpExchange implements Exchange {
     const res = this.res as ServerResponse;
     if (!(body instanceof Readable) && transforms.length === 0) {
       const buf = typeof body === 'string' ? Buffer.from(body) : body;
-      if (headers['content-length'] === undefined || this.edgeAnswered) headers['content-length'] = String(buf.length);
+      headers['content-length'] = String(buf.length);
       res.writeHead(head.status, headers);
       res.end(this.method === 'HEAD' ? undefined : buf);
       return Promise.resolve(buf.length);

@@ -2,17 +2,29 @@
 // MODULE_ORDER (order.ts), never this file's; a module configured on a route with no entry
 // here makes the route answer 502 (refusing beats skipping a restriction).
 import type { FilterFactory } from '../types.js';
-import type { ModuleName } from './order.js';
+import { circuitBreaker } from './circuit-breaker.js';
+import { compression } from './compression.js';
 import { ipRestriction } from './ip-restriction.js';
+import type { ModuleName } from './order.js';
+import { requestHeaders } from './request-headers.js';
+import { responseHeaders } from './response-headers.js';
 import { signInNotYet } from './sign-in.js';
+import { trafficPolicy } from './traffic-policy.js';
 import { userAgentFilter } from './user-agent-filter.js';
 import { webhookVerification } from './webhook-verification.js';
+import { websocketTcpConverter } from './websocket-tcp-converter.js';
 
 export const FILTERS: Partial<Record<ModuleName, FilterFactory>> = {
   ip_restriction: ipRestriction,
   user_agent_filter: userAgentFilter,
-  webhook_verification: webhookVerification,
+  traffic_policy: trafficPolicy,
   oauth: signInNotYet('oauth'),
   oidc: signInNotYet('oidc'),
   saml: signInNotYet('saml'),
+  webhook_verification: webhookVerification,
+  circuit_breaker: circuitBreaker,
+  request_headers: requestHeaders,
+  response_headers: responseHeaders,
+  compression,
+  websocket_tcp_converter: websocketTcpConverter,
 };

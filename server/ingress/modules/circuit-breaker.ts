@@ -1,0 +1,40 @@
+// circuit_breaker: wraps the upstream call (MODULE_ORDER puts it after every refusal, so a
+// refusal is never an upstream error). An upstream failure (refused, timed out, no tunnel)
+// or a 5xx answer counts as an error; while tripped the route answers 503 with retry-after.
+// State lives per ingress server and route, and survives reloads of the table while the
+// module's settings are unchanged.
+import { edgeError } from '../http/exchange.js';
+import type { FilterFactory, IngressDeps } from '../types.js';
+import { breakerConfig, CircuitBreaker } from './circuit-state.js';
+
+const breakers = new WeakMap<IngressDeps, Map<string, CircuitBreaker>>();
+
+function breakerFor(deps: IngressDeps, key: string, make: () => CircuitBreaker) {
+  let byRoute = breakers.get(deps);
+  if (!byRoute) breakers.set(deps, (byRoute = new Map()));
+  let b = byRoute.get(key);
+  if (!b) byRoute.set(key, (b = make()));
+  return b;
+}
+
+export const circuitBreaker: FilterFactory = (config, route, deps) => {
+  const cfg = breakerConfig(config);
+  const breaker = breakerFor(deps, `${route.id}\u0000${JSON.stringify(cfg)}`, () => new CircuitBreaker(cfg));
+  return {
+    async handle(ex, next) {
+      const now = deps.now();
+      if (!breaker.allow(now)) {
+        const wait = breaker.retryAfter(now);
+        throw edgeError('ERR_SERVICE_747', `the upstream of this route failed too often; the edge stops sending it requests for ${wait} s`, false, { 'retry-after': String(wait) });
+      }
+      let error = true;
+      try {
+        await next();
+        const outcome = ex.outcome;
+        error = outcome === 'error' || (typeof outcome === 'number' && outcome >= 500);
+      } finally {
+        breaker.record(deps.now(), error);
+      }
+    },
+  };
+};

@@ -1,0 +1,52 @@
+// websocket_tcp_converter: a WebSocket from the client becomes a TCP stream to the backend:
+// the edge answers the handshake itself, each data frame's payload goes to the backend as
+// bytes, and the backend's bytes come back as binary frames. Requests that are not WebSocket
+// upgrades go on to the backend as HTTP.
+import type { Duplex } from 'node:stream';
+import { edgeError } from '../http/exchange.js';
+import type { FilterFactory } from '../types.js';
+import { acceptKey, encodeFrame, FrameDecoder, OP } from './websocket-frames.js';
+
+function closeFrame(code: number) {
+  const b = Buffer.alloc(2);
+  b.writeUInt16BE(code);
+  return encodeFrame(OP.close, b);
+}
+
+function convert(client: Duplex, head: Buffer, backend: Duplex) {
+  let open = true;
+  const finish = (code: number) => {
+    if (!open) return;
+    open = false;
+    client.end(closeFrame(code));
+    backend.destroy();
+  };
+  const decoder = new FrameDecoder({
+    data: (payload) => { if (!backend.write(payload)) { client.pause(); backend.once('drain', () => client.resume()); } },
+    ping: (payload) => client.write(encodeFrame(OP.pong, payload)),
+    close: (code) => finish(code === 1009 || code === 1002 ? code : 1000),
+  });
+  const onData = (c: Buffer) => { if (open && !decoder.push(c)) client.off('data', onData); };
+  client.on('data', onData);
+  if (head.length) onData(head);
+  backend.on('data', (c: Buffer) => { if (open && !client.write(encodeFrame(OP.binary, c))) { backend.pause(); client.once('drain', () => backend.resume()); } });
+  backend.on('end', () => finish(1000));
+  backend.on('error', () => finish(1011));
+  client.on('close', () => { open = false; backend.destroy(); });
+  client.on('error', () => backend.destroy());
+}
+
+export const websocketTcpConverter: FilterFactory = () => ({
+  async handle(ex, next) {
+    const up = ex.upgrade;
+    if (!up || String(ex.req.headers.upgrade ?? '').toLowerCase() !== 'websocket') return next();
+    const key = ex.req.headers['sec-websocket-key'];
+    if (typeof key !== 'string' || Buffer.from(key, 'base64').length !== 16 || ex.req.headers['sec-websocket-version'] !== '13') {
+      throw edgeError('ERR_SERVICE_751', 'a WebSocket handshake needs Sec-WebSocket-Key (16 bytes, base64) and Sec-WebSocket-Version: 13');
+    }
+    const backend = await ex.connectBackend();
+    up.taken = true;
+    up.socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${acceptKey(key)}\r\n\r\n`);
+    convert(up.socket, up.head, backend);
+  },
+});
