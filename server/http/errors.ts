@@ -63,7 +63,6 @@ export const ERRORS = {
   ERR_SERVICE_782: { status: 403, summary: 'The webhook request has no valid signature from the route\'s provider (missing header, wrong secret or altered body).' },
   ERR_SERVICE_783: { status: 403, summary: 'The webhook request\'s signed timestamp is outside the provider\'s tolerance (a replay, or a clock far off).' },
   ERR_SERVICE_784: { status: 501, summary: 'The route requires OAuth, OIDC or SAML sign-in, which the ingress does not perform yet (a later release); the backend was not reached.' },
-  ERR_SERVICE_785: { status: 413, summary: 'The webhook request body is larger than the 10 MiB that webhook verification reads.' },
   ERR_SERVICE_786: { status: 401, summary: 'The webhook request has no valid signature from the route\'s provider, which expects 401 for it (Xero\'s intent to receive).' },
   ERR_SERVICE_751: { status: 400, summary: 'The WebSocket handshake is malformed (Sec-WebSocket-Key of 16 bytes and Sec-WebSocket-Version: 13 are required).' },
   ERR_SERVICE_500: { status: 500, summary: 'An internal error occurred.' },

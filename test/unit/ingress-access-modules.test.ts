@@ -47,7 +47,8 @@ describe('ip_restriction filter', () => {
   it('refuses a denied address with 403 and its code, before the backend', async () => {
     const r = await run(filter, { clientIp: '10.1.2.3' }, table);
     expect(r).toMatchObject({ reached: false, status: 403, code: 'ERR_SERVICE_780' });
-    expect(JSON.parse(String(r.answer!.body))).toMatchObject({ error_code: 'ERR_SERVICE_780', status_code: 403 });
+    expect(String(r.answer!.body)).toContain('ERR_SERVICE_780');
+    expect(String(r.answer!.body)).toContain('10.1.2.3 is not allowed');
   });
   it('passes an allowed address on', async () => {
     expect(await run(filter, { clientIp: '10.1.9.9' }, table)).toMatchObject({ reached: true, answer: undefined });

@@ -5,7 +5,7 @@
 import { isIP } from 'node:net';
 import { matchCidr, toCidr, type Cidr } from '../../policy/ip.js';
 import type { FilterFactory, IngressTable } from '../types.js';
-import { refuse } from './refuse.js';
+import { errorAnswer } from '../http/error-page.js';
 
 interface Rules { allow: Cidr[]; deny: Cidr[] }
 
@@ -55,7 +55,7 @@ export const ipRestriction: FilterFactory = (config) => {
   return {
     async handle(ex, next) {
       if (!ipAllowed(ex.table, policyIds, ex.clientIp)) {
-        ex.answer(refuse('ERR_SERVICE_780', `The client address ${ex.clientIp} is not allowed by this route's IP restriction.`));
+        ex.answer(errorAnswer('ERR_SERVICE_780', `The client address ${ex.clientIp} is not allowed by this route's IP restriction.`));
         return;
       }
       await next();

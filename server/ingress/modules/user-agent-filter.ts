@@ -4,7 +4,7 @@
 // a hostile pattern or header cannot hold the ingress.
 import { RE2JS } from 're2js';
 import type { FilterFactory, IngressDeps } from '../types.js';
-import { refuse } from './refuse.js';
+import { errorAnswer } from '../http/error-page.js';
 
 type Matcher = (ua: string) => boolean;
 
@@ -34,7 +34,7 @@ export const userAgentFilter: FilterFactory = (config, route, deps) => {
       const ua = Array.isArray(header) ? header.join(', ') : (header ?? '');
       const refused = deny.some((m) => m(ua)) || (allow.length > 0 && !allow.some((m) => m(ua)));
       if (refused) {
-        ex.answer(refuse('ERR_SERVICE_781', "The request's User-Agent is not allowed by this route's user agent filter."));
+        ex.answer(errorAnswer('ERR_SERVICE_781', "The request's User-Agent is not allowed by this route's user agent filter."));
         return;
       }
       await next();

@@ -3,11 +3,11 @@
 // 403 (Xero: 401, which its intent-to-receive check expects). The body is read once, bounded,
 // and then sent upstream from the buffer; the secret never reaches a log or an answer.
 import type { FilterFactory } from '../types.js';
-import { refuse } from './refuse.js';
+import { errorAnswer } from '../http/error-page.js';
 import { PROVIDERS, REFUSAL, type WebhookProvider } from './webhooks/providers.js';
 import type { WebhookRequest } from './webhooks/types.js';
 
-/** Webhook bodies larger than this are refused (413) rather than buffered. */
+/** Webhook bodies larger than this are refused (413, ERR_SERVICE_748) rather than buffered. */
 export const WEBHOOK_BODY_LIMIT = 10 * 1024 * 1024;
 
 function joinHeaders(h: Record<string, string | string[] | undefined>): Record<string, string | undefined> {
@@ -24,17 +24,11 @@ export const webhookVerification: FilterFactory = (config, route, deps) => {
     async handle(ex, next) {
       if (!scheme) {
         // The catalog refuses unknown providers; a row written before a provider was removed fails closed.
-        ex.answer(refuse('ERR_SERVICE_782', `Webhook provider "${provider}" is not known to this server; the request was refused.`));
+        ex.answer(errorAnswer('ERR_SERVICE_782', `Webhook provider "${provider}" is not known to this server; the request was refused.`));
         return;
       }
-      let body: Buffer;
-      try {
-        body = await ex.readBody(WEBHOOK_BODY_LIMIT);
-      } catch {
-        if (!ex.answered) ex.answer(refuse('ERR_SERVICE_785', 'The webhook body is larger than 10 MiB, more than webhook verification reads.'));
-        return;
-      }
-      if (ex.answered) return;
+      // Past the limit readBody rejects with the edge's 413 (ERR_SERVICE_748), which the chain answers.
+      const body = await ex.readBody(WEBHOOK_BODY_LIMIT);
       const port = ex.publicPort === (ex.scheme === 'https' ? 443 : 80) ? '' : `:${ex.publicPort}`;
       const r: WebhookRequest = {
         method: ex.method.toUpperCase(),
@@ -53,7 +47,7 @@ export const webhookVerification: FilterFactory = (config, route, deps) => {
       }
       if (!verdict.ok) {
         const code = verdict.reason === 'stale' ? 'ERR_SERVICE_783' : (REFUSAL[provider] ?? 'ERR_SERVICE_782');
-        ex.answer(refuse(code, `Webhook verification (${provider}) refused the request: ${verdict.detail}.`));
+        ex.answer(errorAnswer(code, `Webhook verification (${provider}) refused the request: ${verdict.detail}.`));
         return;
       }
       if (verdict.answer) {
