@@ -17,6 +17,7 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--region <name>', 'the region of agent sessions started here').env('EDGEFORM_REGION').default('local'))
     .addOption(new Option('--agent-heartbeat-interval <seconds>', 'agent heartbeat interval: a vanished agent\'s session is gone within it').env('EDGEFORM_AGENT_HEARTBEAT_INTERVAL').default('10'))
     .addOption(new Option('--endpoint-domain <domain>', 'domain under which ephemeral tunnels get their hostnames').env('EDGEFORM_ENDPOINT_DOMAIN').default('edgeform.localhost'))
+    .addOption(new Option('--ingress <PUBLIC_PORT=ADDRESS:PORT>', 'serve the edges\' hostports on PUBLIC_PORT at ADDRESS:PORT (repeatable; EDGEFORM_INGRESS takes several, comma-separated; none by default)').argParser((v: string, prev: string[] = []) => [...prev, v]))
     .addOption(new Option('--data-dir <dir>', 'where the default database, key file and bootstrap token live').env('EDGEFORM_DATA_DIR').default('data'))
     .addHelpText('after', `
 Environment only:
@@ -26,7 +27,9 @@ Environment only:
   EDGEFORM_SECRET_KEY_FILE       key file used when EDGEFORM_SECRET_KEY is unset (default <data-dir>/secret.key, created 0600 for a new database)
   EDGEFORM_SECRET_KEY_PREVIOUS   the key being replaced: secrets are re-sealed under the new key at start
   EDGEFORM_SECRET_KEY_PREVIOUS_FILE  a file holding the key being replaced
-  EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS  deadline of one event delivery (default 10000)`)
+  EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS  deadline of one event delivery (default 10000)
+  EDGEFORM_INGRESS               ingress listeners, comma-separated (as --ingress)
+  EDGEFORM_INGRESS_MAX_CONNECTIONS  connections each ingress listener holds at most (default 10000)`)
     .action(async (opts) => {
       let config: ServerConfig;
       try {
@@ -48,6 +51,9 @@ Environment only:
         process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'info', msg, ...extra })}\n`);
       if (server.db.migrated.length) info(`applied migrations: ${server.db.migrated.join(', ')}`);
       info(`edgeform listening on ${server.listening}`, { url: server.url, database: server.db.where });
+      for (const l of server.ingress?.listeners ?? []) {
+        info(`ingress for public port ${l.publicPort} listening on ${l.address}`, { public_port: l.publicPort, address: l.address, ca: server.ingress!.caFile });
+      }
       if (server.bootstrap.created) {
         if (server.bootstrap.tokenFile) {
           info(`created the admin user and its first API key; the token is in ${server.bootstrap.tokenFile} (readable only by you)`);

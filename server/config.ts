@@ -2,6 +2,7 @@
 import path from 'node:path';
 import type { DrainOptions } from './http/drain.js';
 import { DELIVERY_DEFAULTS, type DeliveryOptions } from './events/delivery.js';
+import type { IngressListenerSpec } from './ingress/types.js';
 
 export interface ServerConfig {
   host: string;
@@ -43,6 +44,12 @@ export interface ServerConfig {
   agentCommandTimeoutMs?: number;
   /** How long a connected agent has to say hello before it is closed (default 10 s). */
   agentHelloTimeoutMs?: number;
+  /** Ingress listeners (`--ingress PUBLIC_PORT=ADDRESS:PORT`, EDGEFORM_INGRESS); none by default. */
+  ingress?: IngressListenerSpec[];
+  /** The data folder: the ingress's local certificate authority lives here (ingress-ca.pem). */
+  dataDir?: string;
+  /** Connections each ingress listener holds at most (EDGEFORM_INGRESS_MAX_CONNECTIONS); past it new ones are closed at once. */
+  ingressMaxConnections?: number;
 }
 
 export interface ServeFlags {
@@ -56,6 +63,8 @@ export interface ServeFlags {
   region?: string;
   agentHeartbeatInterval?: string | number;
   endpointDomain?: string;
+  /** Repeatable `--ingress`; each value may also hold several, comma-separated. */
+  ingress?: string[];
 }
 
 function int(name: string, value: string | number | undefined, fallback: number, min: number, max: number): number {
@@ -101,6 +110,26 @@ function bootstrapToken(value: string | undefined): string | undefined {
 /** The first value that is set; an empty string (`EDGEFORM_PORT=` in a shell or compose file) counts as unset. */
 const pick = <T extends string | number>(...values: (T | undefined)[]): T | undefined => values.find((v) => v !== undefined && v !== '');
 
+/**
+ * `PUBLIC_PORT=ADDRESS:PORT` values: a listener at ADDRESS:PORT serving the edges' hostports
+ * on PUBLIC_PORT. ADDRESS may be a name, an IPv4 address or a bracketed IPv6 one; PORT 0
+ * picks a free port (the server reports which).
+ */
+export function parseIngress(values: string[]): IngressListenerSpec[] {
+  const specs: IngressListenerSpec[] = [];
+  for (const value of values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean)) {
+    const m = /^(\d{1,5})=(\[[0-9a-fA-F:.]+\]|[^:\[\]=\s]+):(\d{1,5})$/.exec(value);
+    const publicPort = Number(m?.[1]);
+    const port = Number(m?.[3]);
+    if (!m || publicPort < 1 || publicPort > 65535 || port > 65535) {
+      throw new Error(`--ingress / EDGEFORM_INGRESS takes PUBLIC_PORT=ADDRESS:PORT, such as 443=127.0.0.1:8443 (public port 1 to 65535, port 0 to 65535), not ${JSON.stringify(value)}`);
+    }
+    if (specs.some((s) => s.publicPort === publicPort)) throw new Error(`--ingress / EDGEFORM_INGRESS names public port ${publicPort} twice; one listener serves each public port`);
+    specs.push({ publicPort, host: m[2].replace(/^\[|\]$/g, ''), port });
+  }
+  return specs;
+}
+
 export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = process.env): ServerConfig {
   const dataDir = path.resolve(pick(flags.dataDir, env.EDGEFORM_DATA_DIR) ?? 'data');
   return {
@@ -122,5 +151,8 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     region: pick(flags.region, env.EDGEFORM_REGION) ?? 'local',
     agentHeartbeatMs: 1000 * int('--agent-heartbeat-interval / EDGEFORM_AGENT_HEARTBEAT_INTERVAL (seconds)', pick(flags.agentHeartbeatInterval, env.EDGEFORM_AGENT_HEARTBEAT_INTERVAL), 10, 1, 3600),
     endpointDomain: pick(flags.endpointDomain, env.EDGEFORM_ENDPOINT_DOMAIN) ?? 'edgeform.localhost',
+    ingress: parseIngress(flags.ingress?.length ? flags.ingress : env.EDGEFORM_INGRESS ? [env.EDGEFORM_INGRESS] : []),
+    ingressMaxConnections: int('EDGEFORM_INGRESS_MAX_CONNECTIONS', pick(env.EDGEFORM_INGRESS_MAX_CONNECTIONS), 10_000, 1, 1_000_000),
+    dataDir,
   };
 }

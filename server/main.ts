@@ -6,6 +6,8 @@ import type { ServerConfig } from './config.js';
 import { DeliveryWorker } from './events/delivery.js';
 import { Gateway } from './gateway/gateway.js';
 import { buildApp } from './http/app.js';
+import { Metrics } from './http/metrics.js';
+import { startIngress, type RunningIngress } from './ingress/start.js';
 import { drainable, DRAIN_DEFAULTS } from './http/drain.js';
 import { openapiDocument } from './openapi.js';
 import './resources/register.js';
@@ -26,6 +28,9 @@ export interface RunningServer {
   bootstrap: Bootstrap;
   /** Agent connections: sessions, commands, and the relay entry points (openStream, openTcp). */
   gateway: Gateway;
+  /** The ingress (`--ingress`): its listeners, routing table and local CA; absent without listeners. */
+  ingress?: RunningIngress;
+  metrics: Metrics;
   close(): Promise<void>;
 }
 
@@ -41,6 +46,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const routes = apiRoutes();
     const server: ServerContext = { db, box, publicUrl: config.publicUrl ?? '', stackLockLeaseSeconds: config.stackLockLeaseSeconds, fingerprintRateLimit: config.fingerprintRateLimit };
     let openapi: unknown;
+    const metrics = new Metrics();
     let closing = false;
     const app = buildApp({
       isClosing: () => closing,
@@ -51,6 +57,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       authFailureLimit: config.authFailureLimit,
       log: config.log,
       openapi: () => (openapi ??= openapiDocument(routes, server.publicUrl, version)),
+      metrics,
     });
     const drain = drainable(app.server, { ...DRAIN_DEFAULTS, ...config.drain });
     const gateway = new Gateway(server, {
@@ -72,8 +79,32 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const listening = `http://${host}:${port}`;
     server.publicUrl = config.publicUrl ?? listening;
     const worker = new DeliveryWorker(server, log, `edgeform/${version}`, config.delivery);
-    server.afterCommit = () => worker.kick();
+    let ingress: RunningIngress | undefined;
+    // Every committed write wakes the event worker and, with an ingress, reloads its table.
+    server.afterCommit = () => {
+      worker.kick();
+      ingress?.changed();
+    };
     worker.start();
+    if (config.ingress?.length) {
+      try {
+        ingress = await startIngress({
+          listeners: config.ingress,
+          ctx: server,
+          databaseUrl: config.databaseUrl,
+          dataDir: config.dataDir ?? 'data',
+          gateway,
+          metrics,
+          log: logFields,
+          limits: config.ingressMaxConnections ? { maxConnections: config.ingressMaxConnections } : {},
+        });
+      } catch (e) {
+        await gateway.stop();
+        await app.close();
+        await worker.stop();
+        throw e;
+      }
+    }
     return {
       app,
       db,
@@ -81,14 +112,18 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       listening,
       bootstrap: boot,
       gateway,
+      ingress,
+      metrics,
       async close() {
         closing = true;
+        const ingressDrained = ingress?.drain({ ...DRAIN_DEFAULTS, ...config.drain }.deadlineMs);
         // The listener stops accepting at once (drain's first step); meanwhile agents are told
         // the server is closing and reconnect elsewhere, rather than have their upgraded
         // connections cut as idle by the drain.
         const drained = drain();
         await gateway.stop();
         await drained;
+        await ingressDrained;
         await app.close();
         await worker.stop();
         await db.close();

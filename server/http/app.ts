@@ -6,13 +6,14 @@ import type { Caller, Ctx, ServerContext, Tx } from '../resources/context.js';
 import type { ApiRoute, Method } from '../resources/routes.js';
 import { newIdBody } from '../store/ids.js';
 import { ApiError } from './errors.js';
+import type { Metrics } from './metrics.js';
 import { parseJsonBody } from './body.js';
 import { answerProtocolErrors } from './protocol.js';
 import { clientKey, RateLimiter } from './rate-limit.js';
 import { answerClientError, API_KEY_HEADER, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
 
 export const VERSION_HEADER = 'service-version';
-const PUBLIC = new Set(['/healthz', '/openapi.json']);
+const PUBLIC = new Set(['/healthz', '/openapi.json', '/metrics']);
 const METHODS: Method[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 /** Client addresses whose failed authentications are counted at once; the oldest is forgotten past it. */
 const MAX_TRACKED_ADDRESSES = 10_000;
@@ -37,6 +38,8 @@ export interface AppOptions {
   openapi: () => unknown;
   /** True once shutdown has begun (before Fastify's own close): requests get 503 with Connection: close. */
   isClosing?: () => boolean;
+  /** Prometheus metrics: API requests are counted here and GET /metrics renders them (docs/ingress.md). */
+  metrics?: Metrics;
 }
 
 const fastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
@@ -118,6 +121,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
 
   app.addHook('onResponse', async (request, reply) => {
     const ms = Number(process.hrtime.bigint() - request.startedAt) / 1e6;
+    // The route's template (never the path a client chose) keeps the metric's labels bounded.
+    opts.metrics?.observeApi(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, ms / 1000);
     log(JSON.stringify({
       time: new Date().toISOString(),
       level: reply.statusCode >= 500 ? 'error' : 'info',
@@ -151,6 +156,11 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     }
   });
   app.get('/openapi.json', async () => opts.openapi());
+  app.get('/metrics', async (_request, reply) => {
+    if (!opts.metrics) throw new ApiError('ERR_SERVICE_301', 'no such path: GET /metrics');
+    const { contentType, text } = await opts.metrics.render();
+    return reply.type(contentType).send(text);
+  });
 
   const byPath = new Map<string, Set<Method>>();
   for (const route of opts.routes) {

@@ -65,6 +65,9 @@ export const ERRORS = {
   ERR_SERVICE_784: { status: 501, summary: 'The route requires OAuth, OIDC or SAML sign-in, which the ingress does not perform yet (a later release); the backend was not reached.' },
   ERR_SERVICE_786: { status: 401, summary: 'The webhook request has no valid signature from the route\'s provider, which expects 401 for it (Xero\'s intent to receive).' },
   ERR_SERVICE_751: { status: 400, summary: 'The WebSocket handshake is malformed (Sec-WebSocket-Key of 16 bytes and Sec-WebSocket-Version: 13 are required).' },
+  // The ingress's listeners and edges (server/ingress, docs/ingress.md).
+  ERR_SERVICE_700: { status: 409, summary: 'The hostport\'s port is held by edges of another kind: HTTPS, TCP and TLS edges cannot share a public port, and a TCP port carries one edge.' },
+  ERR_SERVICE_701: { status: 421, summary: 'The request names a host other than the one its TLS connection was opened for (SNI); open a connection for that host.' },
   ERR_SERVICE_500: { status: 500, summary: 'An internal error occurred.' },
   ERR_SERVICE_503: { status: 503, summary: 'The server is shutting down or its database is unreachable.' },
   ERR_SERVICE_504: { status: 504, summary: 'The agent did not acknowledge the command within a few seconds.' },

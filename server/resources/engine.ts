@@ -14,7 +14,7 @@ import { holdCaller } from './caller-hold.js';
 import type { Ctx, ServerContext, Tx } from './context.js';
 
 type Db = Tx;
-type Row = { id: string; kind: string; parentId: string | null; createdAt: Date; updatedAt: Date; data: unknown; sealed: string | null };
+export type Row = { id: string; kind: string; parentId: string | null; createdAt: Date; updatedAt: Date; data: unknown; sealed: string | null };
 
 const TX = { maxWait: 15_000, timeout: 30_000 };
 /** Attempts of a write transaction that PostgreSQL aborted as a deadlock victim. */
@@ -30,7 +30,7 @@ export const label = (kind: KindEntry) => kind.type.replace(/_/g, ' ').replace(/
  * them (a write that re-validates the whole document, a worker that sends with them):
  * reads, lists and deletes never do, so they work whatever state the sealed value is in.
  */
-function toStored(ctx: ServerContext, row: Row): StoredResource {
+export function toStored(ctx: ServerContext, row: Row): StoredResource {
   const data = row.data as { body: Doc; computed: Doc };
   let opened: { fields: Record<string, unknown>; internal: Doc } | undefined;
   const open = () => (opened ??= row.sealed ? JSON.parse(ctx.box.open(row.sealed)) : { fields: {}, internal: {} });

@@ -4,6 +4,7 @@ import './certificates.js';
 import './events.js';
 import './families.js';
 import './edges.js';
+import './edge-ports.js';
 import '../extensions/stack-locks.js';
 import '../extensions/fingerprints.js';
 import '../gateway/read-forms.js';

@@ -50,7 +50,7 @@ export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<voi
 }
 
 /** A raw TCP stream through the tunnel (WebSockets, websocket_tcp_converter), once the agent reached the upstream. */
-export async function relayTcp(ex: HttpExchange, tunnelId: string): Promise<Duplex> {
+export async function relayTcp(ex: Pick<HttpExchange, 'deps'>, tunnelId: string): Promise<Duplex> {
   const stream = open(() => ex.deps.gateway.openTcp(tunnelId), tunnelId);
   stream.on('error', () => {});
   const headers = await responseOf(stream, ex.deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS, `the upstream of tunnel ${tunnelId}`);

@@ -1,0 +1,258 @@
+// The ingress listeners: one plain TCP listener per `--ingress PUBLIC_PORT=ADDRESS:PORT`,
+// speaking whatever the edges on PUBLIC_PORT speak, decided per connection from the table
+// (so a port can change from HTTPS to TCP edges without a restart): raw TCP for a TCP edge;
+// for HTTPS and TLS edges the ClientHello's server name picks the edge, which picks the TLS
+// server that terminates it (tls.ts), or the bytes pass through untouched (TLS edges that
+// terminate upstream or at the agent). Every stage is bounded: connections per listener,
+// time and bytes to the ClientHello, the handshake, HTTP headers and idle time.
+import http from 'node:http';
+import http2 from 'node:http2';
+import net from 'node:net';
+import tls from 'node:tls';
+import type { Metrics } from '../http/metrics.js';
+import { readClientHello } from './client-hello.js';
+import { handleHttpsRequest, handleHttpsUpgrade, type HttpsContext } from './http/handler.js';
+import type { LiveTable } from './live-table.js';
+import { clientIpOf, streamEdge, type StreamDeps } from './tcp.js';
+import { errorAnswer } from './http/error-page.js';
+import { terminationKey, terminationOf, type Termination, type TlsContexts } from './tls.js';
+import type { HttpsEdgeEntry, IngressDeps, IngressListenerSpec, StreamEdgeEntry } from './types.js';
+
+export interface ListenerLimits {
+  /** Open connections per listener; past it new ones are closed at once. */
+  maxConnections: number;
+  /** Time for a client to send its ClientHello, and then to finish the handshake. */
+  handshakeTimeoutMs: number;
+  /** Time for a client to send a request's headers (slow clients are cut). */
+  headersTimeoutMs: number;
+  /** A connection (or HTTP/2 session) idle this long is closed. */
+  idleTimeoutMs: number;
+  /** Request header bytes at most (431 past it on HTTP/1.1; HTTP/2 refuses the stream). */
+  maxHeaderBytes: number;
+}
+
+export const LISTENER_LIMITS: ListenerLimits = {
+  maxConnections: 10_000,
+  handshakeTimeoutMs: 10_000,
+  headersTimeoutMs: 10_000,
+  idleTimeoutMs: 60_000,
+  maxHeaderBytes: 16_384,
+};
+
+export interface ListenerDeps {
+  live: LiveTable;
+  contexts: TlsContexts;
+  deps: IngressDeps;
+  metrics: Metrics;
+  limits: ListenerLimits;
+}
+
+
+/** The request's host name: lower case, without port or IPv6 brackets. */
+function hostOfRequest(req: http.IncomingMessage | http2.Http2ServerRequest): string {
+  const raw = String((req.headers as Record<string, unknown>)[':authority'] ?? req.headers.host ?? '');
+  const m = /^\[([^\]]*)\]|^([^:]*)/.exec(raw);
+  return (m?.[1] ?? m?.[2] ?? '').toLowerCase();
+}
+
+/** A request whose host is not the name its TLS connection was opened for (no edge's content crosses names). */
+function misdirected(res: http.ServerResponse | http2.Http2ServerResponse, sni: string, host: string) {
+  const a = errorAnswer('ERR_SERVICE_701', `this connection was opened for ${sni}; send requests for ${host || 'another host'} on a connection opened for it`);
+  res.writeHead(a.status, { ...a.headers, 'edgeform-error-code': a.code! });
+  res.end(a.body ?? '');
+}
+
+export class IngressListener {
+  readonly server: net.Server;
+  private connections = new Set<net.Socket>();
+  private terminators = new Map<string, tls.Server>();
+  private h1Active = new Map<tls.TLSSocket, number>();
+  private sessions = new Set<http2.ServerHttp2Session>();
+  private closing = false;
+  address = '';
+
+  constructor(readonly spec: IngressListenerSpec, private d: ListenerDeps) {
+    this.server = net.createServer({ pauseOnConnect: true }, (socket) => void this.accept(socket));
+    this.server.maxConnections = d.limits.maxConnections;
+    this.server.on('drop', () => this.count('refused_max_connections'));
+  }
+
+  async listen(): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(this.spec.port, this.spec.host, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    const a = this.server.address() as net.AddressInfo;
+    this.spec.port = a.port;
+    this.address = `${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
+  }
+
+  private count(outcome: string) {
+    this.d.metrics.ingressConnections.inc({ port: String(this.spec.publicPort), outcome });
+  }
+
+  private async accept(socket: net.Socket) {
+    const port = String(this.spec.publicPort);
+    this.connections.add(socket);
+    this.d.metrics.ingressOpen.inc({ port });
+    socket.once('close', () => {
+      this.connections.delete(socket);
+      this.d.metrics.ingressOpen.dec({ port });
+    });
+    socket.on('error', () => {});
+    if (this.closing) return void socket.destroy();
+    const table = await this.d.live.current();
+    const held = table.ports.get(this.spec.publicPort);
+    if (!held) {
+      this.count('refused_no_edge');
+      return void socket.destroy();
+    }
+    if (held.kind === 'tcp') {
+      this.count('tcp');
+      return streamEdge(socket, [...held.hosts.values()][0] as StreamEdgeEntry, table, this.streamDeps(), undefined);
+    }
+    const hello = await readClientHello(socket, this.d.limits.handshakeTimeoutMs);
+    if (!hello.ok) {
+      this.count(`refused_${hello.reason}`);
+      return void socket.destroy();
+    }
+    // Without a server name there is no edge to choose and no certificate to show.
+    if (!hello.servername) {
+      this.count('refused_no_sni');
+      return void socket.destroy();
+    }
+    const now = await this.d.live.current();
+    const entry = now.ports.get(this.spec.publicPort);
+    const edge = entry?.hosts.get(hello.servername);
+    if (entry?.kind === 'https') {
+      this.count('https');
+      // An unknown name still gets a handshake (a local-CA certificate) and then a 404 page.
+      const t = edge ? terminationOf(edge.doc) : { minVersion: '1.2' as const, caIds: [] };
+      return void this.terminator('https', t).emit('connection', socket);
+    }
+    if (entry?.kind !== 'tls' || !edge) {
+      this.count('refused_unknown_host');
+      return void socket.destroy();
+    }
+    this.count('tls');
+    const at = edge.doc.tls_termination?.enabled === false ? 'edge' : (edge.doc.tls_termination?.terminate_at ?? 'edge');
+    if (at !== 'edge') return streamEdge(socket, edge as StreamEdgeEntry, now, this.streamDeps(), hello.servername);
+    this.terminator('tls', terminationOf(edge.doc)).emit('connection', socket);
+  }
+
+  private streamDeps(): StreamDeps {
+    return { ...this.d.deps, metrics: this.d.metrics, publicPort: this.spec.publicPort };
+  }
+
+  /** The TLS server for one kind and termination, made on first use. */
+  private terminator(kind: 'https' | 'tls', t: Termination): tls.Server {
+    const key = `${kind}|${terminationKey(t)}`;
+    let server = this.terminators.get(key);
+    if (server) return server;
+    const options = this.d.contexts.serverOptions(t, this.d.limits.handshakeTimeoutMs);
+    if (kind === 'tls') {
+      server = tls.createServer(options, (socket) => void this.tlsTerminated(socket));
+    } else {
+      const h2 = http2.createSecureServer({
+        ...options,
+        allowHTTP1: true,
+        maxHeaderSize: this.d.limits.maxHeaderBytes,
+        settings: { maxHeaderListSize: this.d.limits.maxHeaderBytes },
+        maxSessionMemory: 10,
+        unknownProtocolTimeout: this.d.limits.handshakeTimeoutMs,
+      } as http2.SecureServerOptions);
+      const h1 = h2 as unknown as http.Server;
+      h1.headersTimeout = this.d.limits.headersTimeoutMs;
+      h1.requestTimeout = Math.max(60_000, this.d.limits.headersTimeoutMs);
+      h1.keepAliveTimeout = 5_000;
+      h2.setTimeout(this.d.limits.idleTimeoutMs);
+      h2.on('request', (req, res) => void this.request(req, res));
+      h2.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => void this.upgrade(req, socket, head));
+      h2.on('session', (session) => {
+        this.sessions.add(session);
+        session.once('close', () => this.sessions.delete(session));
+        if (this.closing) session.close();
+      });
+      h2.on('secureConnection', (socket: tls.TLSSocket) => {
+        if (socket.alpnProtocol === 'h2') return;
+        this.h1Active.set(socket, 0);
+        socket.once('close', () => this.h1Active.delete(socket));
+      });
+      h2.on('tlsClientError', () => this.count('refused_handshake'));
+      // Node checks HTTP/1.1 header and request timeouts only for servers that emitted
+      // 'listening'; this one never listens itself (the listener hands it connections).
+      h2.emit('listening');
+      server = h2;
+    }
+    if (kind === 'tls') server.on('tlsClientError', () => this.count('refused_handshake'));
+    this.terminators.set(key, server);
+    return server;
+  }
+
+  private async tlsTerminated(socket: tls.TLSSocket) {
+    const table = await this.d.live.current();
+    const edge = table.ports.get(this.spec.publicPort)?.hosts.get(String(socket.servername || ''));
+    if (!edge || edge.kind !== 'tls') return void socket.destroy();
+    streamEdge(socket, edge, table, this.streamDeps(), String(socket.servername));
+  }
+
+  private contextOf(req: http.IncomingMessage | http2.Http2ServerRequest, table: HttpsContext['table']): { ctx?: HttpsContext; sni: string; host: string } {
+    const socket = req.socket as tls.TLSSocket;
+    const sni = String(socket.servername || '').toLowerCase();
+    const host = hostOfRequest(req) || sni;
+    if (host !== sni) return { sni, host };
+    const held = table.ports.get(this.spec.publicPort);
+    const edge = held?.kind === 'https' ? (held.hosts.get(host) as HttpsEdgeEntry | undefined) : undefined;
+    return { sni, host, ctx: { table, edge, clientIp: clientIpOf(socket), publicPort: this.spec.publicPort, host, deps: this.d.deps } };
+  }
+
+  private async request(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) {
+    const startedAt = process.hrtime.bigint();
+    const socket = req.socket as tls.TLSSocket;
+    const h1 = this.h1Active.has(socket);
+    if (h1) {
+      this.h1Active.set(socket, (this.h1Active.get(socket) ?? 0) + 1);
+      // While draining, each answer tells the client to take its next request elsewhere.
+      if (this.closing) (res as http.ServerResponse).shouldKeepAlive = false;
+    }
+    const { ctx, sni, host } = this.contextOf(req, await this.d.live.current());
+    res.once('close', () => {
+      if (h1 && this.h1Active.has(socket)) this.h1Active.set(socket, (this.h1Active.get(socket) ?? 1) - 1);
+      this.d.metrics.observeIngress(ctx?.edge?.doc.id ?? 'none', res.statusCode, Number(process.hrtime.bigint() - startedAt) / 1e9);
+    });
+    if (!ctx) return misdirected(res, sni, host);
+    await handleHttpsRequest(req, res, ctx);
+  }
+
+  private async upgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer) {
+    const { ctx, sni, host } = this.contextOf(req, await this.d.live.current());
+    if (!ctx) {
+      const res = new http.ServerResponse(req);
+      res.assignSocket(socket);
+      res.shouldKeepAlive = false;
+      res.on('finish', () => socket.end());
+      return misdirected(res, sni, host);
+    }
+    await handleHttpsUpgrade(req, socket, head, ctx);
+  }
+
+  /**
+   * Stops accepting; HTTP/2 sessions get GOAWAY and HTTP/1.1 connections close once idle,
+   * while requests and TCP/TLS streams in flight finish; what is left at the deadline is cut.
+   */
+  async drain(deadlineMs: number): Promise<void> {
+    this.closing = true;
+    if (this.server.listening) this.server.close();
+    for (const session of this.sessions) session.close();
+    const deadline = Date.now() + deadlineMs;
+    while (this.connections.size) {
+      for (const [socket, active] of this.h1Active) if (active === 0) socket.end();
+      if (Date.now() > deadline) for (const socket of this.connections) socket.destroy();
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+}
+

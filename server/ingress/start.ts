@@ -1,0 +1,63 @@
+// Starts the ingress beside the API: the local CA, the live routing table and one listener
+// per `--ingress` spec. RunningServer.ingress is what this returns.
+import type { Gateway } from '../gateway/gateway.js';
+import type { Metrics } from '../http/metrics.js';
+import { PolicyState } from '../policy/index.js';
+import type { ServerContext } from '../resources/context.js';
+import { openLocalCa } from './ca.js';
+import { IngressListener, LISTENER_LIMITS, type ListenerLimits } from './listen.js';
+import { LiveTable } from './live-table.js';
+import { TlsContexts } from './tls.js';
+import type { IngressDeps, IngressListenerSpec } from './types.js';
+
+export interface IngressOptions {
+  listeners: IngressListenerSpec[];
+  ctx: ServerContext;
+  databaseUrl: string;
+  dataDir: string;
+  gateway: Gateway;
+  metrics: Metrics;
+  log: (fields: Record<string, unknown>) => void;
+  limits?: Partial<ListenerLimits>;
+}
+
+export interface RunningIngress {
+  /** Each listener as asked for, with the port actually bound (0 asks for a free one). */
+  listeners: (IngressListenerSpec & { address: string })[];
+  /** The local CA's certificate (`<data>/ingress-ca.pem`), for clients to trust. */
+  caFile: string;
+  table: LiveTable;
+  deps: IngressDeps;
+  /** A write committed on this instance (ServerContext.afterCommit chains it). */
+  changed(): void;
+  /** Stops accepting and lets what is in flight finish, up to `deadlineMs`. */
+  drain(deadlineMs: number): Promise<void>;
+}
+
+export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
+  const ca = openLocalCa(o.dataDir);
+  const table = await LiveTable.start(o.ctx, o.databaseUrl, o.log);
+  o.metrics.tableVersionOf = () => table.now.version;
+  const deps: IngressDeps = { gateway: o.gateway, policyState: new PolicyState(), log: (f) => o.log({ level: 'info', ...f }), now: Date.now };
+  const contexts = new TlsContexts(ca, () => table.now);
+  const limits = { ...LISTENER_LIMITS, ...o.limits };
+  const listeners = o.listeners.map((spec) => new IngressListener({ ...spec }, { live: table, contexts, deps, metrics: o.metrics, limits }));
+  try {
+    for (const l of listeners) await l.listen();
+  } catch (e) {
+    await Promise.all(listeners.map((l) => l.drain(0)));
+    await table.stop();
+    throw e;
+  }
+  return {
+    listeners: listeners.map((l) => ({ ...l.spec, address: l.address })),
+    caFile: ca.certFile,
+    table,
+    deps,
+    changed: () => table.changed(),
+    async drain(deadlineMs) {
+      await Promise.all(listeners.map((l) => l.drain(deadlineMs)));
+      await table.stop();
+    },
+  };
+}

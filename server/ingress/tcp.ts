@@ -1,0 +1,88 @@
+// TCP edges and TLS edges: one client connection becomes one stream through an agent to the
+// edge's backend (a tunnel-group backend, chosen as the HTTP side chooses, backends/resolve.ts),
+// after the edge's ip_restriction and the on_tcp_connect phase of its traffic policy. For a
+// TLS edge the socket is either the raw connection (TLS passes through untouched, terminate_at
+// upstream or agent) or the decrypted one (terminate_at edge). One JSON access-log line per
+// connection: edge, client, outcome, bytes each way, duration; never a byte of the traffic.
+import type net from 'node:net';
+import tls from 'node:tls';
+import type { Metrics } from '../http/metrics.js';
+import { compilePolicy, evaluate, isCompiled, type CompiledPolicy } from '../policy/index.js';
+import { relayTcp } from './backends/relay.js';
+import { resolveBackend } from './backends/resolve.js';
+import { ipAllowed } from './modules/ip-restriction.js';
+import type { IngressDeps, IngressTable, StreamEdgeEntry } from './types.js';
+
+export interface StreamDeps extends IngressDeps {
+  metrics: Metrics;
+  publicPort: number;
+}
+
+const enabled = (m: { enabled?: boolean } | null | undefined) => !!m && m.enabled !== false;
+
+/** The edge's on_tcp_connect policy, compiled once per table version (the entry is per table); null if it does not compile. */
+function policyOf(edge: StreamEdgeEntry): CompiledPolicy | null {
+  if (edge.compiled === undefined) {
+    const compiled = compilePolicy(String(edge.doc.traffic_policy.value), { phases: ['on_tcp_connect'], scope: edge.doc.id });
+    edge.compiled = isCompiled(compiled) ? compiled : null;
+  }
+  return edge.compiled as CompiledPolicy | null;
+}
+
+/** The client's address without IPv4-mapped IPv6 dressing. */
+export const clientIpOf = (socket: net.Socket) => (socket.remoteAddress ?? '').replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
+
+/** Why a connection is refused (the access log's `refused`); undefined when it may go on. */
+function refusal(socket: net.Socket, edge: StreamEdgeEntry, table: IngressTable, deps: StreamDeps): string | undefined {
+  const ip = clientIpOf(socket);
+  if (enabled(edge.doc.ip_restriction) && !ipAllowed(table, edge.doc.ip_restriction.ip_policy_ids ?? [], ip)) return 'ip_restriction';
+  if (!enabled(edge.doc.traffic_policy)) return undefined;
+  const policy = policyOf(edge);
+  // A policy that no longer compiles refuses rather than lets everyone through.
+  if (!policy) return 'traffic_policy_invalid';
+  const version = socket instanceof tls.TLSSocket ? socket.getProtocol()?.replace(/^TLSv/, '') : undefined;
+  const r = evaluate(policy, 'on_tcp_connect', { now: deps.now(), conn: { client_ip: ip, server_port: deps.publicPort, ...(version ? { tls_version: version } : {}) } }, deps.policyState);
+  return r.outcome === 'continue' ? undefined : 'traffic_policy';
+}
+
+/** Carries one client connection of a TCP or TLS edge to its backend, or closes it. */
+export function streamEdge(socket: net.Socket, edge: StreamEdgeEntry, table: IngressTable, deps: StreamDeps, servername: string | undefined): void {
+  const started = deps.now();
+  const edgeId = edge.doc.id;
+  const line: Record<string, unknown> = { msg: 'ingress connection', kind: edge.kind, edge: edgeId, public_port: deps.publicPort, client_ip: clientIpOf(socket), ...(servername ? { server_name: servername } : {}) };
+  socket.on('error', () => {});
+  socket.once('close', () => {
+    const bytesIn = socket.bytesRead;
+    const bytesOut = socket.bytesWritten;
+    deps.metrics.ingressBytes.inc({ edge: edgeId, direction: 'in' }, bytesIn);
+    deps.metrics.ingressBytes.inc({ edge: edgeId, direction: 'out' }, bytesOut);
+    deps.log({ level: 'info', ...line, bytes_in: bytesIn, bytes_out: bytesOut, duration_ms: deps.now() - started });
+  });
+  const refused = refusal(socket, edge, table, deps);
+  if (refused) {
+    line.refused = refused;
+    return void socket.destroy();
+  }
+  const chosen = resolveBackend(table, enabled(edge.doc.backend) ? edge.doc.backend.backend_id : undefined, deps);
+  if (chosen.type !== 'tunnel') {
+    line.refused = chosen.type === 'error' ? chosen.code : 'backend_not_a_stream';
+    return void socket.destroy();
+  }
+  line.tunnel = chosen.tunnelId;
+  socket.pause();
+  relayTcp({ deps }, chosen.tunnelId).then(
+    (stream) => {
+      if (socket.destroyed) return void stream.destroy();
+      stream.on('error', () => socket.destroy());
+      stream.on('close', () => socket.destroy());
+      socket.on('close', () => stream.destroy());
+      socket.pipe(stream);
+      stream.pipe(socket);
+      socket.resume();
+    },
+    (e: { answer?: { code?: string } }) => {
+      line.refused = e.answer?.code ?? 'upstream_failed';
+      socket.destroy();
+    },
+  );
+}

@@ -1,0 +1,45 @@
+// A public port speaks one protocol: HTTPS edges (TLS, then HTTP), TLS edges (TLS by server
+// name) or one TCP edge (raw bytes carry no name to choose by). A hostport whose port another
+// kind of edge holds is refused with 409, in the write transaction; on PostgreSQL the port is
+// locked first, so two writers of different kinds cannot both pass the check.
+import { httpsEdge, tcpEdge, tlsEdge } from '../../provider/catalog/edges.js';
+import { kindOfId } from '../../provider/catalog/index.js';
+import { ApiError } from '../http/errors.js';
+import { hostOf, portOf } from '../ingress/table.js';
+import { behaviour, type Doc } from './behaviours.js';
+import type { Ctx, Tx } from './context.js';
+import { label } from './engine.js';
+
+const EDGES = [httpsEdge, tcpEdge, tlsEdge];
+
+async function checkPorts(ctx: Ctx, tx: Tx, kind: string, id: string, body: Doc) {
+  const ports = [...new Set(((body.hostports ?? []) as string[]).map(portOf))].sort((a, b) => a - b);
+  for (const port of ports) {
+    if (ctx.db.provider === 'postgresql') await tx.$queryRawUnsafe('SELECT pg_advisory_xact_lock(hashtext($1))', `edgeform-port:${port}`);
+    const held = await tx.uniqueKey.findMany({ where: { scope: 'hostport', value: { endsWith: `:${port}` }, NOT: { resourceId: id } }, take: 50 });
+    for (const h of held) {
+      const other = kindOfId(h.resourceId);
+      if (!other || portOf(h.value) !== port) continue;
+      if (other.kind === kind && kind !== tcpEdge.kind) continue;
+      const mine = ((body.hostports ?? []) as string[]).find((hp) => portOf(hp) === port)!;
+      const why = other.kind === kind ? `a TCP port carries one edge (raw TCP names no host to choose by)` : `a port speaks one protocol`;
+      throw new ApiError('ERR_SERVICE_700', `hostports: port ${port} of ${mine} is held by ${label(other)} ${h.resourceId} (${hostOf(h.value)}:${port}); ${why}, so use another port for this ${label(EDGES.find((e) => e.kind === kind)!)}`, {
+        field: 'hostports',
+        value: mine,
+        conflicting_id: h.resourceId,
+      });
+    }
+  }
+}
+
+for (const edge of EDGES) {
+  behaviour(edge.kind, {
+    // In the write transaction on update; on create, created() runs in it.
+    prepare: async ({ kind, id, body, prior, ctx, tx }) => {
+      if (prior) await checkPorts(ctx, tx, kind.kind, id, body);
+    },
+    created: async ({ kind, id, body, ctx, tx }) => {
+      await checkPorts(ctx, tx, kind.kind, id, body);
+    },
+  });
+}

@@ -1,0 +1,137 @@
+// The `--ingress` listeners on a real server over loopback sockets: TLS with the local CA or
+// an uploaded certificate chosen by SNI, HTTP/1.1 and HTTP/2 by ALPN, min_version refused,
+// a host other than the connection's name refused (421), no SNI closed, changes live on the
+// next request, the 409 for mixing edge kinds on a port, and /metrics.
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exchange, h2Get, httpsGet, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
+import { Pki } from '../helpers/pki.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+let s: TestServer;
+let port: number;
+let ca: string;
+let backendId: string;
+const pki = new Pki();
+
+beforeAll(async () => {
+  s = await startTestServer({ ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }, { publicPort: 8443, host: '127.0.0.1', port: 0 }] });
+  port = ingressPort(s, 443);
+  ca = localCa(s);
+  const b = await s.post('/backends/http_response', { body: 'hello from the edge', status_code: 200, headers: { 'x-from': 'edge' } });
+  backendId = b.body.id;
+  const e = await s.post('/edges/https', { hostports: ['app.example.com:443', 'strict.example.com:443'] });
+  await s.post(`/edges/https/${e.body.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: backendId } });
+  const strict = await s.post('/edges/https', { hostports: ['tls13.example.com:443'], tls_termination: { min_version: '1.3' } });
+  await s.post(`/edges/https/${strict.body.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: backendId } });
+});
+
+afterAll(async () => {
+  await s?.close();
+  pki.close();
+});
+
+describe('the local certificate authority', () => {
+  it('is made in the data folder: the certificate readable at ingress-ca.pem, the key owner-only', () => {
+    expect(s.server.ingress!.caFile).toBe(path.join(s.dir, 'ingress-ca.pem'));
+    expect(ca).toContain('BEGIN CERTIFICATE');
+    expect(fs.statSync(path.join(s.dir, 'ingress-ca-key.pem')).mode & 0o777).toBe(0o600);
+  });
+
+  it('issues the certificate an HTTPS edge answers with when no upload covers its name', async () => {
+    const r = await httpsGet(port, 'app.example.com', '/api', { ca });
+    expect(r).toMatchObject({ status: 200, body: 'hello from the edge' });
+    expect(r.headers['x-from']).toBe('edge');
+    expect(r.peerCertificate?.subjectaltname).toBe('DNS:app.example.com');
+  });
+});
+
+describe('TLS and HTTP versions', () => {
+  it('speaks HTTP/2 when the client offers h2', async () => {
+    const r = await h2Get(port, 'app.example.com', '/', ca);
+    expect(r).toMatchObject({ status: 200, body: 'hello from the edge', alpn: 'h2' });
+  });
+
+  it('refuses a handshake below the edge\'s min_version and accepts one at it', async () => {
+    await expect(httpsGet(port, 'tls13.example.com', '/', { ca, maxVersion: 'TLSv1.2' })).rejects.toThrow();
+    expect((await httpsGet(port, 'tls13.example.com', '/', { ca })).status).toBe(200);
+    // The default (1.2) still admits TLS 1.2 on the other edge.
+    expect((await httpsGet(port, 'app.example.com', '/', { ca, maxVersion: 'TLSv1.2' })).status).toBe(200);
+  });
+
+  it('closes a handshake without a server name, and a connection that is not TLS', async () => {
+    const noSni = await exchange(net.connect(port, '127.0.0.1'), undefined, 500);
+    expect(noSni.data).toBe('');
+    await expect(tlsConnect(port, { ca, rejectUnauthorized: false })).rejects.toThrow();
+    const plain = await exchange(net.connect(port, '127.0.0.1'), 'GET / HTTP/1.1\r\nHost: app.example.com\r\n\r\n');
+    expect(plain).toMatchObject({ data: '', closed: true });
+  });
+
+  it('answers 404 with a code for a name no edge serves, and 421 for a host other than the connection\'s name', async () => {
+    const unknown = await httpsGet(port, 'nobody.example.com', '/', { ca });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).not.toContain('hello from the edge');
+    const crossed = await httpsGet(port, 'app.example.com', '/', { ca, host: 'tls13.example.com' });
+    expect(crossed.status).toBe(421);
+    expect(crossed.headers['edgeform-error-code']).toBe('ERR_SERVICE_701');
+  });
+});
+
+describe('changes', () => {
+  it('take effect on the next request after the API answered', async () => {
+    for (const body of ['first', 'second', 'third']) {
+      expect((await s.patch(`/backends/http_response/${backendId}`, { body })).status).toBe(200);
+      expect((await httpsGet(port, 'app.example.com', '/', { ca })).body).toBe(body);
+    }
+  });
+
+  it('a new edge on a port is served at once; one of another kind on that port is refused with 409', async () => {
+    const e = await s.post('/edges/https', { hostports: ['new.example.com:8443'] });
+    await s.post(`/edges/https/${e.body.id}/routes`, { match_type: 'exact_path', match: '/x', backend: { backend_id: backendId } });
+    expect((await httpsGet(ingressPort(s, 8443), 'new.example.com', '/x', { ca })).status).toBe(200);
+    const tcp = await s.post('/edges/tcp', { hostports: ['1.tcp.example.com:8443'] });
+    expect(tcp.status).toBe(409);
+    expect(tcp.body).toMatchObject({ error_code: 'ERR_SERVICE_700', details: { field: 'hostports', conflicting_id: e.body.id } });
+    const tls = await s.post('/edges/tls', { hostports: ['other.example.com:9000'] });
+    expect(tls.status).toBe(201);
+    const moved = await s.patch(`/edges/tls/${tls.body.id}`, { hostports: ['other.example.com:8443'] });
+    expect(moved.body.error_code).toBe('ERR_SERVICE_700');
+    // Two TCP edges cannot share a port either (raw TCP names no host).
+    expect((await s.post('/edges/tcp', { hostports: ['1.tcp.example.com:20000'] })).status).toBe(201);
+    expect((await s.post('/edges/tcp', { hostports: ['2.tcp.example.com:20000'] })).body.error_code).toBe('ERR_SERVICE_700');
+  });
+});
+
+describe('/metrics', () => {
+  it('serves Prometheus text for the API and the ingress without a token', async () => {
+    const r = await s.get('/metrics', { token: null, version: null });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toContain('text/plain');
+    expect(r.text).toMatch(/edgeform_api_requests_total\{method="POST",route="\/backends\/http_response",status="201"\} \d+/);
+    expect(r.text).toMatch(/edgeform_ingress_requests_total\{edge="edghts_[^"]+",status="200"\} \d+/);
+    expect(r.text).toMatch(/edgeform_ingress_connections_total\{port="443",outcome="refused_no_sni"\} [1-9]/);
+    expect(r.text).not.toContain('app.example.com');
+  });
+});
+
+// Last: the wildcard uploaded here covers the names the tests above reach with the local CA.
+describe('uploaded certificates', () => {
+  it('chooses the uploaded certificate whose SANs match, an exact name before a wildcard', async () => {
+    const root = pki.issue('p256', { subject: [['CN', 'upload root']], ca: true, keyUsage: ['keyCertSign'] });
+    const wild = pki.issue('p256', { subject: [['CN', 'wild']], sans: ['DNS:*.example.com'] }, root);
+    const exact = pki.issue('p256', { subject: [['CN', 'exact']], sans: ['DNS:strict.example.com'] }, root);
+    for (const c of [wild, exact]) {
+      const r = await s.post('/tls_certificates', { certificate_pem: c.cert, private_key_pem: c.key });
+      expect(r.status).toBe(201);
+    }
+    const viaWild = await httpsGet(port, 'app.example.com', '/', { ca: root.cert });
+    expect(viaWild.peerCertificate?.subject.CN).toBe('wild');
+    const viaExact = await httpsGet(port, 'strict.example.com', '/', { ca: root.cert });
+    expect(viaExact.peerCertificate?.subject.CN).toBe('exact');
+    // A wildcard covers one label only: a deeper name falls back to the local CA.
+    const deeper = await httpsGet(port, 'a.b.example.com', '/', { ca });
+    expect(deeper.peerCertificate?.issuer.CN).toBe('edgeform local ingress CA');
+  });
+});
