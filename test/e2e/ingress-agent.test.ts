@@ -296,7 +296,7 @@ describe('SIGTERM', () => {
     expect(refused).toBe(true);
     held.shift()!();
     const r = await inFlight;
-    expect(r.status).toBe(200);
+    expect(r.status, r.text).toBe(200);
     expect(r.text).toBe('slow done');
     expect(await ing.serving.exited).toBe(0);
     await expect(get('/api')).rejects.toThrow(/ECONNREFUSED/);

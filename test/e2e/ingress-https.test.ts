@@ -77,7 +77,7 @@ function manifest(changeBody: string): string {
         route('/change', 'change', {}, 'exact_path'),
       ],
     },
-    { kind: 'HTTPSEdge', name: 'www', hostports: ['www.example.com:443'], routes: [route('/', 'www')] },
+    { kind: 'HTTPSEdge', name: 'www', hostports: ['www.example.com:443', 'other.example.com:8443'], routes: [route('/', 'www')] },
     { kind: 'HTTPSEdge', name: 'local', hostports: ['local.test:443'], routes: [route('/', 'local')] },
     { kind: 'HTTPSEdge', name: 'newest', hostports: ['new.example.com:443'], routes: [route('/', 'hello')] },
     { kind: 'HTTPSEdge', name: 'mtls', hostports: ['mtls.example.com:443'], mutual_tls: { certificate_authority_ids: ['CertificateAuthority/clients'] }, routes: [route('/', 'mtls')] },
@@ -240,7 +240,8 @@ describe('routing', () => {
     expectNoEdgeContent(fronted.text);
   });
 
-  it('selects the edge by port too: app.example.com on the 8443 listener is unknown', async () => {
+  it('selects the edge by port too: app.example.com on the 8443 listener, where another edge is served, is unknown', async () => {
+    expect((await edgeRequest({ port: otherPort, host: 'other.example.com', ca: certs.ca.cert })).text).toBe('www content');
     const r = await edgeRequest({ port: otherPort, host: 'app.example.com', insecure: true });
     edgeErrorCode(r, 404);
     expectNoEdgeContent(r.text);
@@ -407,7 +408,7 @@ describe('operations', () => {
 describe('listener settings', () => {
   it('EDGEFORM_INGRESS takes the same values comma-separated, one listener each', async () => {
     const [a, b] = [await freePort(), await freePort()];
-    const s = await serve(['--data-dir', tempDir()], { EDGEFORM_INGRESS: `443=127.0.0.1:${a},20000=127.0.0.1:${b}` });
+    const s = await serve(['--data-dir', tempDir()], { EDGEFORM_INGRESS: `443=127.0.0.1:${a},20000=127.0.0.1:${b}`, EDGEFORM_BOOTSTRAP_TOKEN: ing.token });
     for (const p of [a, b]) {
       const open = await new Promise<boolean>((resolve) => {
         const c = net.connect(p, '127.0.0.1');
@@ -417,7 +418,8 @@ describe('listener settings', () => {
       expect(open, `port ${p}`).toBe(true);
     }
     s.child.kill('SIGTERM');
-    expect(await s.exited).toBe(0);
+    const code = await s.exited;
+    expect(code, `${s.stdout().slice(-1500)}\n${s.stderr()}`).toBe(0);
   });
 
   it.each([['443'], ['443=127.0.0.1:notaport'], ['70000=127.0.0.1:8443']])(

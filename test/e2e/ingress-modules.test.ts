@@ -101,9 +101,10 @@ beforeAll(async () => {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       if (p === '/cb') return void res.writeHead(cbFail ? 500 : 200).end(cbFail ? 'upstream failing' : 'cb ok');
-      if (p === '/compress/big') return void res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(BIG);
-      if (p === '/compress/small') return void res.writeHead(200, { 'content-type': 'text/plain' }).end('tiny');
-      if (p === '/compress/png') return void res.writeHead(200, { 'content-type': 'image/png' }).end(PNG);
+      // With their lengths, as most upstreams send a body they hold whole.
+      if (p === '/compress/big') return void res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': BIG.length }).end(BIG);
+      if (p === '/compress/small') return void res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 4 }).end('tiny');
+      if (p === '/compress/png') return void res.writeHead(200, { 'content-type': 'image/png', 'content-length': PNG.length }).end(PNG);
       res.writeHead(200, { 'content-type': 'application/json', 'x-upstream-private': 'leak', server: 'upstream-server' });
       res.end(JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString() }));
     });
