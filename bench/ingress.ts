@@ -6,7 +6,8 @@
 //      Node reverse proxy (node:https in front of node:http; target: at least 50%).
 // Each server under test is its own process pinned to one core (taskset, when there is one);
 // the load comes from this process over keep-alive TLS connections.
-// Usage: npm run bench:ingress [-- --requests 5000 --concurrency 16]
+// Usage: npm run bench:ingress [-- --requests 5000 --concurrency 16 --cpu-prof DIR]
+// (--cpu-prof: a V8 CPU profile of the edgeform serve process, written to DIR when it stops)
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -24,6 +25,7 @@ const arg = (name: string, fallback: string) => {
 };
 const REQUESTS = Number(arg('requests', '5000'));
 const CONCURRENCY = Number(arg('concurrency', '16'));
+const CPU_PROF = arg('cpu-prof', '');
 const here = path.dirname(fileURLToPath(import.meta.url));
 const BIN = path.join(here, '..', 'bin', 'edgeform.js');
 const TOKEN = 'benchtoken0123456789abcdefghijklmnopqrstuvwxy';
@@ -148,7 +150,8 @@ async function main() {
 
   // The edge: edgeform serve on one core, the agent on the other.
   const ingressPort = await freePort();
-  const serve = await start([BIN, 'serve', '--port', '0', '--data-dir', dir, '--api-rate-limit', '0', '--ingress', `443=127.0.0.1:${ingressPort}`], { EDGEFORM_BOOTSTRAP_TOKEN: TOKEN }, 'listening');
+  const profile = CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(CPU_PROF)] : [];
+  const serve = await start([...profile, BIN, 'serve', '--port', '0', '--data-dir', dir, '--api-rate-limit', '0', '--ingress', `443=127.0.0.1:${ingressPort}`], { EDGEFORM_BOOTSTRAP_TOKEN: TOKEN }, 'listening');
   const apiUrl = serve.out().match(/"url":"(http:[^"]+)"/)?.[1];
   if (!apiUrl) throw new Error(`edgeform serve printed no URL:\n${serve.out()}`);
   const api = async (method: string, p: string, body?: unknown) => {
@@ -203,6 +206,12 @@ async function main() {
   console.log(row('edge, ip+headers+rate limit, edgeform agent', viaAgent));
   console.log(row('bare Node reverse proxy, same upstream', viaProxy));
   console.log(`  ratio ${(viaAgent.rps / viaProxy.rps * 100).toFixed(0)}% (target at least 50%)`);
+  if (CPU_PROF) {
+    // SIGTERM, not SIGKILL: the profile is written when the process exits on its own.
+    serve.child.kill('SIGTERM');
+    await new Promise((r) => serve.child.once('exit', r));
+    console.log(`\nCPU profile of edgeform serve in ${path.resolve(CPU_PROF)}`);
+  }
   pki.close();
   fs.rmSync(dir, { recursive: true, force: true });
 }
