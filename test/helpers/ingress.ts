@@ -48,13 +48,13 @@ export interface Ingress {
   lines(): Record<string, unknown>[];
 }
 
-/** `edgeform serve --ingress P=127.0.0.1:<free>` for each public port, on a fresh data folder. */
-export async function startIngress(publicPorts: number[], env: Record<string, string> = {}): Promise<Ingress> {
+/** `edgeform serve --ingress P=127.0.0.1:<free>` for each public port, on a fresh data folder; `args` are more serve flags. */
+export async function startIngress(publicPorts: number[], env: Record<string, string> = {}, args: string[] = []): Promise<Ingress> {
   const dataDir = tempDir('edgeform-ingress-');
   const ports = new Map<number, number>();
   for (const p of publicPorts) ports.set(p, await freePort());
-  const args = ['--data-dir', dataDir, ...[...ports].flatMap(([pub, local]) => ['--ingress', `${pub}=127.0.0.1:${local}`])];
-  const serving = await serve(args, { EDGEFORM_BOOTSTRAP_TOKEN: INGRESS_TOKEN, EDGEFORM_API_RATE_LIMIT: '0', EDGEFORM_AGENT_HEARTBEAT_INTERVAL: '2', ...env });
+  const flags = ['--data-dir', dataDir, ...[...ports].flatMap(([pub, local]) => ['--ingress', `${pub}=127.0.0.1:${local}`]), ...args];
+  const serving = await serve(flags, { EDGEFORM_BOOTSTRAP_TOKEN: INGRESS_TOKEN, EDGEFORM_API_RATE_LIMIT: '0', EDGEFORM_AGENT_HEARTBEAT_INTERVAL: '2', ...env });
   const port = (pub: number) => {
     const p = ports.get(pub);
     if (p === undefined) throw new Error(`no --ingress for public port ${pub}`);
