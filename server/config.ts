@@ -50,6 +50,8 @@ export interface ServerConfig {
   dataDir?: string;
   /** Connections each ingress listener holds at most (EDGEFORM_INGRESS_MAX_CONNECTIONS); past it new ones are closed at once. */
   ingressMaxConnections?: number;
+  /** Listener bounds (handshake, header and idle timeouts, header size); tests shorten them. */
+  ingressLimits?: Partial<import('./ingress/listen.js').ListenerLimits>;
 }
 
 export interface ServeFlags {

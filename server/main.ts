@@ -96,7 +96,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           gateway,
           metrics,
           log: logFields,
-          limits: config.ingressMaxConnections ? { maxConnections: config.ingressMaxConnections } : {},
+          limits: { ...(config.ingressMaxConnections ? { maxConnections: config.ingressMaxConnections } : {}), ...config.ingressLimits },
         });
       } catch (e) {
         await gateway.stop();

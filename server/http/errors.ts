@@ -67,6 +67,9 @@ export const ERRORS = {
   ERR_SERVICE_751: { status: 400, summary: 'The WebSocket handshake is malformed (Sec-WebSocket-Key of 16 bytes and Sec-WebSocket-Version: 13 are required).' },
   // The ingress's listeners and edges (server/ingress, docs/ingress.md).
   ERR_SERVICE_700: { status: 409, summary: 'The hostport\'s port is held by edges of another kind: HTTPS, TCP and TLS edges cannot share a public port, and a TCP port carries one edge.' },
+  ERR_SERVICE_702: { status: 400, summary: 'The request to an edge is not valid HTTP.' },
+  ERR_SERVICE_703: { status: 431, summary: 'The request headers sent to an edge are larger than 16 KiB.' },
+  ERR_SERVICE_704: { status: 408, summary: 'The request headers did not reach the edge within the header timeout (10 s).' },
   ERR_SERVICE_701: { status: 421, summary: 'The request names a host other than the one its TLS connection was opened for (SNI); open a connection for that host.' },
   ERR_SERVICE_500: { status: 500, summary: 'An internal error occurred.' },
   ERR_SERVICE_503: { status: 503, summary: 'The server is shutting down or its database is unreachable.' },

@@ -48,7 +48,7 @@ export function httpsGet(port: number, name: string, path: string, o: HttpsOptio
 }
 
 /** One HTTP/2 request (ALPN h2) to the listener. */
-export function h2Get(port: number, name: string, path: string, ca: string): Promise<IngressReply & { alpn: string | false }> {
+export function h2Get(port: number, name: string, path: string, ca: string): Promise<IngressReply & { alpn: string | false | null }> {
   return new Promise((resolve, reject) => {
     const client = http2.connect(`https://${name}`, { createConnection: () => tls.connect({ host: '127.0.0.1', port, servername: name, ca, ALPNProtocols: ['h2'] }) });
     client.on('error', reject);
