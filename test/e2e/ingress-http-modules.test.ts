@@ -7,8 +7,9 @@ import net, { type AddressInfo } from 'node:net';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
-import { route, startHttpIngress, tableOf, type HttpIngress } from '../helpers/ingress-http.js';
+import { route, startHttpIngress, tableOf, type HttpIngress, type TableSpec } from '../helpers/ingress-http.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { until } from '../helpers/wait.js';
 import { encodeFrame, OP } from '../../server/ingress/modules/websocket-frames.js';
 
 const RATE_LIMIT = `on_http_request:
@@ -28,6 +29,7 @@ let ing: HttpIngress;
 let upstream: http.Server;
 let echo: net.Server;
 const agents: AgentProcess[] = [];
+let spec: TableSpec;
 const be = (id: string) => ({ backend: { enabled: true, backend_id: id } });
 
 beforeAll(async () => {
@@ -43,7 +45,7 @@ beforeAll(async () => {
     return p.waitFor('online: tn_');
   };
   await Promise.all([agent('app=web', (upstream.address() as AddressInfo).port), agent('app=tcp', (echo.address() as AddressInfo).port)]);
-  ing = await startHttpIngress(tableOf({
+  spec = {
     edges: [{ id: 'edghts_app', hostports: ['app.example.com:443'], routes: [
       route('edghtsrt_limited', '/limited', { ...be('bkdhr_ok'), traffic_policy: { enabled: true, value: RATE_LIMIT } }),
       route('edghtsrt_unlimited', '/unlimited', { ...be('bkdhr_ok'), traffic_policy: { enabled: false, value: RATE_LIMIT } }),
@@ -66,7 +68,8 @@ beforeAll(async () => {
       { id: 'bkdtg_tcp', kind: 'TunnelGroupBackend', labels: { app: 'tcp' } },
       { id: 'bkdtg_nobody', kind: 'TunnelGroupBackend', labels: { app: 'nobody' } },
     ],
-  }), { gateway: s.server.gateway });
+  };
+  ing = await startHttpIngress(tableOf(spec), { gateway: s.server.gateway });
 });
 
 afterAll(async () => {
@@ -114,6 +117,9 @@ describe('route modules on the HTTP side', () => {
     expect(r.status).toBe(503);
     expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_747');
     expect(Number(r.headers['retry-after'])).toBeGreaterThan(0);
+    // a reload of the table (any change through the API) keeps the open circuit open
+    ing.setTable(tableOf(spec));
+    expect((await ing.get('/breaker')).headers['edgeform-error-code']).toBe('ERR_SERVICE_747');
   });
 
   it.each([
@@ -141,8 +147,7 @@ describe('route modules on the HTTP side', () => {
     let got = Buffer.alloc(0);
     socket.on('data', (c) => { got = Buffer.concat([got, c]); });
     socket.write('GET /ws HTTP/1.1\r\nHost: app.example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
-    const wait = async (ok: () => boolean) => { const end = Date.now() + 10_000; while (!ok() && Date.now() < end) await new Promise((r) => setTimeout(r, 20)); };
-    await wait(() => got.includes('\r\n\r\n'));
+    await until(() => got.includes('\r\n\r\n'), 10_000);
     const head = got.toString('latin1');
     expect(head).toMatch(/^HTTP\/1\.1 101/);
     expect(head).toContain('Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=');
@@ -151,7 +156,7 @@ describe('route modules on the HTTP side', () => {
     const payload = Buffer.from('hello tcp');
     const mask = Buffer.from([9, 8, 7, 6]);
     socket.write(Buffer.concat([Buffer.from([0x82, 0x80 | payload.length]), mask, payload.map((b, i) => b ^ mask[i & 3])]));
-    await wait(() => got.length >= 2 + payload.length);
+    await until(() => got.length >= 2 + payload.length, 10_000);
     expect(got.subarray(0, 2 + payload.length)).toEqual(encodeFrame(OP.binary, payload));
     socket.destroy();
   });

@@ -6,8 +6,10 @@ import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
+import { closedPort } from '../helpers/ports.js';
 import { route, startHttpIngress, tableOf, type HttpIngress } from '../helpers/ingress-http.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { until } from '../helpers/wait.js';
 
 let s: TestServer;
 let ing: HttpIngress;
@@ -32,14 +34,6 @@ function startUpstream(name: string): Promise<number> {
   });
   upstreams.push(server);
   return new Promise((r) => server.listen(0, '127.0.0.1', () => r((server.address() as AddressInfo).port)));
-}
-
-async function closedPort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as AddressInfo).port;
-  await new Promise((r) => srv.close(r));
-  return port;
 }
 
 beforeAll(async () => {
@@ -145,13 +139,12 @@ describe('tunnel-group backends through edgeform agent', () => {
     let got = '';
     socket.on('data', (c) => { got += c.toString('latin1'); });
     socket.write('GET /chat?room=1 HTTP/1.1\r\nHost: app.example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
-    const deadline = Date.now() + 10_000;
-    while (!got.includes('\r\n\r\n') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await until(() => got.includes('\r\n\r\n'), 10_000);
     expect(got).toMatch(/^HTTP\/1\.1 101/);
     expect(got).toContain('X-Path: /chat?room=1');
     got = '';
     socket.write('ping-bytes');
-    while (!got.includes('ping-bytes') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await until(() => got.includes('ping-bytes'), 10_000);
     expect(got).toBe('ping-bytes');
     socket.destroy();
   });

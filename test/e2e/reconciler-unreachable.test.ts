@@ -8,18 +8,10 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { manifestKinds } from '../../reconciler/manifest/kinds.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { closedPort } from '../helpers/ports.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { manifestDir } from '../helpers/cli.js';
 import { bigManifest, census, COMPLETE as complete, stackRunner, type StackRunner } from '../helpers/reconciler.js';
-
-/** A loopback port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
 
 /** Something at the address that accepts connections and drops them without a word (not the API). */
 async function dropper() {

@@ -7,19 +7,20 @@ import { edgeError } from '../http/exchange.js';
 import type { FilterFactory, IngressDeps } from '../types.js';
 import { breakerConfig, CircuitBreaker } from './circuit-state.js';
 
-const breakers = new WeakMap<IngressDeps, Map<string, CircuitBreaker>>();
+/** Per ingress server, per route: the breaker of the route's current settings (an edit replaces it). */
+const breakers = new WeakMap<IngressDeps, Map<string, { settings: string; breaker: CircuitBreaker }>>();
 
-function breakerFor(deps: IngressDeps, key: string, make: () => CircuitBreaker) {
+function breakerFor(deps: IngressDeps, routeId: string, settings: string, make: () => CircuitBreaker) {
   let byRoute = breakers.get(deps);
   if (!byRoute) breakers.set(deps, (byRoute = new Map()));
-  let b = byRoute.get(key);
-  if (!b) byRoute.set(key, (b = make()));
-  return b;
+  let held = byRoute.get(routeId);
+  if (!held || held.settings !== settings) byRoute.set(routeId, (held = { settings, breaker: make() }));
+  return held.breaker;
 }
 
 export const circuitBreaker: FilterFactory = (config, route, deps) => {
   const cfg = breakerConfig(config);
-  const breaker = breakerFor(deps, `${route.id}\u0000${JSON.stringify(cfg)}`, () => new CircuitBreaker(cfg));
+  const breaker = breakerFor(deps, route.id, JSON.stringify(cfg), () => new CircuitBreaker(cfg));
   return {
     async handle(ex, next) {
       const now = deps.now();
