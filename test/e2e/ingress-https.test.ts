@@ -20,6 +20,7 @@ import {
 import { Pki, type Issued } from '../helpers/pki.js';
 import { killServers, serve, serveToExit } from '../helpers/serve.js';
 import { removeTempDirs, tempDir } from '../helpers/temp.js';
+import { until } from '../helpers/wait.js';
 
 let ing: Ingress;
 let pki: Pki;
@@ -27,6 +28,8 @@ let port: number;
 let otherPort: number;
 let localCa: string;
 const certs: Record<string, Issued> = {};
+/** Clients that start and then stall, opened once the server is up and checked at the end. */
+const slow: { what: string; data: string; closed: boolean }[] = [];
 
 /** Every body an edge here can answer with: none may appear where no edge should answer. */
 const CONTENT = ['hello from app', 'api prefix', 'api v2 prefix', 'users exact', 'short and stout', 'www content', 'local content', 'mtls content', 'modern content', 'multi default', 'alt host', 'alt special', 'version one', 'version two', 'BODY-A', 'BODY-B', 'BODY-NEVER'];
@@ -120,6 +123,19 @@ beforeAll(async () => {
   }
   await ing.apply(manifest('version one'));
   localCa = await ing.ca();
+  // A slowloris: half a request head, then nothing; and a connection that never says hello.
+  const watch = (what: string, s: net.Socket) => {
+    const entry = { what, data: '', closed: false };
+    slow.push(entry);
+    s.on('data', (c) => { entry.data += c; });
+    s.on('error', () => {});
+    s.on('close', () => { entry.closed = true; });
+  };
+  const loris = await tlsConnect(port, { servername: 'app.example.com', ca: certs.ca.cert });
+  loris.write('GET / HTTP/1.1\r\nHost: app.example.com\r\nX-Slow: 1');
+  watch('half a request head', loris);
+  const mute = net.connect(port, '127.0.0.1');
+  watch('no ClientHello', mute);
 });
 
 afterAll(() => {
@@ -402,6 +418,10 @@ describe('operations', () => {
     expect(text).toMatch(/^# (HELP|TYPE) /m);
     expect(text).toMatch(/ingress/);
     expect(text).toMatch(/http|api/);
+    // The 2,000 requests of the weighted split are counted against the app edge, with their status.
+    const app = ((await ing.api('GET', '/edges/https')).body.https_edges as any[]).find((e) => e.hostports.includes('app.example.com:443'));
+    const counted = text.split('\n').filter((l) => !l.startsWith('#') && l.includes(`"${app.id}"`) && l.includes('"200"')).map((l) => Number(l.split(' ').at(-1)));
+    expect(Math.max(0, ...counted), text.slice(0, 3000)).toBeGreaterThanOrEqual(2000);
   });
 });
 
@@ -417,12 +437,16 @@ describe('listener settings', () => {
       });
       expect(open, `port ${p}`).toBe(true);
     }
+    await s.waitFor(new RegExp(`ingress for public port 20000 listening on 127\\.0\\.0\\.1:${b}`));
+    // An answer from the server: its start-up code (which installs the SIGTERM handler after
+    // printing the listening line) has run to its end.
+    expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
     s.child.kill('SIGTERM');
     const code = await s.exited;
-    expect(code, `${s.stdout().slice(-1500)}\n${s.stderr()}`).toBe(0);
+    expect(code, `stdout ends: ${s.stdout().slice(-600)}\nstderr: ${s.stderr().slice(-1500)}`).toBe(0);
   });
 
-  it.each([['443'], ['443=127.0.0.1:notaport'], ['70000=127.0.0.1:8443']])(
+  it.each([['443=127.0.0.1:notaport'], ['70000=127.0.0.1:8443']])(
     'refuses --ingress %s with exit 2 and a line naming the setting',
     async (value) => {
       const r = await serveToExit(['--port', '0', '--data-dir', tempDir(), '--ingress', value]);
@@ -430,4 +454,15 @@ describe('listener settings', () => {
       expect(r.stderr).toMatch(/--ingress|EDGEFORM_INGRESS/);
     },
   );
+});
+
+describe('slow clients', () => {
+  it('are closed by the server (the header and ClientHello timeouts), never sent an edge\'s content', async () => {
+    for (const c of slow) {
+      await until(() => c.closed, 40_000, () => `the connection with ${c.what} is still open`);
+      expectNoEdgeContent(c.data);
+      if (c.data) expect(c.data).toMatch(/^HTTP\/1\.1 (400|408) /);
+    }
+    expect((await get('app.example.com', '/')).text).toBe('hello from app');
+  });
 });

@@ -48,7 +48,6 @@ describe.skipIf(!available)('the ingress with two instances on one PostgreSQL da
   });
 
   afterAll(() => {
-    for (const i of [a, b]) console.log('DEBUG', i?.serving.stderr().slice(-3000), i?.serving.stdout().split('\n').filter((l) => /error|warn/.test(l)).join('\n').slice(-3000));
     killServers();
     pg?.stop();
     removeTempDirs();
