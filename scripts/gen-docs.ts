@@ -1,6 +1,7 @@
 // Writes the documentation that is derived, never hand-written: the resources table in
 // README.md, the error-code table in docs/api.md, the manifest kinds table in
-// docs/manifest.md (all between generated-section markers), docs/routes.md (every route
+// docs/manifest.md, the module order and the ingress's codes in docs/ingress.md (all between
+// generated-section markers), docs/routes.md (every route
 // the server has) and docs/manifest.schema.json (the manifest document's JSON Schema).
 // Run `npm run docs:gen` after changing the catalog, a route or the error registry;
 // test/docs.test.ts fails while they differ.
@@ -12,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { catalog, type KindEntry } from '../provider/catalog/index.js';
 import { toJsonSchema, type JsonSchema } from '../provider/catalog/json-schema.js';
 import { ERRORS } from '../server/http/errors.js';
+import { MODULE_ORDER } from '../server/ingress/modules/order.js';
 import '../server/resources/register.js';
 import { apiRoutes, type ApiRoute } from '../server/resources/routes.js';
 import { documentFieldPaths } from '../reconciler/manifest/field-paths.js';
@@ -110,6 +112,18 @@ export function manifestKindsTable(): string {
 /** docs/manifest.schema.json: stable key order and a final newline, so regenerating is a no-op. */
 export const manifestSchemaFile = () => `${JSON.stringify(manifestJsonSchema(), null, 2)}\n`;
 
+/** The ingress's codes: the registry's 700-799, the block set aside for the data plane. */
+export function ingressErrorTable(): string {
+  const rows = Object.entries(ERRORS).filter(([code]) => Math.floor(Number(code.slice('ERR_SERVICE_'.length)) / 100) === 7).map(([code, e]) => `| \`${code}\` | ${e.status} | ${cell(e.summary)} |`);
+  return ['| error_code | status | meaning |', '|---|---|---|', ...rows].join('\n');
+}
+
+/** The order HTTPS route modules run in, with the reason for each place (server/ingress/modules/order.ts). */
+export function moduleOrderTable(): string {
+  const rows = MODULE_ORDER.map((m, i) => `| ${i + 1} | \`${m.name}\` | ${cell(m.why)} |`);
+  return ['| # | module | why here |', '|---|---|---|', ...rows].join('\n');
+}
+
 /** Replaces the text between `<!-- generated:<name> -->` and `<!-- /generated:<name> -->`. */
 export function replaceSection(text: string, name: string, body: string, file: string): string {
   const start = `<!-- generated:${name}: ${NOTICE} -->`;
@@ -128,6 +142,7 @@ export function generated(): { file: string; content: string }[] {
     { file: 'docs/routes.md', content: routesDoc() },
     { file: 'docs/manifest.md', content: replaceSection(read('docs/manifest.md'), 'manifest-kinds', manifestKindsTable(), 'docs/manifest.md') },
     { file: 'docs/manifest.schema.json', content: manifestSchemaFile() },
+    { file: 'docs/ingress.md', content: replaceSection(replaceSection(read('docs/ingress.md'), 'module-order', moduleOrderTable(), 'docs/ingress.md'), 'ingress-errors', ingressErrorTable(), 'docs/ingress.md') },
   ];
 }
 

@@ -57,7 +57,6 @@ export const ERRORS = {
   ERR_SERVICE_748: { status: 413, summary: 'The request body is larger than the edge reads for this route.' },
   ERR_SERVICE_749: { status: 502, summary: 'The edge could not handle the request (a fault of the server, logged with the request).' },
   ERR_SERVICE_750: { status: 502, summary: 'The backend cannot carry a WebSocket or TCP stream (an http_response backend).' },
-  ERR_SERVICE_751: { status: 400, summary: 'The WebSocket handshake is malformed (Sec-WebSocket-Key of 16 bytes and Sec-WebSocket-Version: 13 are required).' },
   // The ingress's route modules (server/ingress/modules, docs/ingress.md): refusals at the edge.
   ERR_SERVICE_780: { status: 403, summary: 'The client address is not allowed by the route\'s IP restriction (or the TCP/TLS edge\'s).' },
   ERR_SERVICE_781: { status: 403, summary: 'The request\'s User-Agent is not allowed by the route\'s user agent filter.' },
@@ -65,8 +64,12 @@ export const ERRORS = {
   ERR_SERVICE_783: { status: 403, summary: 'The webhook request\'s signed timestamp is outside the provider\'s tolerance (a replay, or a clock far off).' },
   ERR_SERVICE_784: { status: 501, summary: 'The route requires OAuth, OIDC or SAML sign-in, which the ingress does not perform yet (a later release); the backend was not reached.' },
   ERR_SERVICE_786: { status: 401, summary: 'The webhook request has no valid signature from the route\'s provider, which expects 401 for it (Xero\'s intent to receive).' },
+  ERR_SERVICE_751: { status: 400, summary: 'The WebSocket handshake is malformed (Sec-WebSocket-Key of 16 bytes and Sec-WebSocket-Version: 13 are required).' },
   // The ingress's listeners and edges (server/ingress, docs/ingress.md).
   ERR_SERVICE_700: { status: 409, summary: 'The hostport\'s port is held by edges of another kind: HTTPS, TCP and TLS edges cannot share a public port, and a TCP port carries one edge.' },
+  ERR_SERVICE_702: { status: 400, summary: 'The request to an edge is not valid HTTP.' },
+  ERR_SERVICE_703: { status: 431, summary: 'The request headers sent to an edge are larger than 16 KiB.' },
+  ERR_SERVICE_704: { status: 408, summary: 'The request headers did not reach the edge within the header timeout (10 s).' },
   ERR_SERVICE_701: { status: 421, summary: 'The request names a host other than the one its TLS connection was opened for (SNI); open a connection for that host.' },
   ERR_SERVICE_500: { status: 500, summary: 'An internal error occurred.' },
   ERR_SERVICE_503: { status: 503, summary: 'The server is shutting down or its database is unreachable.' },

@@ -8,6 +8,7 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
+import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Metrics } from '../http/metrics.js';
 import { readClientHello } from './client-hello.js';
@@ -60,6 +61,23 @@ function misdirected(res: http.ServerResponse | http2.Http2ServerResponse, sni: 
   const a = errorAnswer('ERR_SERVICE_701', `this connection was opened for ${sni}; send requests for ${host || 'another host'} on a connection opened for it`);
   res.writeHead(a.status, { ...a.headers, 'edgeform-error-code': a.code! });
   res.end(a.body ?? '');
+}
+
+/** HTTP/1.1 that never became a request: answered on the raw connection, which then closes. */
+function answerClientError(err: { code?: string }, socket: Duplex) {
+  if (!socket.writable) return void socket.destroy();
+  const a = err.code === 'HPE_HEADER_OVERFLOW'
+    ? errorAnswer('ERR_SERVICE_703', 'the request headers are larger than 16 KiB')
+    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? errorAnswer('ERR_SERVICE_704', 'the request headers did not arrive in time')
+      : errorAnswer('ERR_SERVICE_702', 'the request is not valid HTTP');
+  const body = Buffer.from(String(a.body ?? ''));
+  const head = [`HTTP/1.1 ${a.status} ${http.STATUS_CODES[a.status] ?? ''}`, ...Object.entries(a.headers ?? {}).map(([k, v]) => `${k}: ${v}`), `edgeform-error-code: ${a.code}`, `content-length: ${body.length}`, 'connection: close'];
+  const timer = setTimeout(() => socket.destroy(), 1000);
+  socket.end(Buffer.concat([Buffer.from(`${head.join('\r\n')}\r\n\r\n`), body]), () => {
+    clearTimeout(timer);
+    socket.destroy();
+  });
 }
 
 export class IngressListener {
@@ -168,6 +186,10 @@ export class IngressListener {
       h1.headersTimeout = this.d.limits.headersTimeoutMs;
       h1.requestTimeout = Math.max(60_000, this.d.limits.headersTimeoutMs);
       h1.keepAliveTimeout = 5_000;
+      // How often Node looks for connections past those timeouts (its default, 30 s, would let them run long past).
+      (h1 as { connectionsCheckingInterval?: number }).connectionsCheckingInterval = Math.max(50, Math.min(1000, this.d.limits.headersTimeoutMs / 2));
+      // The default answer is skipped on TLS sockets (they have written the handshake), so a client would get no answer at all.
+      h2.on('clientError', (err: Error, socket: Duplex) => answerClientError(err as { code?: string }, socket));
       h2.setTimeout(this.d.limits.idleTimeoutMs);
       h2.on('request', (req, res) => void this.request(req, res));
       h2.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => void this.upgrade(req, socket, head));

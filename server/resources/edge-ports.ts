@@ -15,7 +15,7 @@ const EDGES = [httpsEdge, tcpEdge, tlsEdge];
 async function checkPorts(ctx: Ctx, tx: Tx, kind: string, id: string, body: Doc) {
   const ports = [...new Set(((body.hostports ?? []) as string[]).map(portOf))].sort((a, b) => a - b);
   for (const port of ports) {
-    if (ctx.db.provider === 'postgresql') await tx.$queryRawUnsafe('SELECT pg_advisory_xact_lock(hashtext($1))', `edgeform-port:${port}`);
+    if (ctx.db.provider === 'postgresql') await tx.$queryRawUnsafe('SELECT pg_advisory_xact_lock(hashtext($1))::text AS locked', `edgeform-port:${port}`);
     const held = await tx.uniqueKey.findMany({ where: { scope: 'hostport', value: { endsWith: `:${port}` }, NOT: { resourceId: id } }, take: 50 });
     for (const h of held) {
       const other = kindOfId(h.resourceId);

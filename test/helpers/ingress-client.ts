@@ -59,7 +59,7 @@ export function h2Get(port: number, name: string, path: string, ca: string): Pro
     stream.on('response', (h) => { headers = h as typeof headers; });
     stream.on('data', (c) => { body += c; });
     stream.on('end', () => {
-      const alpn = (client.socket as tls.TLSSocket).alpnProtocol;
+      const alpn = (client.socket as tls.TLSSocket).alpnProtocol ?? false;
       client.close();
       resolve({ status: Number(headers[':status']), headers, body, alpn });
     });

@@ -1,0 +1,80 @@
+// What a client can make an ingress listener hold is bounded, and nothing it sends crashes
+// the server or shows another edge's content: oversized headers (431), malformed HTTP (400),
+// headers sent too slowly, a ClientHello that never comes, a flood of connections past
+// maxConnections; then SIGTERM's drain: the listener stops accepting, idle connections close
+// and close() resolves.
+import net from 'node:net';
+import tls from 'node:tls';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exchange, httpsGet, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+let s: TestServer;
+let port: number;
+let ca: string;
+
+beforeAll(async () => {
+  s = await startTestServer({
+    ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }],
+    ingressMaxConnections: 4,
+    ingressLimits: { handshakeTimeoutMs: 500, headersTimeoutMs: 500 },
+    drain: { idleMs: 100, deadlineMs: 3000 },
+  });
+  port = ingressPort(s, 443);
+  ca = localCa(s);
+  const b = await s.post('/backends/http_response', { body: 'app content' });
+  const e = await s.post('/edges/https', { hostports: ['app.example.com:443'] });
+  await s.post(`/edges/https/${e.body.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: b.body.id } });
+});
+
+afterAll(async () => {
+  await s?.close().catch(() => {});
+});
+
+const tlsTo = () => tlsConnect(port, { servername: 'app.example.com', ca });
+
+describe('bad input at the connection level', () => {
+  it('closes connections past maxConnections at once and serves again when they go', async () => {
+    const held = await Promise.all(Array.from({ length: 4 }, () => tlsTo()));
+    const extra = await exchange(net.connect(port, '127.0.0.1'), undefined, 2000);
+    expect(extra.closed).toBe(true);
+    held.forEach((h) => h.destroy());
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await httpsGet(port, 'app.example.com', '/', { ca })).status).toBe(200);
+  });
+
+  it('answers headers over 16 KiB with 431 and malformed HTTP with 400, and keeps serving', async () => {
+    const big = await exchange(await tlsTo(), `GET / HTTP/1.1\r\nHost: app.example.com\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    expect(big.data).toMatch(/^HTTP\/1\.1 431 /);
+    expect(big.data).toContain('ERR_SERVICE_703');
+    const garbage = await exchange(await tlsTo(), 'NOT HTTP AT ALL\r\n\r\n');
+    expect(garbage.data).toMatch(/^HTTP\/1\.1 400 /);
+    expect(garbage.data).not.toContain('app content');
+    expect((await httpsGet(port, 'app.example.com', '/', { ca })).body).toBe('app content');
+  });
+
+  it('closes a connection whose headers do not arrive in time, and one that never says hello', async () => {
+    const slow = await tlsTo();
+    slow.write('GET / HTTP/1.1\r\nHost: app.example.com\r\n');
+    const r = await exchange(slow, 'X-Slow: 1\r\n', 5000);
+    expect(r.closed).toBe(true);
+    expect(r.data).toMatch(/^HTTP\/1\.1 408 /);
+    const silent = await exchange(net.connect(port, '127.0.0.1'), undefined, 5000);
+    expect(silent).toMatchObject({ data: '', closed: true });
+  });
+
+});
+
+describe('shutdown', () => {
+  it('stops accepting, closes idle kept-alive connections, and resolves', async () => {
+    const idle: tls.TLSSocket = await tlsTo();
+    const first = exchange(idle, 'GET / HTTP/1.1\r\nHost: app.example.com\r\n\r\n', 5000);
+    await new Promise((r) => setTimeout(r, 200));
+    await s.server.close();
+    const r = await first;
+    expect(r.data).toContain('app content');
+    expect(r.closed).toBe(true);
+    const refused = await exchange(net.connect(port, '127.0.0.1'), undefined, 1000);
+    expect(refused.error).toBe('ECONNREFUSED');
+  });
+});
