@@ -38,7 +38,7 @@ const samples: Record<string, () => Promise<Record<string, unknown>>> = {
   HTTPResponseBackend: async () => ({ body: 'ok', status_code: 200 }),
   WeightedBackend: async () => ({}),
   HTTPSEdge: async () => ({ hostports: [freshHostport()] }),
-  TCPEdge: async () => ({ hostports: [freshHostport(20000)] }),
+  TCPEdge: async () => ({ hostports: [freshHostport()] }),
   TLSEdge: async () => ({ hostports: [freshHostport()] }),
   HTTPSEdgeRoute: async () => ({ match_type: 'path_prefix', match: `/r${++counter}` }),
 };

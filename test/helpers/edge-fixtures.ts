@@ -220,5 +220,9 @@ export async function createRefs(s: TestServer): Promise<Refs> {
 }
 
 let hostCounter = 0;
-/** A hostport no other test uses. */
-export const freshHostport = (port = 443) => `h${process.pid}-${++hostCounter}.example.com:${port}`;
+/**
+ * A hostport no other test uses, on a port of its own unless one is given: a port speaks one
+ * kind of edge (an HTTPS edge's port takes no TCP edge), so tests that make edges of every
+ * kind must not share ports by accident.
+ */
+export const freshHostport = (port?: number) => `h${process.pid}-${++hostCounter}.example.com:${port ?? 10000 + (hostCounter % 50000)}`;
