@@ -217,7 +217,7 @@ const VARIABLES_PROTO: ThisType<LazyVariables> & Partial<CelVariables> = {
     if (this._actions) return this._actions;
     // Each action's group of variables is shared (with the zero values, or with the phase
     // before) until an action writes it: one object per evaluation instead of a dozen.
-    return (this._actions = { service: { ...(this.input.actions?.service ?? ZERO_SERVICE) } });
+    return (this._actions = shareActions(this.input.actions?.service ?? ZERO_SERVICE));
   },
   get req() {
     if (this._req || !this.input.req) return this._req;
@@ -236,6 +236,9 @@ const freeze = <T>(value: T): T => {
 };
 /** Every action's variables at their zero values; frozen, so a write that forgot actionOutput fails loudly. */
 const ZERO_SERVICE: Record<string, Record<string, unknown>> = freeze(zeroActionVars().service);
+
+/** `{ service: { rate_limit: s.rate_limit, ... } }` as an object literal (several times faster than a spread of the frozen object). */
+const shareActions = new Function('s', `return { service: { ${Object.keys(ZERO_SERVICE).map((k) => `${k}: s.${k}`).join(', ')} } };`) as (service: Record<string, unknown>) => ActionVariables;
 
 /**
  * The variables of action `name` (`rate_limit`, ...) for an action to set: a copy of the

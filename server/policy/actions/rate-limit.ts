@@ -6,6 +6,8 @@ import { actionOutput, headerOf } from '../context.js';
 import { respond, type Runner, type RunContext } from './run.js';
 
 const NONE: readonly string[] = [];
+/** The rate-limit has no failing path today: its error variables stay empty (shared, frozen). */
+const NO_ERROR = Object.freeze({ code: '', message: '' });
 
 export function rateLimit(config: RateLimitAction, scope: string): Runner {
   // Buckets survive an edit of the policy that keeps the limit's name and rate.
@@ -29,7 +31,7 @@ export function rateLimit(config: RateLimitAction, scope: string): Runner {
     const out = actionOutput(ctx.vars, 'rate_limit');
     out.bucket_key = bucket;
     out.limited = wait > 0;
-    out.error = { code: '', message: '' };
+    out.error = NO_ERROR;
     if (wait === 0) return { did: `rate-limit ${config.name}: bucket "${bucket}" under capacity ${capacity} per ${config.rate}s; continues` };
     return {
       ended: respond(429, 'Too Many Requests\n', { 'retry-after': String(wait) }),
