@@ -21,7 +21,7 @@ export interface PolicyResult {
   /** `continue`: forward upstream (or accept the connection) with `mutations` applied. */
   outcome: 'continue' | Ended;
   mutations: Mutations;
-  /** The action variables after this phase, for the next phase of the same request. */
+  /** The action variables after this phase, for the next phase of the same request (to read or pass on: groups no action wrote are shared and frozen). */
   actions: ActionVariables;
   rules: RuleTrace[];
 }
