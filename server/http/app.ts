@@ -13,6 +13,16 @@ import { clientKey, RateLimiter } from './rate-limit.js';
 import { answerClientError, API_KEY_HEADER, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
 
 export const VERSION_HEADER = 'service-version';
+
+/** The most characters of a header value an error repeats: an 8 KB header is not echoed back whole. */
+const ECHO_MAX = 64;
+
+/** A header value quoted for an error message, its first ECHO_MAX characters when longer, saying how long it was. */
+function quoteStart(header: string | string[]): string {
+  const value = typeof header === 'string' ? header : header.join(', ');
+  if (value.length <= ECHO_MAX) return JSON.stringify(value);
+  return `${JSON.stringify(value.slice(0, ECHO_MAX))}… (${value.length.toLocaleString('en-US')} characters)`;
+}
 const PUBLIC = new Set(['/healthz', '/openapi.json', '/metrics']);
 const METHODS: Method[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 /** Client addresses whose failed authentications are counted at once; the oldest is forgotten past it. */
@@ -104,7 +114,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     // and a bare request is told it needs authenticating (401), not which header it lacks.
     const version = request.headers[VERSION_HEADER];
     if (version === undefined) throw new ApiError('ERR_SERVICE_218', 'the Service-Version header is missing; send Service-Version: 2');
-    if (version !== '2') throw new ApiError('ERR_SERVICE_217', `Service-Version ${JSON.stringify(version)} is not supported; send Service-Version: 2`);
+    if (version !== '2') throw new ApiError('ERR_SERVICE_217', `Service-Version ${quoteStart(version)} is not supported; send Service-Version: 2`);
     const wait = limiter.take(found.keyId);
     if (wait > 0) throw new ApiError('ERR_SERVICE_226', `too many requests for this API key; retry in ${wait} s`, { retry_after: wait }, { 'Retry-After': String(wait) });
     request.caller = { keyId: found.keyId, ownerId: found.ownerId, admin: found.admin };

@@ -1,6 +1,6 @@
 // What an evaluation is given (plain data, as the ingress or `policy test` has it) and the
 // CEL variables made from it (the names and types of provider/catalog/validate/policy/variables.ts).
-import { copyActionVars, zeroActionVars } from '../../provider/catalog/validate/policy/variables.js';
+import { zeroActionVars } from '../../provider/catalog/validate/policy/variables.js';
 
 /** Header values by name; names in any case, a value or a list of values. */
 export type HeaderInput = Record<string, string | readonly string[]>;
@@ -54,50 +54,212 @@ export interface RequestVars { method: string; url: string; path: string; host: 
 
 const NO_QUERY: Record<string, string[]> = Object.freeze({}) as Record<string, string[]>;
 
+interface SplitUrl { host: string; path: string; query: string }
+
 /**
  * Host, path and query of an absolute http(s) URL, by position rather than with new URL()
  * (a third of an evaluation's time); anything unusual (userinfo, no path) goes through URL.
  */
-function splitUrl(url: string): { host: string; path: string; query: string } {
+function splitUrl(url: string): SplitUrl {
   const scheme = url.indexOf('://');
   const pathAt = scheme < 0 ? -1 : url.indexOf('/', scheme + 3);
-  const authority = pathAt < 0 ? '' : url.slice(scheme + 3, pathAt);
-  if (pathAt < 0 || authority.includes('@') || authority.includes('[') || /[A-Z%]/.test(authority)) {
+  if (pathAt < 0 || !plainAuthority(url, scheme + 3, pathAt)) {
     const u = new URL(url);
     return { host: u.hostname, path: u.pathname, query: u.search.slice(1) };
   }
+  let end = pathAt;
+  while (end < url.length && url.charCodeAt(end) !== 63 /* ? */ && url.charCodeAt(end) !== 35 /* # */) end++;
+  let query = '';
+  if (url.charCodeAt(end) === 63) {
+    const hash = url.indexOf('#', end + 1);
+    query = url.slice(end + 1, hash < 0 ? undefined : hash);
+  }
+  const authority = url.slice(scheme + 3, pathAt);
   const colon = authority.indexOf(':');
-  const end = url.search(/[?#]/);
-  const path = url.slice(pathAt, end < 0 ? undefined : end);
-  const query = end >= 0 && url[end] === '?' ? url.slice(end + 1).split('#')[0] : '';
-  return { host: colon < 0 ? authority : authority.slice(0, colon), path, query };
+  return { host: colon < 0 ? authority : authority.slice(0, colon), path: url.slice(pathAt, end), query };
 }
 
+/** Whether url[from, to) is a host and port as new URL() would give them back: no userinfo, IPv6 brackets, upper case, escapes, or a query or fragment before the path. */
+function plainAuthority(url: string, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) {
+    const c = url.charCodeAt(i);
+    if (c === 64 /* @ */ || c === 91 /* [ */ || c === 37 /* % */ || c === 63 /* ? */ || c === 35 /* # */ || (c >= 65 && c <= 90) /* A-Z */) return false;
+  }
+  return true;
+}
+
+/*
+ * The variables are made lazily: each on its first read, by an expression or an action, and
+ * kept for the rest of the evaluation. A rule such as `req.path.startsWith('/api')` with a
+ * rate-limit keyed by one header reads three of them; building all of them (every header
+ * name lower-cased into lists, the query parsed, a Date, the action variables) was most of
+ * an evaluation's time. The objects are plain (their prototype's constructor is Object), as
+ * the CEL library requires of a map or message value, with getters on a shared prototype.
+ */
+
+/** Header names with more than this many entries are lower-cased into lists once, rather than searched per lookup. */
+const SCAN_HEADERS = 8;
+
+/** The values of one header (name in lower case) in input headers of names in any case, or undefined. */
+function scanHeader(headers: HeaderInput, name: string): string[] | undefined {
+  let out: string[] | undefined;
+  for (const key in headers) {
+    if (key.length !== name.length || (key !== name && key.toLowerCase() !== name)) continue;
+    const value = headers[key];
+    if (typeof value === 'string') (out ??= []).push(value);
+    else (out ??= []).push(...value);
+  }
+  return out;
+}
+
+interface LazyRequest extends RequestVars {
+  input: RequestInput;
+  _method?: string;
+  _url?: string;
+  _split?: SplitUrl;
+  _query?: Record<string, string[]>;
+  _headers?: Record<string, string[]>;
+  _length?: bigint;
+}
+
+const split = (r: LazyRequest) => (r._split ??= splitUrl(r._url ?? r.input.url));
+
+const REQUEST_PROTO: ThisType<LazyRequest> & Partial<RequestVars> = {
+  get method() {
+    return (this._method ??= this.input.method.toUpperCase());
+  },
+  get url() {
+    return this._url ?? this.input.url;
+  },
+  get path() {
+    return split(this).path;
+  },
+  get host() {
+    return split(this).host;
+  },
+  get query() {
+    if (this._query) return this._query;
+    const q = split(this).query;
+    return (this._query = q ? queryLists(new URLSearchParams(q)) : NO_QUERY);
+  },
+  get headers() {
+    return (this._headers ??= headerLists(this.input.headers));
+  },
+  get content_length() {
+    if (this._length !== undefined) return this._length;
+    const length = this.input.content_length ?? Number(headerOf(this, 'content-length')?.[0] ?? 0);
+    return (this._length = BigInt(Number.isSafeInteger(length) && length >= 0 ? length : 0));
+  },
+};
+
+/** The request variables of `req`, each made when first read. */
 export function requestVars(req: RequestInput): RequestVars {
-  const url = splitUrl(req.url);
-  const headers = headerLists(req.headers);
-  const length = req.content_length ?? Number(headers['content-length']?.[0] ?? 0);
-  return {
-    method: req.method.toUpperCase(),
-    url: req.url,
-    path: url.path,
-    host: url.host,
-    query: url.query ? queryLists(new URLSearchParams(url.query)) : NO_QUERY,
-    headers,
-    content_length: BigInt(Number.isSafeInteger(length) && length >= 0 ? length : 0),
-  };
+  const r = Object.create(REQUEST_PROTO) as LazyRequest;
+  r.input = req;
+  return r;
 }
 
-/** The CEL variables of a phase, made once per evaluation; actions update `actions` and headers in place. */
-export function celVariables(input: PolicyInput, now: number) {
-  const conn = { client_ip: input.conn.client_ip, server_port: BigInt(input.conn.server_port), tls: { version: input.conn.tls_version ?? '' } };
-  return {
-    conn,
-    time: { now: new Date(now) },
-    actions: input.actions ? copyActionVars(input.actions) : zeroActionVars(),
-    ...(input.req ? { req: requestVars(input.req) } : {}),
-    ...(input.res ? { res: { status_code: BigInt(input.res.status_code), headers: headerLists(input.res.headers) } } : {}),
-  };
+/**
+ * The values of header `name` (lower case) of request variables, without making the whole
+ * `req.headers` map for a request of a few headers (a rate-limit key, `getReqHeader`).
+ */
+export function headerOf(req: RequestVars, name: string): string[] | undefined {
+  const r = req as LazyRequest;
+  if (r._headers) return r._headers[name];
+  let count = 0;
+  for (const _ in r.input.headers) if (++count > SCAN_HEADERS) return req.headers[name];
+  return scanHeader(r.input.headers, name);
 }
 
-export type CelVariables = ReturnType<typeof celVariables>;
+/** Points the request variables at a new URL (url-rewrite): url, path, host and query follow; throws when it is not a URL. */
+export function rewriteUrl(req: RequestVars, url: string): void {
+  const r = req as LazyRequest;
+  const parts = splitUrl(url);
+  r._url = url;
+  r._split = parts;
+  r._query = undefined;
+}
+
+export interface ConnectionVars { client_ip: string; server_port: bigint; tls: { version: string } }
+export interface ResponseVars { status_code: bigint; headers: Record<string, string[]> }
+
+/** The CEL variables of a phase; actions update `actions` and the header lists in place. */
+export interface CelVariables {
+  conn: ConnectionVars;
+  time: { now: Date };
+  actions: ActionVariables;
+  req?: RequestVars;
+  res?: ResponseVars;
+}
+
+interface LazyVariables extends CelVariables {
+  input: PolicyInput;
+  at: number;
+  _conn?: ConnectionVars;
+  _time?: { now: Date };
+  _actions?: ActionVariables;
+  /** The actions whose variables this evaluation has copied to write (see actionOutput). */
+  _owned?: string[];
+  _req?: RequestVars;
+  _res?: ResponseVars;
+}
+
+const VARIABLES_PROTO: ThisType<LazyVariables> & Partial<CelVariables> = {
+  get conn() {
+    if (this._conn) return this._conn;
+    const c = this.input.conn;
+    return (this._conn = { client_ip: c.client_ip, server_port: BigInt(c.server_port), tls: { version: c.tls_version ?? '' } });
+  },
+  get time() {
+    return (this._time ??= { now: new Date(this.at) });
+  },
+  get actions() {
+    if (this._actions) return this._actions;
+    // Each action's group of variables is shared (with the zero values, or with the phase
+    // before) until an action writes it: one object per evaluation instead of a dozen.
+    return (this._actions = shareActions(this.input.actions?.service ?? ZERO_SERVICE));
+  },
+  get req() {
+    if (this._req || !this.input.req) return this._req;
+    return (this._req = requestVars(this.input.req));
+  },
+  get res() {
+    if (this._res || !this.input.res) return this._res;
+    const res = this.input.res;
+    return (this._res = { status_code: BigInt(res.status_code), headers: headerLists(res.headers) });
+  },
+};
+
+const freeze = <T>(value: T): T => {
+  if (value && typeof value === 'object') for (const v of Object.values(value)) freeze(v);
+  return Object.freeze(value);
+};
+/** Every action's variables at their zero values; frozen, so a write that forgot actionOutput fails loudly. */
+const ZERO_SERVICE: Record<string, Record<string, unknown>> = freeze(zeroActionVars().service);
+
+/** `{ service: { rate_limit: s.rate_limit, ... } }` as an object literal (several times faster than a spread of the frozen object). */
+const shareActions = new Function('s', `return { service: { ${Object.keys(ZERO_SERVICE).map((k) => `${k}: s.${k}`).join(', ')} } };`) as (service: Record<string, unknown>) => ActionVariables;
+
+/**
+ * The variables of action `name` (`rate_limit`, ...) for an action to set: a copy of the
+ * shared values, made on the first write in this evaluation. Actions assign whole fields
+ * (never change a field's object or list in place), so a shallow copy is enough.
+ */
+export function actionOutput(vars: CelVariables, name: string): Record<string, any> {
+  const v = vars as LazyVariables;
+  const service = v.actions.service;
+  const owned = (v._owned ??= []);
+  if (!owned.includes(name)) {
+    owned.push(name);
+    service[name] = { ...service[name] };
+  }
+  return service[name];
+}
+
+/** The CEL variables of a phase, made once per evaluation, each on its first read. */
+export function celVariables(input: PolicyInput, now: number): CelVariables {
+  const v = Object.create(VARIABLES_PROTO) as LazyVariables;
+  v.input = input;
+  v.at = now;
+  return v;
+}

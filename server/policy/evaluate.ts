@@ -2,10 +2,10 @@
 // plain data out, no I/O: the rules run in order; a rule whose expressions are all true runs
 // its actions in order; an action that ends the request ends the phase (later rules do not run).
 import type { Phase } from '../../provider/catalog/validate/traffic-policy.js';
-import { macroHeaders } from '../../provider/catalog/validate/policy/cel.js';
+import { macroBudget, macroHeaders, MAX_MACRO_STEPS, overMacroBudget } from '../../provider/catalog/validate/policy/cel.js';
 import type { Ended, Mutations } from './actions/run.js';
 import type { CompiledPolicy } from './compile.js';
-import { celVariables, type ActionVariables, type PolicyInput } from './context.js';
+import { celVariables, headerOf, type ActionVariables, type CelVariables, type PolicyInput } from './context.js';
 import type { PolicyState } from './state.js';
 
 export interface RuleTrace {
@@ -21,28 +21,34 @@ export interface PolicyResult {
   /** `continue`: forward upstream (or accept the connection) with `mutations` applied. */
   outcome: 'continue' | Ended;
   mutations: Mutations;
-  /** The action variables after this phase, for the next phase of the same request. */
+  /** The action variables after this phase, for the next phase of the same request (to read or pass on: groups no action wrote are shared and frozen). */
   actions: ActionVariables;
   rules: RuleTrace[];
 }
 
-const NO_HEADERS: Record<string, string[]> = {};
+/** The variables of the evaluation under way, which getReqHeader and getResHeader read (evaluation is synchronous). */
+let current: CelVariables | undefined;
+macroHeaders.req = (name) => (current?.req ? headerOf(current.req, name) : undefined);
+macroHeaders.res = (name) => current?.res?.headers[name];
 
 export function evaluate(policy: CompiledPolicy, phase: Phase, input: PolicyInput, state: PolicyState): PolicyResult {
   const now = input.now ?? Date.now();
   const vars = celVariables(input, now);
+  current = vars;
+  macroBudget.left = MAX_MACRO_STEPS;
   const mutations: Mutations = { request: { set_headers: {}, remove_headers: [] }, response: { set_headers: {}, remove_headers: [] } };
   const rules: RuleTrace[] = [];
   let outcome: PolicyResult['outcome'] = 'continue';
   for (const rule of policy.phases[phase] ?? []) {
-    const trace: RuleTrace = { index: rule.index, ...(rule.name !== undefined ? { name: rule.name } : {}), matched: true, actions: [] };
+    const trace: RuleTrace = rule.name !== undefined ? { index: rule.index, name: rule.name, matched: true, actions: [] } : { index: rule.index, matched: true, actions: [] };
     rules.push(trace);
-    macroHeaders.req = vars.req?.headers ?? NO_HEADERS;
-    macroHeaders.res = vars.res?.headers ?? NO_HEADERS;
     for (const e of rule.expressions) {
       let value: unknown;
+      const budget = macroBudget.left;
       try {
         value = e.program(vars);
+        // Over the macro budget is an error even where CEL would let another element decide (`exists` true elsewhere).
+        if (macroBudget.left < 0 && budget >= 0) throw overMacroBudget();
       } catch (err) {
         trace.error = `${e.text}: ${(err as Error).message.split('\n')[0]}`;
         value = false;
@@ -63,5 +69,7 @@ export function evaluate(policy: CompiledPolicy, phase: Phase, input: PolicyInpu
     }
     if (outcome !== 'continue') break;
   }
+  current = undefined;
+  macroBudget.left = Infinity;
   return { outcome, mutations, actions: vars.actions, rules };
 }

@@ -17,6 +17,18 @@ export const DEFAULT_MAX_BUCKETS = 250_000;
 
 const INITIAL_SLOTS = 1024;
 
+/**
+ * A bucket's four numbers, side by side in one Float64Array (32 bytes, half a cache line):
+ * where its current window starts (ms), the previous and current windows' counts, and the
+ * window's width (ms). One array rather than one per field: with a million buckets a
+ * decision touches one cache line of the array instead of four or five.
+ */
+const STRIDE = 4;
+const START = 0;
+const PREV = 1;
+const CURR = 2;
+const WIDTH = 3;
+
 export interface WindowStats {
   /** Live buckets. */
   buckets: number;
@@ -27,13 +39,9 @@ export interface WindowStats {
 }
 
 export class SlidingWindows {
-  /** Key -> slot in the arrays below; Map order is the order buckets last changed window. */
+  /** Key -> slot in `cells`; Map order is the order buckets last changed window. */
   private readonly slots = new Map<string, number>();
-  private origin = new Float64Array(INITIAL_SLOTS);
-  private windowIndex = new Float64Array(INITIAL_SLOTS);
-  private previous = new Float64Array(INITIAL_SLOTS);
-  private current = new Float64Array(INITIAL_SLOTS);
-  private width = new Float64Array(INITIAL_SLOTS);
+  private cells = new Float64Array(INITIAL_SLOTS * STRIDE);
   private readonly free: number[] = [];
   private used = 0;
   private evictions = 0;
@@ -52,36 +60,40 @@ export class SlidingWindows {
    * Returns 0 when it is let through, else the whole seconds until it would be (at least 1).
    */
   take(key: string, capacity: number, widthMs: number, now: number): number {
-    let slot = this.slots.get(key);
-    let w = slot === undefined ? 0 : Math.floor((now - this.origin[slot]) / widthMs);
-    if (slot === undefined || w >= this.windowIndex[slot] + 2 || w < 0 || this.width[slot] !== widthMs) {
+    const cells = this.cells;
+    const slot = this.slots.get(key);
+    let at = slot === undefined ? -1 : slot * STRIDE;
+    const ahead = at < 0 ? 0 : now - cells[at + START];
+    if (at < 0 || ahead < 0 || ahead >= 2 * widthMs || cells[at + WIDTH] !== widthMs) {
       // A new bucket, or one quiet for two windows (both counts would be 0): it starts now.
       if (slot === undefined) {
-        slot = this.allocate(now);
-        this.slots.set(key, slot);
+        const fresh = this.allocate(now);
+        this.slots.set(key, fresh);
+        at = fresh * STRIDE;
       } else {
         this.slots.delete(key);
         this.slots.set(key, slot);
       }
-      w = 0;
-      this.origin[slot] = now;
-      this.windowIndex[slot] = 0;
-      this.previous[slot] = 0;
-      this.current[slot] = 0;
-      this.width[slot] = widthMs;
-    } else if (this.windowIndex[slot] !== w) {
-      this.previous[slot] = w === this.windowIndex[slot] + 1 ? this.current[slot] : 0;
-      this.current[slot] = 0;
-      this.windowIndex[slot] = w;
+      const c = this.cells;
+      c[at + START] = now;
+      c[at + PREV] = 0;
+      c[at + CURR] = 0;
+      c[at + WIDTH] = widthMs;
+    } else if (ahead >= widthMs) {
+      // The next window: the current count becomes the previous one.
+      cells[at + START] += widthMs;
+      cells[at + PREV] = cells[at + CURR];
+      cells[at + CURR] = 0;
       // Keep the Map ordered by last window change, so the head is the idlest bucket.
       this.slots.delete(key);
-      this.slots.set(key, slot);
+      this.slots.set(key, slot!);
     }
-    const start = this.origin[slot] + w * widthMs;
-    const prev = this.previous[slot];
-    const curr = this.current[slot];
+    const c = this.cells;
+    const start = c[at + START];
+    const prev = c[at + PREV];
+    const curr = c[at + CURR];
     if (fits(prev, curr, capacity, widthMs, now - start)) {
-      this.current[slot] = curr + 1;
+      c[at + CURR] = curr + 1;
       return 0;
     }
     return retryAfter(prev, curr, capacity, widthMs, start, now);
@@ -97,7 +109,7 @@ export class SlidingWindows {
     }
     const reused = this.free.pop();
     if (reused !== undefined) return reused;
-    if (this.used === this.windowIndex.length) this.grow();
+    if (this.used * STRIDE === this.cells.length) this.grow();
     return this.used++;
   }
 
@@ -107,7 +119,8 @@ export class SlidingWindows {
       const head = this.slots.entries().next();
       if (head.done) return;
       const [key, slot] = head.value;
-      if (this.origin[slot] + (this.windowIndex[slot] + 2) * this.width[slot] > now) return;
+      const at = slot * STRIDE;
+      if (this.cells[at + START] + 2 * this.cells[at + WIDTH] > now) return;
       this.slots.delete(key);
       this.free.push(slot);
       this.expired++;
@@ -115,17 +128,10 @@ export class SlidingWindows {
   }
 
   private grow() {
-    const size = Math.min(this.windowIndex.length * 2, Math.max(this.maxBuckets, INITIAL_SLOTS));
-    const copy = (a: Float64Array) => {
-      const b = new Float64Array(size);
-      b.set(a);
-      return b;
-    };
-    this.origin = copy(this.origin);
-    this.windowIndex = copy(this.windowIndex);
-    this.previous = copy(this.previous);
-    this.current = copy(this.current);
-    this.width = copy(this.width);
+    const slots = Math.min((this.cells.length / STRIDE) * 2, Math.max(this.maxBuckets, INITIAL_SLOTS));
+    const cells = new Float64Array(slots * STRIDE);
+    cells.set(this.cells);
+    this.cells = cells;
   }
 }
 

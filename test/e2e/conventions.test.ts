@@ -22,6 +22,17 @@ describe('version header', () => {
     expect(body.msg).toContain('Service-Version: 2');
   });
 
+  it('an 8 KB value is not repeated whole in the 400: its first 64 characters and its length', async () => {
+    const version = `3${'x'.repeat(8191)}`;
+    const body = expectError(await s.get('/ip_policies', { version }), 400, 'ERR_SERVICE_217');
+    expect(body.msg).toBe(`Service-Version "${version.slice(0, 64)}"… (8,192 characters) is not supported; send Service-Version: 2`);
+    expect(JSON.stringify(body).length).toBeLessThan(1024);
+  });
+
+  it('a short value is quoted whole', async () => {
+    expect(expectError(await s.get('/ip_policies', { version: '3' }), 400, 'ERR_SERVICE_217').msg).toBe('Service-Version "3" is not supported; send Service-Version: 2');
+  });
+
   it.each([
     { reason: 'neither header', token: null, version: null, status: 401, code: 'ERR_SERVICE_201' as const },
     { reason: 'an unknown token and no version', token: 'not-a-key', version: null, status: 401, code: 'ERR_SERVICE_202' as const },

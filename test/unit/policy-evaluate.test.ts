@@ -217,3 +217,82 @@ describe('matches() patterns', () => {
     expect(r.outcome).not.toBe('continue');
   });
 });
+
+describe('the variables, made on first read', () => {
+  const run = (rules: unknown[], input: PolicyInput) => evaluate(compile({ on_http_request: rules }), 'on_http_request', input, new PolicyState());
+  const seen = { type: 'custom-response', config: { status_code: 200, body: 'seen' } };
+
+  it('a header is found whatever the case of its names, in a few headers or in many, by getReqHeader, req.headers and a rate-limit key', () => {
+    const rules = [
+      { actions: [limit(1, ["req.headers['x-api-key']"], 'by-key')] },
+      { expressions: ["getReqHeader('X-API-KEY') == ['k1', 'k2'] && req.headers['x-api-key'] == ['k1', 'k2'] && actions.service.rate_limit.bucket_key == 'k1,k2'"], actions: [seen] },
+    ];
+    const few = { 'X-Api-Key': 'k1', 'x-api-key': 'k2' };
+    const many = { ...few, ...Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`X-Other-${i}`, 'v'])) };
+    for (const headers of [few, many]) expect(run(rules, request({ headers })).outcome).toMatchObject({ response: { body: 'seen' } });
+  });
+
+  it('the host of a URL with a query or fragment before any path is the host', () => {
+    const r = run([{ expressions: ["req.host == 'app.example.com' && req.path == '/' && req.query['x/y'] == ['']"], actions: [seen] }], request({ url: 'https://app.example.com?x/y' }));
+    expect(r.outcome).toMatchObject({ response: { body: 'seen' } });
+  });
+
+  it('url-rewrite after a rule has read the path and query: later rules read the new ones', () => {
+    const r = run(
+      [
+        { expressions: ["req.path == '/api/items' && req.query['page'] == ['2', '3'] && req.host == 'app.example.com'"], actions: [{ type: 'url-rewrite', config: { from: '/api/items\\?page=2&page=3$', to: '/v2/list?n=1' } }] },
+        { expressions: ["req.path == '/v2/list' && req.query == {'n': ['1']} && req.host == 'app.example.com' && req.url.endsWith('/v2/list?n=1')"], actions: [seen] },
+      ],
+      request(),
+    );
+    expect(r.rules[0].matched).toBe(true);
+    expect(r.outcome).toMatchObject({ response: { body: 'seen' } });
+  });
+
+  it("a phase's action variables are its own: the response phase's actions leave the request phase's result as it was", () => {
+    const both = compile({
+      on_http_request: [{ actions: [{ type: 'add-headers', config: { headers: { 'x-a': '1' } } }] }],
+      on_http_response: [{ expressions: ["actions.service.add_headers.headers_added == {'x-a': '1'}"], actions: [{ type: 'add-headers', config: { headers: { 'x-b': '2' } } }] }],
+    });
+    const state = new PolicyState();
+    const req = evaluate(both, 'on_http_request', request(), state);
+    const res = evaluate(both, 'on_http_response', { ...request(), res: { status_code: 200, headers: {} }, actions: req.actions }, state);
+    expect(res.rules[0].matched).toBe(true);
+    expect(res.actions.service.add_headers.headers_added).toEqual({ 'x-b': '2' });
+    expect(req.actions.service.add_headers.headers_added).toEqual({ 'x-a': '1' });
+    // A fresh evaluation starts from the zero values again.
+    expect(evaluate(compile({ on_http_request: [] }), 'on_http_request', request(), state).actions.service.add_headers.headers_added).toEqual({});
+  });
+});
+
+describe('the macro budget', () => {
+  // Nested macros over the request's headers iterate the square of their count, which the client chooses.
+  const policy = compile({
+    on_http_request: [
+      { name: 'nested', expressions: ["req.headers.all(k, req.headers.all(j, j != ''))"], actions: [{ type: 'deny' }] },
+      // CEL lets one true element decide `exists` despite errors in others; over the budget it is still an error.
+      { name: 'decided elsewhere', expressions: ["req.headers.exists(k, k == 'h-1999' || !req.headers.all(j, j != 'none'))"], actions: [{ type: 'deny' }] },
+      { name: 'no macro', expressions: ["req.method == 'GET'"], actions: [{ type: 'add-headers', config: { headers: { 'x-ran': '1' } } }] },
+    ],
+  });
+  const headers = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`h-${i}`, 'v']));
+  const over = /: the evaluation's macros ran over 100,000 iterations \(see the limits in docs\/traffic-policy\.md\)$/;
+
+  it('a request of 2,000 headers runs the nested macro over its budget: an error, the rule does not match, later rules still run', () => {
+    const r = evaluate(policy, 'on_http_request', request({ headers: headers(2000) }), new PolicyState());
+    expect(r.outcome).toBe('continue');
+    expect(r.rules.map((x) => [x.name, x.matched])).toEqual([['nested', false], ['decided elsewhere', false], ['no macro', true]]);
+    expect(r.rules[0].error).toMatch(over);
+    expect(r.rules[1].error).toMatch(over);
+    expect(r.mutations.request.set_headers).toEqual({ 'x-ran': '1' });
+  });
+
+  it('the budget is per evaluation: the same policy on a request of 10 headers matches', () => {
+    const state = new PolicyState();
+    evaluate(policy, 'on_http_request', request({ headers: headers(2000) }), state);
+    const r = evaluate(policy, 'on_http_request', request({ headers: headers(10) }), state);
+    expect(r.rules[0]).toMatchObject({ name: 'nested', matched: true });
+    expect(r.rules[0].error).toBeUndefined();
+    expect(r.outcome).toMatchObject({ response: { status: 403 } });
+  });
+});

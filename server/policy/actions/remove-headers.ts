@@ -1,5 +1,6 @@
 // remove-headers: removes headers from the request (upstream) or the response (client).
 import type { RemoveHeadersAction } from '../../../provider/catalog/validate/policy/actions/index.js';
+import { actionOutput } from '../context.js';
 import { headersOf, type Runner } from './run.js';
 
 export function removeHeaders(config: RemoveHeadersAction): Runner {
@@ -10,7 +11,7 @@ export function removeHeaders(config: RemoveHeadersAction): Runner {
       delete changes.set_headers[name];
       if (!changes.remove_headers.includes(name)) changes.remove_headers.push(name);
     }
-    ctx.vars.actions.service.remove_headers.headers_removed = [...config.headers];
+    actionOutput(ctx.vars, 'remove_headers').headers_removed = [...config.headers];
     return { did: `remove-headers: ${config.headers.join(', ')}` };
   };
 }

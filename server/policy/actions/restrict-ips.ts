@@ -1,6 +1,7 @@
 // restrict-ips: refuses a client in `deny`, or outside `allow` when there is one (403 on
 // HTTP, a closed connection on TCP); with enforce: false it only sets the variables.
 import type { RestrictIpsAction } from '../../../provider/catalog/validate/policy/actions/index.js';
+import { actionOutput } from '../context.js';
 import { matchCidr, toCidr } from '../ip.js';
 import { respond, type Runner } from './run.js';
 
@@ -12,7 +13,7 @@ export function restrictIps(config: RestrictIpsAction): Runner {
     const denied = matchCidr(ip, deny);
     const allowed = denied ? undefined : matchCidr(ip, allow);
     const refused = !!denied || (allow.length > 0 && !allowed);
-    const out = ctx.vars.actions.service.restrict_ips;
+    const out = actionOutput(ctx.vars, 'restrict_ips');
     out.action = refused ? 'deny' : 'allow';
     out.matched_cidr = (denied ?? allowed)?.text ?? '';
     const why = denied ? `in ${denied.text}` : allowed ? `in ${allowed.text}` : allow.length ? 'outside the allow list' : 'not in the deny list';

@@ -1,7 +1,7 @@
 // url-rewrite: rewrites the URL sent upstream; later expressions see the new req.url,
 // req.path and req.query, and actions.service.url_rewrite.url holds it.
 import type { UrlRewriteAction } from '../../../provider/catalog/validate/policy/actions/index.js';
-import { requestVars } from '../context.js';
+import { actionOutput, rewriteUrl } from '../context.js';
 import type { Runner } from './run.js';
 
 export function urlRewrite(config: UrlRewriteAction): Runner {
@@ -9,15 +9,13 @@ export function urlRewrite(config: UrlRewriteAction): Runner {
     const req = ctx.vars.req!;
     const rewritten = config.from.replace(req.url, config.to);
     if (rewritten === req.url) return { did: `url-rewrite: ${req.url} does not match from; unchanged` };
-    let fresh;
     try {
-      fresh = requestVars({ method: req.method, url: rewritten, headers: {} });
+      rewriteUrl(req, rewritten);
     } catch {
       return { did: `url-rewrite: "${rewritten}" is not a URL; unchanged` };
     }
-    Object.assign(req, { url: fresh.url, path: fresh.path, host: fresh.host, query: fresh.query });
     ctx.mutations.request.url = rewritten;
-    ctx.vars.actions.service.url_rewrite.url = rewritten;
+    actionOutput(ctx.vars, 'url_rewrite').url = rewritten;
     return { did: `url-rewrite: upstream URL ${rewritten}` };
   };
 }

@@ -7,14 +7,17 @@ import { RE2JS } from 're2js';
 import type { Phase } from '../traffic-policy.js';
 import { variablesOf } from './variables.js';
 
+/** The values of one header, its name given in lower case. */
+export type HeaderLookup = (lowerCaseName: string) => readonly string[] | undefined;
+
 /**
  * The headers the macros `getReqHeader('Name')` and `getResHeader('Name')` read. A CEL
  * function sees only its arguments, and evaluation is synchronous, so the engine points
  * these at the message being evaluated just before it runs a phase's expressions.
  */
-export const macroHeaders: { req: Record<string, string[]>; res: Record<string, string[]> } = { req: {}, res: {} };
+export const macroHeaders: { req: HeaderLookup; res: HeaderLookup } = { req: () => undefined, res: () => undefined };
 
-const NONE: string[] = [];
+const NONE: readonly string[] = Object.freeze([]);
 
 /**
  * `matches` runs on RE2 (re2js), in time linear in the input. The library's own `matches`
@@ -42,9 +45,18 @@ function re2Matches(text: string, pattern: string): boolean {
   return re.matcher(text).find();
 }
 
-interface Node { op: string; args: unknown }
-/** Points every `x.matches(p)` of a parsed expression at the RE2 overload (iteratively: the tree may be deep). */
-function useRe2(root: unknown) {
+/** The most steps an expression's macros (all, exists, exists_one, map, filter) may take, as estimated when it is compiled, and the most iterations an evaluation's macros may run. */
+export const MAX_MACRO_STEPS = 100_000;
+
+interface Node { op: string; args: unknown; meta?: { alternate?: Comprehension }; clone(op: unknown, args: unknown): Node }
+interface Comprehension extends Node { args: { iterable: Node } }
+
+/**
+ * Rewrites a parsed expression for the engine: every `x.matches(p)` is pointed at the RE2
+ * overload, and every macro's range is passed through MACRO_RANGE, which counts its
+ * elements against the evaluation's budget (iteratively: the tree may be deep).
+ */
+function rewrite(root: unknown) {
   const stack: unknown[] = [root];
   while (stack.length) {
     const v = stack.pop();
@@ -52,6 +64,9 @@ function useRe2(root: unknown) {
     else if (v && typeof v === 'object' && typeof (v as Node).op === 'string') {
       const node = v as Node;
       if (node.op === 'rcall' && Array.isArray(node.args) && node.args[0] === 'matches') node.args[0] = RE2_MATCHES;
+      // A macro is expanded when parsed into a comprehension, kept beside the call.
+      const loop = node.meta?.alternate;
+      if (loop?.op === 'comprehension' && !isBudgeted(loop.args.iterable)) loop.args.iterable = budgeted(loop.args.iterable);
       if (node.op !== 'value') stack.push(node.args);
     } else if (v && Object.getPrototypeOf(v) === Object.prototype) {
       stack.push(...Object.values(v)); // a comprehension's parts
@@ -59,8 +74,44 @@ function useRe2(root: unknown) {
   }
 }
 
-/** The most steps an expression's macros (all, exists, exists_one, map, filter) may take, as estimated when it is compiled. */
-export const MAX_MACRO_STEPS = 100_000;
+/**
+ * What an evaluation may still spend on macro iterations. A nested macro over a request's
+ * headers (`req.headers.all(k, req.headers.exists(j, ...))`) iterates the square of their
+ * count, and a client chooses that count: the compile-time estimate assumes a range of 100,
+ * the budget holds whatever the request brings. Each macro's range is charged in full
+ * before the macro runs (whether or not it stops early), so an evaluation does at most
+ * `MAX_MACRO_STEPS` iterations; past it every macro fails at once, and the engine counts
+ * the expression that ran over, and any later one that needs a macro, as an error (false).
+ * Unlimited outside the engine's evaluations (the engine sets it per evaluation).
+ */
+export const macroBudget = { left: Infinity };
+
+const MACRO_RANGE = 'macro_range';
+
+/** The error of an evaluation over the macro budget: one object, thrown again by every macro after (no stack trace to capture each time). */
+const OVER_BUDGET = new Error(`the evaluation's macros ran over ${MAX_MACRO_STEPS.toLocaleString('en-US')} iterations (see the limits in docs/traffic-policy.md)`);
+export const overMacroBudget = () => OVER_BUDGET;
+
+function chargeRange<T>(range: T): T {
+  // Spent: fail before counting (a map's keys are counted by listing them, in time linear in its size).
+  if (macroBudget.left < 0) throw overMacroBudget();
+  const size = Array.isArray(range) ? range.length : range instanceof Map || range instanceof Set ? range.size : Object.keys(range as object).length;
+  macroBudget.left -= size;
+  if (macroBudget.left < 0) throw overMacroBudget();
+  return range;
+}
+
+/** The parser's call node, taken from a parsed template (the library does not export its operators). */
+let callOp: { name: string; check: unknown; evaluate: unknown } | undefined;
+const isBudgeted = (n: Node) => n.op === 'call' && Array.isArray(n.args) && n.args[0] === MACRO_RANGE;
+function budgeted(range: Node): Node {
+  if (!callOp) {
+    const template = (envOf('on_tcp_connect').parse(`${MACRO_RANGE}([])`) as unknown as { ast: Node & { meta: { check: unknown; evaluate: unknown } } }).ast;
+    callOp = { name: 'call', check: template.meta.check, evaluate: template.meta.evaluate };
+  }
+  return range.clone(callOp, [MACRO_RANGE, [range]]);
+}
+
 /** What a range that is not a literal (a request's headers, a query parameter's values) is assumed to hold. */
 const ASSUMED_RANGE = 100;
 const MACROS = new Set(['all', 'exists', 'exists_one', 'map', 'filter']);
@@ -90,10 +141,10 @@ function macroSteps(v: unknown): number {
   return macroSteps(a);
 }
 
-/** Parses an expression in an environment of celEnvironment, with `matches` on RE2; throws as the library's parse does. */
+/** Parses an expression in an environment of celEnvironment, with `matches` on RE2 and macros on the budget; throws as the library's parse does. */
 export function parseCel(env: Environment, text: string): ReturnType<Environment['parse']> {
   const parsed = env.parse(text);
-  useRe2((parsed as unknown as { ast: unknown }).ast);
+  rewrite((parsed as unknown as { ast: unknown }).ast);
   return parsed;
 }
 
@@ -102,11 +153,13 @@ export function celEnvironment(phase: Phase): Environment {
   const env = new Environment({ homogeneousAggregateLiterals: false, limits: { maxAstNodes: 2000, maxDepth: MAX_DEPTH } });
   for (const [name, schema] of Object.entries(variablesOf(phase))) env.registerVariable({ name, schema } as never);
   env.registerFunction(`string.${RE2_MATCHES}(string): bool`, re2Matches);
+  env.registerFunction(`${MACRO_RANGE}(list<A>): list<A>`, chargeRange);
+  env.registerFunction(`${MACRO_RANGE}(map<K, V>): map<K, V>`, chargeRange);
   if (phase !== 'on_tcp_connect') {
-    env.registerFunction('getReqHeader(string): list<string>', (name: string) => macroHeaders.req[name.toLowerCase()] ?? NONE);
+    env.registerFunction('getReqHeader(string): list<string>', (name: string) => macroHeaders.req(name.toLowerCase()) ?? NONE);
   }
   if (phase === 'on_http_response') {
-    env.registerFunction('getResHeader(string): list<string>', (name: string) => macroHeaders.res[name.toLowerCase()] ?? NONE);
+    env.registerFunction('getResHeader(string): list<string>', (name: string) => macroHeaders.res(name.toLowerCase()) ?? NONE);
   }
   return env;
 }
@@ -146,7 +199,7 @@ const environments = new Map<Phase, Environment>();
 const envOf = (phase: Phase) => environments.get(phase) ?? environments.set(phase, celEnvironment(phase)).get(phase)!;
 
 /** A compiled expression: call it with the phase's variables; it returns the value or throws. */
-export type CelProgram = (vars: Record<string, unknown>) => unknown;
+export type CelProgram = (vars: object) => unknown;
 
 export type ExpressionResult = { ok: true; program: CelProgram } | { ok: false; column: number; message: string };
 

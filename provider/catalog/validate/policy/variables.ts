@@ -56,18 +56,5 @@ const zero = (tree: VarTree): Record<string, unknown> =>
   Object.fromEntries(Object.entries(tree).map(([k, t]) => [k, typeof t !== 'string' ? zero(t) : t === 'bool' ? false : t === 'string' ? '' : t.startsWith('list') ? [] : {}]));
 const ZERO = { service: zero(ACTION_VARS) };
 
-/** A deep copy of action variables (plain objects, lists of strings, scalars), fast enough per request. */
-export function copyActionVars<T>(value: T): T {
-  if (Array.isArray(value)) return value.slice() as T;
-  if (typeof value !== 'object' || value === null) return value;
-  const out: Record<string, unknown> = {};
-  for (const k in value) out[k] = copyActionVars((value as Record<string, unknown>)[k]);
-  return out as T;
-}
-
-/**
- * The zero value of every action variable, as the engine starts a request with them. Made
- * from an object literal of the table (V8 clones a literal's boilerplate several times
- * faster than any copy loop: this runs once per request).
- */
-export const zeroActionVars = new Function(`return ${JSON.stringify(ZERO)};`) as () => Record<string, any>;
+/** The zero value of every action variable, as the engine starts a request with them (a fresh copy per call). */
+export const zeroActionVars = (): Record<string, any> => structuredClone(ZERO);
