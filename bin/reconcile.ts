@@ -65,13 +65,13 @@ export function apiOptions(cmd: Command) {
     .addOption(new Option('--api-key <token>', 'API key token (prefer the environment variable: flags show in process lists)').env('EDGEFORM_API_KEY'));
 }
 
-function targetOptions(cmd: Command) {
+export function targetOptions(cmd: Command) {
   return apiOptions(cmd)
     .addOption(new Option('--stack <name>', 'stack whose resources this run manages (its name is stamped into their metadata); default: the "stack:" of an edgeform.yaml beside the manifests, else "default"').env('EDGEFORM_STACK'))
     .option('--no-color', 'no colour, even on a terminal');
 }
 
-const manifestOption = (cmd: Command) =>
+export const manifestOption = (cmd: Command) =>
   cmd.option('-f, --file <path>', 'manifest file or directory of *.yaml files (repeatable)', collect, [] as string[])
     .option('--cdktf <dir>', 'a synthesized CDKTF stack (a folder with cdk.tf.json, or cdktf.out) instead of, or besides, manifests (repeatable)', collect, [] as string[])
     .option('--exclude <glob>', "skip manifest files and folders matching the glob (repeatable; 'ci/**', 'docker-compose*.yml'); hidden ones (.github/) are always skipped in folders", collect, [] as string[]);
@@ -95,7 +95,7 @@ function stackOf(opts: Record<string, any>) {
 }
 
 /** --prune and destroy delete: refused on the implicit stack every directory shares. */
-function needsNamedStack(opts: Record<string, any>, what: string) {
+export function needsNamedStack(opts: Record<string, any>, what: string) {
   if (!stackOf(opts).named) throw new UsageError(unnamedStackMessage(what));
 }
 
@@ -181,7 +181,7 @@ async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, an
   return result.failures.length || result.notDone ? 1 : 0;
 }
 
-function parallelismOption(cmd: Command) {
+export function parallelismOption(cmd: Command) {
   return cmd.addOption(
     new Option('--parallelism <n>', 'API operations in flight at once').default('10').argParser((v) => {
       const n = Number(v);
