@@ -11,6 +11,7 @@ import { manifestKind, manifestKinds } from '../reconciler/manifest/kinds.js';
 import { ManifestError } from '../reconciler/manifest/problems.js';
 import { execute, type ProgressEvent } from '../reconciler/apply/execute.js';
 import { applyJson, planJson } from '../reconciler/render/json.js';
+import { renderPlanMarkdown } from '../reconciler/render/markdown.js';
 import { failureText, progressDone, progressFailed, progressStart, progressStill, renderApplyResult, renderPlan, styleFor, type Style } from '../reconciler/render/text.js';
 import { isNoop, type Plan } from '../reconciler/plan/types.js';
 import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, type Target } from '../reconciler/session.js';
@@ -235,10 +236,13 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
     .option('--adopt', 'take over unmanaged resources that hold a declared natural key (edge hostports) or id')
     .option('--out <file>', 'save the plan for "edgeform apply FILE" (holds secrets: written owner-only)')
     .option('--json', 'print one JSON document (resource_changes[], api_calls)')
+    .addOption(new Option('--format <format>', 'text, json (as --json) or markdown (a summary to post on a pull request: counts, one collapsible section per resource, secrets masked, drift apart)').choices(['text', 'json', 'markdown']).default('text'))
     .option('--detailed-exitcode', 'exit 0 with no changes, 1 on error, 2 with changes, 3 with no changes but leftovers (resources the stack manages that no manifest declares)')
     .option('--refresh-only', 'only report what changed outside edgeform since the last apply')
     .action(
       wrap(async (opts) => {
+        if (opts.format === 'json') opts.json = true;
+        if (opts.json && opts.format === 'markdown') throw new UsageError('give --json or --format markdown, not both');
         const t = targetOf(opts);
         if (opts.prune) needsNamedStack(opts, 'plan --prune');
         const manifest = desiredOf(opts);
@@ -250,6 +254,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
           if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
           if (opts.out) savePlan(opts.out, planned);
           if (opts.json) out.out(`${JSON.stringify(planJson(planned.plan))}\n`);
+          else if (opts.format === 'markdown') out.out(renderPlanMarkdown(planned.plan));
           else {
             out.out(renderPlan(planned.plan, out.outStyle));
             if (opts.out) out.out(`\nSaved the plan to ${opts.out}. To carry it out exactly: edgeform apply ${opts.out}\n`);
