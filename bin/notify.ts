@@ -3,6 +3,8 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 import { NOTIFY_OUTCOMES, NOTIFY_SIGNATURE_HEADER, sendNotification, type Notification, type NotifyTarget } from '../reconciler/notify.js';
 import type { Outcome, RunReport } from '../reconciler/continuous/run.js';
 import type { Io } from './reconcile.js';
+import type { ExecuteResult } from '../reconciler/apply/execute.js';
+import { isNoop, summarize, type Plan } from '../reconciler/plan/types.js';
 
 function parseOutcomes(v: string): Outcome[] {
   const list = v.split(',').map((s) => s.trim()).filter(Boolean);
@@ -49,4 +51,34 @@ export async function notify(io: Io, target: NotifyTarget | undefined, n: Notifi
   if (!target) return;
   const problem = await sendNotification(target, n);
   if (problem) io.err(`${io.errStyle.yellow('Warning:')} ${problem}\n`);
+}
+
+/** What an apply run got to, for its notification. */
+export interface ApplySeen {
+  started: number;
+  plan?: Plan;
+  result?: ExecuteResult;
+  /** The error that ended the run, in the words the user saw. */
+  error?: string;
+}
+
+/** apply's outcome: failure on any error or exit code but 0; drift_repaired when the plan put back changes made outside edgeform. */
+export function applyNotification(stack: string, seen: ApplySeen, code: number, apiCalls: number): Notification {
+  const drifted = (seen.plan?.changes ?? []).filter((c) => !isNoop(c) && (c.drift || c.deletedOutside)).map((c) => c.address);
+  const errors = [...(seen.error ? [seen.error] : []), ...(seen.result?.failures ?? []).map((f) => `${f.address}: ${f.message}`)];
+  if (code !== 0 && !errors.length) errors.push(seen.result?.notDone?.length ? `interrupted; not done: ${seen.result.notDone.join(', ')}` : `apply exited ${code}`);
+  return {
+    source: 'edgeform',
+    command: 'apply',
+    stack: seen.plan?.stack ?? stack,
+    outcome: code !== 0 || errors.length ? 'failure' : drifted.length ? 'drift_repaired' : 'success',
+    time: new Date(seen.started).toISOString(),
+    dry_run: false,
+    applied: summarize(seen.result?.done ?? []),
+    drift_found: drifted.length,
+    drift: drifted,
+    api_calls: apiCalls,
+    duration_ms: Date.now() - seen.started,
+    errors,
+  };
 }

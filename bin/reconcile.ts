@@ -17,6 +17,7 @@ import { isNoop, type Plan } from '../reconciler/plan/types.js';
 import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, type Target } from '../reconciler/session.js';
 import { exportManifests } from '../reconciler/export.js';
 import { INTERRUPTED } from './interrupts.js';
+import { applyNotification, notify, notifyOptions, notifyTargetOf, type ApplySeen } from './notify.js';
 import { commandLine, LockError, lockOptions, startRun, type Run } from './lock.js';
 import { chooseStack, StackNameError, STACK_PATTERN, unnamedStackMessage } from '../reconciler/stack-name.js';
 
@@ -161,7 +162,7 @@ async function confirm(io: Io, opts: Record<string, any>, what: string): Promise
   return true;
 }
 
-async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, any>, client: ReturnType<typeof clientFor>, run: Run): Promise<number> {
+async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, any>, client: ReturnType<typeof clientFor>, run: Run, seen?: ApplySeen): Promise<number> {
   const json = !!opts.json;
   const progress = (e: ProgressEvent) => {
     const write = json ? io.err : io.out;
@@ -176,6 +177,7 @@ async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, an
   run.interrupts.phase = 'executing';
   const result = await execute(client, plan, { parallelism: t.parallelism ?? 10, onProgress: progress, stillEvery: io.stillEvery, signal: run.interrupts.signal });
   run.interrupts.phase = 'finishing';
+  if (seen) seen.result = result;
   if (json) io.out(`${JSON.stringify(applyJson(plan, result, client.calls))}\n`);
   else io.out(`\n${renderApplyResult(plan.mode, result, io.outStyle)}`);
   if (result.notDone && run.interrupts.interrupted) return INTERRUPTED;
@@ -268,7 +270,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
       }),
     );
 
-  const apply = lockOptions(parallelismOption(targetOptions(manifestOption(new Command('apply')))))
+  const apply = notifyOptions(lockOptions(parallelismOption(targetOptions(manifestOption(new Command('apply'))))))
     .argument('[plan-file]', 'a plan saved with "plan --out": applied exactly, refused if anything it touches changed since')
     .description('Make the API calls that bring live state to the manifests (or carry out a saved plan).')
     .option('--prune', 'also delete resources this stack manages that are no longer declared')
@@ -277,48 +279,63 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
     .option('--json', 'print one JSON document (progress goes to stderr)')
     .action(
       wrap(async (opts, planFile: string | undefined, cmd: Command) => {
+        const seen: ApplySeen = { started: Date.now() };
         const t = targetOf(opts);
         const out = io();
         const client = clientFor(t);
         let run: Run | undefined;
-        // The lock is taken after the offline checks, before the first call: a run that waited for another plans on what that one left.
-        const lock = async () => (run = await startRun(out, t, opts, commandLine(cmd)));
+        let code = 1;
         try {
-          let plan: Plan;
-          if (planFile) {
-            if (opts.file?.length || opts.cdktf?.length) throw new UsageError('give either a saved plan file or manifests (-f, --cdktf), not both');
-            const saved = readPlan(planFile);
-            // Unnamed here, the stack is the one the plan was made for.
-            if (opts.stack === undefined) t.stack = saved.plan.stack;
-            if (saved.plan.stack !== t.stack) throw new UserError(`the plan was made for stack "${saved.plan.stack}", not "${t.stack}"; pass --stack ${saved.plan.stack}`);
-            if (saved.plan.apiUrl.replace(/\/+$/, '') !== t.apiUrl.replace(/\/+$/, '')) throw new UserError(`the plan was made against ${saved.plan.apiUrl}, not ${t.apiUrl}`);
-            await lock();
-            const { stale, problems } = await checkSavedPlan(client, saved);
-            if (stale.length) throw new UserError(`the saved plan is stale: ${stale.join(', ')} changed since it was made; run plan again`);
-            if (problems.length) throw new UserError(`the plan cannot be carried out:\n  ${problems.join('\n  ')}`);
-            plan = saved.plan;
-            if (!opts.json) out.out(renderPlan(plan, out.outStyle) + '\n');
-          } else {
-            jsonNeedsApproval(opts, 'apply');
-            if (opts.prune) needsNamedStack(opts, 'apply --prune');
-            const manifest = desiredOf(opts);
-            await lock();
-            const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: 'apply', prune: opts.prune, adopt: opts.adopt });
-            warnAll(out, planned.warnings);
-            if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
-            plan = planned.plan;
-            if (!plan.changes.some((c) => !isNoop(c))) {
-              if (opts.json) out.out(`${JSON.stringify(applyJson(plan, { failures: [], skipped: [], done: [] }, client.calls))}\n`);
-              else out.out(renderPlan(plan, out.outStyle) + `\n${out.outStyle.green(out.outStyle.bold('Apply complete! Resources: 0 added, 0 changed, 0 destroyed.'))}\n`);
-              return 0;
-            }
-            if (!opts.json) out.out(renderPlan(plan, out.outStyle));
-            if (!(await confirm(out, opts, 'Apply'))) return 1;
-          }
-          return await runPlanned(out, plan, t, opts, client, run!);
+          code = await applyRun(seen);
+          return code;
+        } catch (e) {
+          seen.error = explain(e, t.apiUrl);
+          throw e;
         } finally {
-          await run?.end();
-          await client.close();
+          await notify(out, notifyTargetOf(opts), applyNotification(t.stack, seen, code, client.calls));
+        }
+        async function applyRun(seen: ApplySeen): Promise<number> {
+          // The lock is taken after the offline checks, before the first call: a run that waited for another plans on what that one left.
+          const lock = async () => (run = await startRun(out, t, opts, commandLine(cmd)));
+          try {
+            let plan: Plan;
+            if (planFile) {
+              if (opts.file?.length || opts.cdktf?.length) throw new UsageError('give either a saved plan file or manifests (-f, --cdktf), not both');
+              const saved = readPlan(planFile);
+              // Unnamed here, the stack is the one the plan was made for.
+              if (opts.stack === undefined) t.stack = saved.plan.stack;
+              if (saved.plan.stack !== t.stack) throw new UserError(`the plan was made for stack "${saved.plan.stack}", not "${t.stack}"; pass --stack ${saved.plan.stack}`);
+              if (saved.plan.apiUrl.replace(/\/+$/, '') !== t.apiUrl.replace(/\/+$/, '')) throw new UserError(`the plan was made against ${saved.plan.apiUrl}, not ${t.apiUrl}`);
+              await lock();
+              const { stale, problems } = await checkSavedPlan(client, saved);
+              if (stale.length) throw new UserError(`the saved plan is stale: ${stale.join(', ')} changed since it was made; run plan again`);
+              if (problems.length) throw new UserError(`the plan cannot be carried out:\n  ${problems.join('\n  ')}`);
+              plan = saved.plan;
+              seen.plan = plan;
+              if (!opts.json) out.out(renderPlan(plan, out.outStyle) + '\n');
+            } else {
+              jsonNeedsApproval(opts, 'apply');
+              if (opts.prune) needsNamedStack(opts, 'apply --prune');
+              const manifest = desiredOf(opts);
+              await lock();
+              const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: 'apply', prune: opts.prune, adopt: opts.adopt });
+              warnAll(out, planned.warnings);
+              if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
+              plan = planned.plan;
+              seen.plan = plan;
+              if (!plan.changes.some((c) => !isNoop(c))) {
+                if (opts.json) out.out(`${JSON.stringify(applyJson(plan, { failures: [], skipped: [], done: [] }, client.calls))}\n`);
+                else out.out(renderPlan(plan, out.outStyle) + `\n${out.outStyle.green(out.outStyle.bold('Apply complete! Resources: 0 added, 0 changed, 0 destroyed.'))}\n`);
+                return 0;
+              }
+              if (!opts.json) out.out(renderPlan(plan, out.outStyle));
+              if (!(await confirm(out, opts, 'Apply'))) return 1;
+            }
+            return await runPlanned(out, plan, t, opts, client, run!, seen);
+          } finally {
+            await run?.end();
+            await client.close();
+          }
         }
       }),
     );
