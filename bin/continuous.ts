@@ -11,6 +11,9 @@ import { reconcileOnce, type RunReport } from '../reconciler/continuous/run.js';
 import { ReconcileLoop, type Trigger } from '../reconciler/continuous/loop.js';
 import { parseAddress, ReconcileMetrics, serveMetrics, type MetricsServer } from '../reconciler/continuous/metrics.js';
 import { sendNotification } from '../reconciler/notify.js';
+import { EVENTS_PATH, subscribe, type EventFeed } from '../reconciler/continuous/events.js';
+import { clientFor } from '../reconciler/session.js';
+import type { Route } from '../reconciler/continuous/metrics.js';
 
 const HELP_AFTER = `
 Each run reads the manifests again, takes the stack lock, plans, and applies a plan that has
@@ -21,6 +24,11 @@ larger of the interval and 5 minutes. --dry-run only reports drift, applying not
 Each run writes one JSON line on stdout: outcome (success, failure, drift_repaired,
 drift_found), changes_made, applied, planned, drift_found, drift, managed, api_calls,
 duration_ms, errors, trigger.
+
+With --metrics-address, reconcile subscribes to the server's change events (an event
+destination pointed at its POST /events, and a subscription to every managed kind's
+created/updated/deleted events), so a change made by hand starts a run within seconds;
+the interval is the fallback. --no-events turns this off.
 
 SIGTERM or SIGINT: the run in progress finishes, then the command exits 0 (a second signal
 exits at once).
@@ -63,7 +71,9 @@ export function continuousCommand(setCode: (code: number) => void, io: () => Io)
     .option('--prune', 'also delete resources this stack manages that are no longer declared')
     .option('--once', 'one run, then exit (0 success, 1 failure)')
     .option('--dry-run', 'only report drift and pending changes; apply nothing')
-    .addOption(new Option('--metrics-address <host:port>', 'serve GET /healthz and Prometheus GET /metrics here (such as 127.0.0.1:9100)').env('EDGEFORM_METRICS_ADDRESS'))
+    .addOption(new Option('--metrics-address <host:port>', 'serve GET /healthz and Prometheus GET /metrics here (such as 127.0.0.1:9100), and POST /events, the server\'s change events').env('EDGEFORM_METRICS_ADDRESS'))
+    .addOption(new Option('--events-url <url>', 'where the server reaches this process\'s POST /events (default: http://METRICS-ADDRESS/events when --metrics-address names a host)').env('EDGEFORM_EVENTS_URL'))
+    .option('--no-events', 'do not subscribe to the server\'s change events; drift is found on the interval only')
     .addHelpText('after', HELP_AFTER)
     .action(async (opts: Record<string, any>, self: Command) => {
       const out = io();
@@ -122,9 +132,10 @@ async function reconcileService(out: Io, opts: Record<string, any>, command: str
   }
 
   let served: MetricsServer | undefined;
+  const routes: Record<string, Route> = {};
   if (address) {
     try {
-      served = await serveMetrics(metrics, address);
+      served = await serveMetrics(metrics, address, routes);
     } catch (e) {
       throw new Error(`cannot serve metrics on ${opts.metricsAddress}: ${(e as Error).message}`);
     }
@@ -143,6 +154,18 @@ async function reconcileService(out: Io, opts: Record<string, any>, command: str
     prune: !!opts.prune,
     ...(served ? { metrics_address: served.address } : {}),
   });
+  const eventsClient = clientFor({ ...target, parallelism: 1 });
+  let feed: EventFeed | undefined;
+  const eventsUrl = opts.events === false ? undefined : (opts.eventsUrl ?? (served && !/^(0\.0\.0\.0|\[::\]):/.test(served.address) ? `http://${served.address}${EVENTS_PATH}` : undefined));
+  if (eventsUrl && served) {
+    try {
+      feed = await subscribe(eventsClient, { stack: target.stack, url: eventsUrl, onEvent: () => loop.trigger('event') });
+      routes[EVENTS_PATH] = feed.route;
+      logLine(out, 'info', 'subscribed to the server\'s change events', { events_url: eventsUrl, destination_id: feed.destinationId });
+    } catch (e) {
+      logLine(out, 'warn', `cannot subscribe to the server's change events (${explain(e, target.apiUrl)}); drift is found on the interval only`);
+    }
+  } else if (opts.eventsUrl && !served) logLine(out, 'warn', '--events-url needs --metrics-address, where the events are received; drift is found on the interval only');
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals) => {
     signals++;
@@ -161,6 +184,9 @@ async function reconcileService(out: Io, opts: Record<string, any>, command: str
   } finally {
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
+    const problem = await feed?.close();
+    if (problem) logLine(out, 'warn', problem);
+    await eventsClient.close();
     await served?.close();
   }
   logLine(out, 'info', 'reconcile stopped', { stack: target.stack });

@@ -47,10 +47,10 @@ async function policyNamed(s: TestServer, description: string) {
 }
 
 describe('edgeform reconcile', () => {
-  it('undoes a change made by hand on the next run of the interval, and says so in its log, /metrics and /healthz', async () => {
+  it('without events, undoes a change made by hand on the next run of the interval, and says so in its log, /metrics and /healthz', async () => {
     const s = await server();
     const dir = manifestDir({ 'office.yaml': policy('office', 'office v1') });
-    const r = service(s, ['-f', dir, '--stack', 'web', '--interval', '1s', '--metrics-address', '127.0.0.1:0']);
+    const r = service(s, ['-f', dir, '--stack', 'web', '--interval', '1s', '--metrics-address', '127.0.0.1:0', '--no-events']);
     const first = await r.waitRun((l) => l.outcome === 'success' && l.changes_made === 1);
     expect(first).toMatchObject({ stack: 'web', trigger: 'start', applied: { add: 1, change: 0, destroy: 0 }, drift_found: 0, errors: [], managed: 1 });
     expect(first.api_calls).toBeGreaterThan(0);
@@ -79,6 +79,30 @@ describe('edgeform reconcile', () => {
     const health = await fetch(`${base}/healthz`);
     expect(health.status).toBe(200);
     expect(await health.json()).toMatchObject({ status: 'ok', stack: 'web', last_run: { outcome: expect.any(String) } });
+  }, PROCESSES);
+
+  it('sees a change by hand through the server\'s change events, long before the interval, and removes its subscription on exit', async () => {
+    const s = await server();
+    const dir = manifestDir({ 'office.yaml': policy('office', 'office') });
+    const r = service(s, ['-f', dir, '--stack', 'web', '--interval', '1h', '--metrics-address', '127.0.0.1:0']);
+    await r.proc.waitFor('subscribed to the server\'s change events');
+    await r.waitRun((l) => l.outcome === 'success');
+    // The events of the run's own change start one more run, which changes nothing.
+    expect(await r.waitRun((l) => l.trigger === 'event')).toMatchObject({ outcome: 'success', changes_made: 0 });
+    expect((await s.get('/event_destinations')).body.event_destinations).toHaveLength(1);
+    const [live] = await policyNamed(s, 'office');
+    const seen = r.runs().length;
+    await s.patch(`/ip_policies/${live.id}`, { description: 'by hand' });
+    const repair = await r.waitRun((l) => l.outcome === 'drift_repaired', seen);
+    expect(repair.trigger).toBe('event');
+    expect((await s.get(`/ip_policies/${live.id}`)).body.description).toBe('office');
+    // Unsigned posts to the receiver are refused and start nothing.
+    const forged = await fetch(`${await r.metricsUrl()}/events`, { method: 'POST', body: JSON.stringify({ type: 'ip_policy_updated.v0', object: { id: live.id } }) });
+    expect(forged.status).toBe(401);
+    r.proc.child.kill('SIGTERM');
+    expect(await r.proc.exited, r.proc.output()).toBe(0);
+    expect((await s.get('/event_destinations')).body.event_destinations).toHaveLength(0);
+    expect((await s.get('/event_subscriptions')).body.event_subscriptions).toHaveLength(0);
   }, PROCESSES);
 
   it('applies a manifest change at once, not on the interval', async () => {
