@@ -103,6 +103,7 @@ async function reconcileService(out: Io, opts: Record<string, any>, command: str
   const notifyTarget = notifyTargetOf(opts);
   const metrics = new ReconcileMetrics(target.stack);
   let failedOnce = false;
+  const fingerprintCache = new Map<string, string>();
   const runOnce = async (trigger: Trigger) => {
     const report = await reconcileOnce({
       target,
@@ -114,6 +115,7 @@ async function reconcileService(out: Io, opts: Record<string, any>, command: str
       lock: opts.lock !== false,
       lockTimeoutMs: opts.lockTimeout ?? 0,
       command,
+      fingerprintCache,
       explain: (e) => explain(e, target.apiUrl),
     });
     metrics.record(report);

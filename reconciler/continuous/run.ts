@@ -6,6 +6,7 @@ import { execute } from '../apply/execute.js';
 import { isNoop, summarize, type Plan } from '../plan/types.js';
 import { clientFor, loadDesired, planWith, type Target } from '../session.js';
 import type { FileOptions } from '../manifest/load.js';
+import type { FingerprintCache } from '../live/secret-fingerprints.js';
 
 /** How a run ended, as notifications name it (docs/gitops.md). */
 export type Outcome = 'success' | 'failure' | 'drift_repaired' | 'drift_found';
@@ -22,6 +23,8 @@ export interface RunOptions {
   lockTimeoutMs: number;
   /** The command line other runs see on the lock. */
   command: string;
+  /** Secret fingerprints kept from one run to the next (the server's budget for them is small). */
+  fingerprintCache?: FingerprintCache;
   /** Turns an error into the one line a user reads (the CLI's `explain`). */
   explain: (e: unknown) => string;
 }
@@ -95,7 +98,7 @@ export async function reconcileOnce(opts: RunOptions): Promise<RunReport> {
         throw e;
       }
     }
-    const planned = await planWith(client, manifest, { stack: opts.target.stack, apiUrl: opts.target.apiUrl, mode: 'apply', prune: opts.prune });
+    const planned = await planWith(client, manifest, { stack: opts.target.stack, apiUrl: opts.target.apiUrl, mode: 'apply', prune: opts.prune }, opts.fingerprintCache);
     report.warnings.push(...(planned.warnings ?? []));
     const active = planned.plan.changes.filter((c) => !isNoop(c));
     const drifted = active.filter(isDrift);

@@ -28,8 +28,8 @@ afterEach(async () => {
 });
 afterAll(removeTempDirs);
 
-async function server() {
-  const s = await startTestServer();
+async function server(overrides: Parameters<typeof startTestServer>[0] = {}) {
+  const s = await startTestServer(overrides);
   servers.push(s);
   return s;
 }
@@ -138,6 +138,20 @@ describe('edgeform reconcile', () => {
     await r.waitRun((l) => l.outcome === 'drift_repaired', r.runs().indexOf(failed) + 1);
     expect((await s.get(`/ip_policies/${live.id}`)).body.description).toBe('office');
     expect(r.proc.child.exitCode).toBeNull();
+  }, PROCESSES);
+
+  it('asks the server for the fingerprint of a secret once, not every run: the budget of 3 an hour lasts through many runs and a changed secret', async () => {
+    const s = await server({ fingerprintRateLimit: 3 });
+    const hook = (name: string, secret: string) => ({ kind: 'EventDestination', name, target: { http: { url: `https://hooks.example.com/${name}`, secret } } });
+    const dir = manifestDir({ 'hooks.yaml': toYaml([hook('a', 'secret-a-1'), hook('b', 'secret-b-1')]) });
+    const r = service(s, ['-f', dir, '--stack', 'web', '--interval', '1s', '--no-events']);
+    await r.waitRun((l) => l.outcome === 'success' && l.changes_made === 2);
+    await r.waitRun((l) => l.outcome === 'success' && l.changes_made === 0, 3);
+    fs.writeFileSync(path.join(dir, 'hooks.yaml'), toYaml([hook('a', 'secret-a-2'), hook('b', 'secret-b-1')]));
+    const changed = await r.waitRun((l) => l.applied.change === 1);
+    expect(changed).toMatchObject({ outcome: 'success', errors: [] });
+    await r.waitRun((l) => l.changes_made === 0, r.runs().indexOf(changed) + 2);
+    expect(r.runs().filter((l) => l.outcome === 'failure')).toEqual([]);
   }, PROCESSES);
 
   it('on SIGTERM mid-run finishes the run, releases the stack lock and exits 0', async () => {
