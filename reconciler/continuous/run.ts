@@ -80,7 +80,8 @@ export async function reconcileOnce(opts: RunOptions): Promise<RunReport> {
   try {
     // Read first, offline: a manifest that does not parse costs no API call and takes no lock.
     const manifest = loadDesired(opts.files, opts.cdktf, opts.fileOptions);
-    if (opts.lock) {
+    if (!opts.lock) report.warnings.push(`--lock=false: running without the stack lock; another run on stack "${opts.target.stack}" at the same time may duplicate or undo this one's changes`);
+    else {
       try {
         const lease = await acquireLock(lockClient, {
           stack: opts.target.stack,

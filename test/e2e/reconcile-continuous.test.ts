@@ -193,6 +193,13 @@ describe('edgeform reconcile', () => {
     const down = await runCliProcess(['reconcile', '-f', dir, '--stack', 'web', '--once'], { ...env, EDGEFORM_API_URL: 'http://127.0.0.1:1' });
     expect(down.code).toBe(1);
     expect(JSON.parse(down.stdout.trim())).toMatchObject({ outcome: 'failure', level: 'error' });
+    // Another run holds the stack's lock: the run is skipped, nothing is applied.
+    const held = await s.put('/_edgeform/stack_locks/web', { lock_id: 'a0b1c2d3-0000-4000-8000-000000000001', host: 'ci', pid: 1, command: 'edgeform apply', who: 'ci' });
+    expect(held.status, held.text).toBeLessThan(300);
+    const locked = await runCliProcess(['reconcile', '-f', dir, '--stack', 'web', '--once'], env);
+    expect(locked.code).toBe(1);
+    expect(JSON.parse(locked.stdout.trim()).errors.join(' ')).toMatch(/stack "web" is locked by edgeform apply/);
+    expect((await s.get(`/ip_policies/${live.id}`)).body.description).toBe('by hand');
     const usage = await runCliProcess(['reconcile', '-f', dir, '--stack', 'web', '--metrics-address', 'nowhere'], env);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain('--metrics-address');
