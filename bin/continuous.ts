@@ -156,18 +156,6 @@ async function reconcileService(out: Io, opts: Record<string, any>, command: str
     prune: !!opts.prune,
     ...(served ? { metrics_address: served.address } : {}),
   });
-  const eventsClient = clientFor({ ...target, parallelism: 1 });
-  let feed: EventFeed | undefined;
-  const eventsUrl = opts.events === false ? undefined : (opts.eventsUrl ?? (served && !/^(0\.0\.0\.0|\[::\]):/.test(served.address) ? `http://${served.address}${EVENTS_PATH}` : undefined));
-  if (eventsUrl && served) {
-    try {
-      feed = await subscribe(eventsClient, { stack: target.stack, url: eventsUrl, onEvent: () => loop.trigger('event') });
-      routes[EVENTS_PATH] = feed.route;
-      logLine(out, 'info', 'subscribed to the server\'s change events', { events_url: eventsUrl, destination_id: feed.destinationId });
-    } catch (e) {
-      logLine(out, 'warn', `cannot subscribe to the server's change events (${explain(e, target.apiUrl)}); drift is found on the interval only`);
-    }
-  } else if (opts.eventsUrl && !served) logLine(out, 'warn', '--events-url needs --metrics-address, where the events are received; drift is found on the interval only');
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals) => {
     signals++;
@@ -180,6 +168,18 @@ async function reconcileService(out: Io, opts: Record<string, any>, command: str
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  const eventsClient = clientFor({ ...target, parallelism: 1 });
+  let feed: EventFeed | undefined;
+  const eventsUrl = opts.events === false ? undefined : (opts.eventsUrl ?? (served && !/^(0\.0\.0\.0|\[::\]):/.test(served.address) ? `http://${served.address}${EVENTS_PATH}` : undefined));
+  if (eventsUrl && served) {
+    try {
+      feed = await subscribe(eventsClient, { stack: target.stack, url: eventsUrl, onEvent: () => loop.trigger('event') });
+      routes[EVENTS_PATH] = feed.route;
+      logLine(out, 'info', 'subscribed to the server\'s change events', { events_url: eventsUrl, destination_id: feed.destinationId });
+    } catch (e) {
+      logLine(out, 'warn', `cannot subscribe to the server's change events (${explain(e, target.apiUrl)}); drift is found on the interval only`);
+    }
+  } else if (opts.eventsUrl && !served) logLine(out, 'warn', '--events-url needs --metrics-address, where the events are received; drift is found on the interval only');
   try {
     loop.start();
     await loop.done;

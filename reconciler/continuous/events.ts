@@ -7,6 +7,7 @@
 // by an earlier process for the same stack and URL (killed) are removed when it starts.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { ApiClient } from '../../provider/client/index.js';
+import { eventDestination, eventSubscription } from '../../provider/catalog/events.js';
 import { childSpecsOf, manifestKinds } from '../manifest/kinds.js';
 import { decodeMetadata } from '../live/stamp.js';
 import type { Route } from './metrics.js';
@@ -43,17 +44,6 @@ export interface FeedOptions {
   onEvent: (type: string, id: string) => void;
 }
 
-async function listAll(client: ApiClient, path: string, key: string): Promise<Doc[]> {
-  const out: Doc[] = [];
-  let next: string | null = `${path}?limit=100`;
-  while (next) {
-    const page: Doc = await client.call('GET', next);
-    out.push(...(page[key] ?? []));
-    next = page.next_page_uri ?? null;
-  }
-  return out;
-}
-
 const markOf = (r: Doc): Doc | undefined => {
   try {
     return (JSON.parse(r.metadata ?? '') as Doc)?.[MARK];
@@ -65,8 +55,8 @@ const markOf = (r: Doc): Doc | undefined => {
 /** Removes the destinations and subscriptions an earlier process left for this stack and URL. */
 async function removeLeftovers(client: ApiClient, opts: FeedOptions) {
   const mine = (r: Doc) => markOf(r)?.stack === opts.stack && markOf(r)?.url === opts.url;
-  for (const s of (await listAll(client, '/event_subscriptions', 'event_subscriptions')).filter(mine)) await client.call('DELETE', `/event_subscriptions/${s.id}`);
-  for (const d of (await listAll(client, '/event_destinations', 'event_destinations')).filter(mine)) await client.call('DELETE', `/event_destinations/${d.id}`);
+  for (const s of (await client.list(eventSubscription)).filter(mine)) await client.delete(eventSubscription, s.id);
+  for (const d of (await client.list(eventDestination)).filter(mine)) await client.delete(eventDestination, d.id);
 }
 
 export async function subscribe(client: ApiClient, opts: FeedOptions): Promise<EventFeed> {
@@ -79,7 +69,7 @@ export async function subscribe(client: ApiClient, opts: FeedOptions): Promise<E
   try {
     subscription = await client.call('POST', '/event_subscriptions', { description, metadata, sources: eventTypes().map((type) => ({ type })), destination_ids: [destination.id] });
   } catch (e) {
-    await client.call('DELETE', `/event_destinations/${destination.id}`).catch(() => undefined);
+    await client.delete(eventDestination, destination.id).catch(() => undefined);
     throw e;
   }
   const own = new Set([destination.id, subscription.id]);
@@ -115,8 +105,8 @@ export async function subscribe(client: ApiClient, opts: FeedOptions): Promise<E
     destinationId: destination.id,
     async close() {
       try {
-        await client.call('DELETE', `/event_subscriptions/${subscription.id}`);
-        await client.call('DELETE', `/event_destinations/${destination.id}`);
+        await client.delete(eventSubscription, subscription.id);
+        await client.delete(eventDestination, destination.id);
         return undefined;
       } catch (e) {
         return `could not remove the event subscription ${subscription.id} and destination ${destination.id} (${(e as Error).message}); the next start of reconcile for stack "${opts.stack}" at the same URL removes them`;

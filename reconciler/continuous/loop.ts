@@ -46,6 +46,7 @@ export class ReconcileLoop {
   constructor(private readonly opts: LoopOptions) {}
 
   start() {
+    if (this.stopping) return;
     for (const p of this.opts.watch) this.watchPath(p);
     this.kick('start');
   }

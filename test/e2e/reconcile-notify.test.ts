@@ -1,7 +1,8 @@
 // --notify URL on reconcile and apply: each run's outcome (success, failure, drift_repaired,
 // drift_found) POSTed as JSON to a local receiver, signed with HMAC-SHA256 of the raw body
 // when a secret is given (Edgeform-Signature: sha256=<hex>), which the test verifies.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
+import { signatureOf } from '../../server/events/delivery.js';
 import { afterAll, expect, it } from 'vitest';
 import { manifestDir } from '../helpers/cli.js';
 import { runCliProcess } from '../helpers/cli-process.js';
@@ -16,7 +17,8 @@ const SECRET = 'notify-signing-secret-0123456789';
 
 function verified(r: Received): boolean {
   const header = String(r.headers['edgeform-signature'] ?? '');
-  const want = `sha256=${createHmac('sha256', SECRET).update(r.body, 'utf8').digest('hex')}`;
+  // The form the server's own event deliveries are signed in.
+  const want = signatureOf(SECRET, r.body);
   return header.length === want.length && timingSafeEqual(Buffer.from(header), Buffer.from(want));
 }
 
