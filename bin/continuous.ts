@@ -13,6 +13,7 @@ import { parseAddress, ReconcileMetrics, serveMetrics, type MetricsServer } from
 import { sendNotification } from '../reconciler/notify.js';
 import { EVENTS_PATH, subscribe, type EventFeed } from '../reconciler/continuous/events.js';
 import { clientFor } from '../reconciler/session.js';
+import { ApiClientError } from '../provider/client/index.js';
 import type { Route } from '../reconciler/continuous/metrics.js';
 
 const HELP_AFTER = `
@@ -145,7 +146,12 @@ async function reconcileService(out: Io, opts: Record<string, any>, command: str
   const loop = new ReconcileLoop({
     intervalMs: opts.interval,
     watch: [...(opts.file ?? []), ...(opts.cdktf ?? [])],
-    run: runOnce,
+    // A subscription that could not be made at start (the server down) is tried again after each run that reached the server.
+    run: async (trigger) => {
+      const r = await runOnce(trigger);
+      if (!r.failed) await ensureFeed();
+      return r;
+    },
     onWatchError: (m) => logLine(out, 'warn', m),
   });
   logLine(out, 'info', 'reconcile started', {
@@ -171,15 +177,23 @@ async function reconcileService(out: Io, opts: Record<string, any>, command: str
   const eventsClient = clientFor({ ...target, parallelism: 1 });
   let feed: EventFeed | undefined;
   const eventsUrl = opts.events === false ? undefined : (opts.eventsUrl ?? (served && !/^(0\.0\.0\.0|\[::\]):/.test(served.address) ? `http://${served.address}${EVENTS_PATH}` : undefined));
-  if (eventsUrl && served) {
+  let warned = false;
+  let refused = false;
+  async function ensureFeed() {
+    if (feed || refused || !eventsUrl || !served) return;
     try {
       feed = await subscribe(eventsClient, { stack: target.stack, url: eventsUrl, onEvent: () => loop.trigger('event') });
       routes[EVENTS_PATH] = feed.route;
       logLine(out, 'info', 'subscribed to the server\'s change events', { events_url: eventsUrl, destination_id: feed.destinationId });
     } catch (e) {
-      logLine(out, 'warn', `cannot subscribe to the server's change events (${explain(e, target.apiUrl)}); drift is found on the interval only`);
+      // The server said no (no permission, no event destinations): asking every run would not change that.
+      refused = e instanceof ApiClientError;
+      if (!warned || refused) logLine(out, 'warn', `cannot subscribe to the server's change events (${explain(e, target.apiUrl)}); drift is found on the interval${refused ? '' : ' until a later run can subscribe'}`);
+      warned = true;
     }
-  } else if (opts.eventsUrl && !served) logLine(out, 'warn', '--events-url needs --metrics-address, where the events are received; drift is found on the interval only');
+  }
+  await ensureFeed();
+  if (opts.eventsUrl && !served) logLine(out, 'warn', '--events-url needs --metrics-address, where the events are received; drift is found on the interval only');
   try {
     loop.start();
     await loop.done;

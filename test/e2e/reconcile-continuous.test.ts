@@ -140,6 +140,21 @@ describe('edgeform reconcile', () => {
     expect(r.proc.child.exitCode).toBeNull();
   }, PROCESSES);
 
+  it('started while the server is down, subscribes to its events once it is up', async () => {
+    const s = await server();
+    const dir = manifestDir({ 'office.yaml': policy('office', 'office') });
+    const url = s.url;
+    await s.stop();
+    const r = startReconcile({ url, token: s.token }, ['-f', dir, '--stack', 'web', '--interval', '1s', '--metrics-address', '127.0.0.1:0']);
+    services.push(r);
+    await r.waitRun((l) => l.outcome === 'failure');
+    expect(r.proc.stdout).toContain('until a later run can subscribe');
+    await s.start();
+    await r.proc.waitFor('subscribed to the server\'s change events');
+    await r.waitRun((l) => l.outcome === 'success');
+    expect((await s.get('/event_destinations')).body.event_destinations).toHaveLength(1);
+  }, PROCESSES);
+
   it('asks the server for the fingerprint of a secret once, not every run: the budget of 3 an hour lasts through many runs and a changed secret', async () => {
     const s = await server({ fingerprintRateLimit: 3 });
     const hook = (name: string, secret: string) => ({ kind: 'EventDestination', name, target: { http: { url: `https://hooks.example.com/${name}`, secret } } });
