@@ -9,6 +9,7 @@ import { forceUnlockCommand } from './force-unlock.js';
 import { policyCommand } from './policy.js';
 import { completionCommand } from './completion.js';
 import { versionCommand } from './version.js';
+import { continuousCommand } from './continuous.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 
@@ -25,6 +26,7 @@ export async function main(argv: string[], io?: Io): Promise<number> {
   program.addCommand(agentCommand(setCode));
   const noColor = argv.includes('--no-color');
   for (const c of reconcileCommands(setCode, () => io ?? processIo(noColor))) program.addCommand(c);
+  program.addCommand(continuousCommand(setCode, () => io ?? processIo(noColor)));
   program.addCommand(adminCommand(setCode, () => io ?? processIo(noColor)));
   program.addCommand(forceUnlockCommand(setCode, () => io ?? processIo(noColor)));
   program.addCommand(policyCommand(setCode, () => io ?? processIo(noColor)));

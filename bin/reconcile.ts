@@ -11,11 +11,13 @@ import { manifestKind, manifestKinds } from '../reconciler/manifest/kinds.js';
 import { ManifestError } from '../reconciler/manifest/problems.js';
 import { execute, type ProgressEvent } from '../reconciler/apply/execute.js';
 import { applyJson, planJson } from '../reconciler/render/json.js';
+import { renderPlanMarkdown } from '../reconciler/render/markdown.js';
 import { failureText, progressDone, progressFailed, progressStart, progressStill, renderApplyResult, renderPlan, styleFor, type Style } from '../reconciler/render/text.js';
 import { isNoop, type Plan } from '../reconciler/plan/types.js';
 import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, splitExcludes, withSecretsBack, type Target } from '../reconciler/session.js';
 import { exportManifests } from '../reconciler/export.js';
 import { INTERRUPTED } from './interrupts.js';
+import { applyNotification, notify, notifyOptions, notifyTargetOf, type ApplySeen } from './notify.js';
 import { commandLine, LockError, lockOptions, startRun, type Run } from './lock.js';
 import { chooseStack, StackNameError, STACK_PATTERN, unnamedStackMessage } from '../reconciler/stack-name.js';
 import { unmanagedResources, unmanagedText } from '../reconciler/plan/unmanaged.js';
@@ -66,13 +68,13 @@ export function apiOptions(cmd: Command) {
     .addOption(new Option('--api-key <token>', 'API key token (prefer the environment variable: flags show in process lists)').env('EDGEFORM_API_KEY'));
 }
 
-function targetOptions(cmd: Command) {
+export function targetOptions(cmd: Command) {
   return apiOptions(cmd)
     .addOption(new Option('--stack <name>', 'stack whose resources this run manages (its name is stamped into their metadata); default: the "stack:" of an edgeform.yaml beside the manifests, else "default"').env('EDGEFORM_STACK'))
     .option('--no-color', 'no colour, even on a terminal');
 }
 
-const manifestOption = (cmd: Command) =>
+export const manifestOption = (cmd: Command) =>
   cmd.option('-f, --file <path>', 'manifest file or directory of *.yaml files (repeatable)', collect, [] as string[])
     .option('--cdktf <dir>', 'a synthesized CDKTF stack (a folder with cdk.tf.json, or cdktf.out) instead of, or besides, manifests (repeatable)', collect, [] as string[])
     .option('--exclude <glob|address>', "skip manifest files and folders matching the glob (repeatable; 'ci/**', 'docker-compose*.yml'; hidden ones such as .github/ are always skipped in folders); on plan and apply, a resource address (Kind/name, Kind/name.routes[\"/api\"], Kind/*) leaves that resource and what needs it out of the plan", collect, [] as string[]);
@@ -104,7 +106,7 @@ function stackOf(opts: Record<string, any>) {
 }
 
 /** --prune and destroy delete: refused on the implicit stack every directory shares. */
-function needsNamedStack(opts: Record<string, any>, what: string) {
+export function needsNamedStack(opts: Record<string, any>, what: string) {
   if (!stackOf(opts).named) throw new UsageError(unnamedStackMessage(what));
 }
 
@@ -169,7 +171,7 @@ async function confirm(io: Io, opts: Record<string, any>, what: string): Promise
   return true;
 }
 
-async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, any>, client: ReturnType<typeof clientFor>, run: Run): Promise<number> {
+async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, any>, client: ReturnType<typeof clientFor>, run: Run, seen?: ApplySeen): Promise<number> {
   const json = !!opts.json;
   const progress = (e: ProgressEvent) => {
     const write = json ? io.err : io.out;
@@ -184,13 +186,14 @@ async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, an
   run.interrupts.phase = 'executing';
   const result = await execute(client, plan, { parallelism: t.parallelism ?? 10, onProgress: progress, stillEvery: io.stillEvery, signal: run.interrupts.signal });
   run.interrupts.phase = 'finishing';
+  if (seen) seen.result = result;
   if (json) io.out(`${JSON.stringify(applyJson(plan, result, client.calls))}\n`);
   else io.out(`\n${renderApplyResult(plan.mode, result, io.outStyle)}`);
   if (result.notDone && run.interrupts.interrupted) return INTERRUPTED;
   return result.failures.length || result.notDone ? 1 : 0;
 }
 
-function parallelismOption(cmd: Command) {
+export function parallelismOption(cmd: Command) {
   return cmd.addOption(
     new Option('--parallelism <n>', 'API operations in flight at once').default('10').argParser((v) => {
       const n = Number(v);
@@ -244,11 +247,14 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
     .option('--adopt', 'take over unmanaged resources that hold a declared natural key (edge hostports) or id')
     .option('--out <file>', 'save the plan for "edgeform apply FILE" (owner-only; it holds no secret: write-only values are kept as fingerprints and read again from the manifests by apply)')
     .option('--json', 'print one JSON document (resource_changes[], api_calls)')
+    .addOption(new Option('--format <format>', 'text, json (as --json) or markdown (a summary to post on a pull request: counts, one collapsible section per resource, secrets masked, drift apart)').choices(['text', 'json', 'markdown']).default('text'))
     .option('--detailed-exitcode', 'exit 0 with no changes, 1 on error, 2 with changes, 3 with no changes but leftovers (resources the stack manages that no manifest declares)')
     .option('--refresh-only', 'only report what changed outside edgeform since the last apply')
     .option('--show-unmanaged', 'also list live resources of the declared kinds that no stack manages (from the lists already read: no extra API call)')
     .action(
       wrap(async (opts) => {
+        if (opts.format === 'json') opts.json = true;
+        if (opts.json && opts.format === 'markdown') throw new UsageError('give --json or --format markdown, not both');
         const t = targetOf(opts);
         if (opts.prune) needsNamedStack(opts, 'plan --prune');
         const manifest = desiredOf(opts);
@@ -261,6 +267,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
           if (opts.out) await savePlan(opts.out, planned, client, { files: opts.file ?? [], cdktf: opts.cdktf ?? [], exclude: splitExcludes(opts.exclude).globs });
           const unmanaged = opts.showUnmanaged ? unmanagedResources(manifest, planned.live, planned.plan) : undefined;
           if (opts.json) out.out(`${JSON.stringify(planJson(planned.plan, unmanaged ? { unmanaged } : {}))}\n`);
+          else if (opts.format === 'markdown') out.out(renderPlanMarkdown(planned.plan));
           else {
             out.out(renderPlan(planned.plan, out.outStyle));
             if (unmanaged) out.out(unmanagedText(unmanaged));
@@ -275,7 +282,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
       }),
     );
 
-  const apply = targetingOptions(lockOptions(parallelismOption(targetOptions(manifestOption(new Command('apply'))))))
+  const apply = targetingOptions(notifyOptions(lockOptions(parallelismOption(targetOptions(manifestOption(new Command('apply')))))))
     .argument('[plan-file]', 'a plan saved with "plan --out": applied exactly, refused if anything it touches changed since')
     .description('Make the API calls that bring live state to the manifests (or carry out a saved plan).')
     .option('--prune', 'also delete resources this stack manages that are no longer declared')
@@ -284,51 +291,66 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
     .option('--json', 'print one JSON document (progress goes to stderr)')
     .action(
       wrap(async (opts, planFile: string | undefined, cmd: Command) => {
+        const seen: ApplySeen = { started: Date.now() };
         const t = targetOf(opts);
         const out = io();
         const client = clientFor(t);
         let run: Run | undefined;
-        // The lock is taken after the offline checks, before the first call: a run that waited for another plans on what that one left.
-        const lock = async () => (run = await startRun(out, t, opts, commandLine(cmd)));
+        let code = 1;
         try {
-          let plan: Plan;
-          if (planFile) {
-            if (opts.file?.length || opts.cdktf?.length) throw new UsageError('give either a saved plan file or manifests (-f, --cdktf), not both');
-            if (opts.target?.length || opts.replace?.length) throw new UsageError('--target and --replace shape a new plan; a saved plan is applied as it was made (make it with plan --target/--replace --out)');
-            const saved = readPlan(planFile);
-            // Unnamed here, the stack is the one the plan was made for.
-            if (opts.stack === undefined) t.stack = saved.plan.stack;
-            if (saved.plan.stack !== t.stack) throw new UserError(`the plan was made for stack "${saved.plan.stack}", not "${t.stack}"; pass --stack ${saved.plan.stack}`);
-            if (saved.plan.apiUrl.replace(/\/+$/, '') !== t.apiUrl.replace(/\/+$/, '')) throw new UserError(`the plan was made against ${saved.plan.apiUrl}, not ${t.apiUrl}`);
-            await lock();
-            const { stale, problems } = await checkSavedPlan(client, saved);
-            if (stale.length) throw new UserError(`the saved plan is stale: ${stale.join(', ')} changed since it was made; run plan again`);
-            if (problems.length) throw new UserError(`the plan cannot be carried out:\n  ${problems.join('\n  ')}`);
-            const back = await withSecretsBack(client, saved);
-            warnAll(out, back.warnings);
-            plan = back.plan;
-            if (!opts.json) out.out(renderPlan(plan, out.outStyle) + '\n');
-          } else {
-            jsonNeedsApproval(opts, 'apply');
-            if (opts.prune) needsNamedStack(opts, 'apply --prune');
-            const manifest = desiredOf(opts);
-            await lock();
-            const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: 'apply', prune: opts.prune, adopt: opts.adopt, ...targetingOf(opts) });
-            warnAll(out, planned.warnings);
-            if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
-            plan = planned.plan;
-            if (!plan.changes.some((c) => !isNoop(c))) {
-              if (opts.json) out.out(`${JSON.stringify(applyJson(plan, { failures: [], skipped: [], done: [] }, client.calls))}\n`);
-              else out.out(renderPlan(plan, out.outStyle) + `\n${out.outStyle.green(out.outStyle.bold('Apply complete! Resources: 0 added, 0 changed, 0 destroyed.'))}\n`);
-              return 0;
-            }
-            if (!opts.json) out.out(renderPlan(plan, out.outStyle));
-            if (!(await confirm(out, opts, 'Apply'))) return 1;
-          }
-          return await runPlanned(out, plan, t, opts, client, run!);
+          code = await applyRun(seen);
+          return code;
+        } catch (e) {
+          seen.error = explain(e, t.apiUrl);
+          throw e;
         } finally {
-          await run?.end();
-          await client.close();
+          await notify(out, notifyTargetOf(opts), applyNotification(t.stack, seen, code, client.calls));
+        }
+        async function applyRun(seen: ApplySeen): Promise<number> {
+          // The lock is taken after the offline checks, before the first call: a run that waited for another plans on what that one left.
+          const lock = async () => (run = await startRun(out, t, opts, commandLine(cmd)));
+          try {
+            let plan: Plan;
+            if (planFile) {
+              if (opts.file?.length || opts.cdktf?.length) throw new UsageError('give either a saved plan file or manifests (-f, --cdktf), not both');
+              if (opts.target?.length || opts.replace?.length) throw new UsageError('--target and --replace shape a new plan; a saved plan is applied as it was made (make it with plan --target/--replace --out)');
+              const saved = readPlan(planFile);
+              // Unnamed here, the stack is the one the plan was made for.
+              if (opts.stack === undefined) t.stack = saved.plan.stack;
+              if (saved.plan.stack !== t.stack) throw new UserError(`the plan was made for stack "${saved.plan.stack}", not "${t.stack}"; pass --stack ${saved.plan.stack}`);
+              if (saved.plan.apiUrl.replace(/\/+$/, '') !== t.apiUrl.replace(/\/+$/, '')) throw new UserError(`the plan was made against ${saved.plan.apiUrl}, not ${t.apiUrl}`);
+              await lock();
+              const { stale, problems } = await checkSavedPlan(client, saved);
+              if (stale.length) throw new UserError(`the saved plan is stale: ${stale.join(', ')} changed since it was made; run plan again`);
+              if (problems.length) throw new UserError(`the plan cannot be carried out:\n  ${problems.join('\n  ')}`);
+              const back = await withSecretsBack(client, saved);
+              warnAll(out, back.warnings);
+              plan = back.plan;
+              seen.plan = plan;
+              if (!opts.json) out.out(renderPlan(plan, out.outStyle) + '\n');
+            } else {
+              jsonNeedsApproval(opts, 'apply');
+              if (opts.prune) needsNamedStack(opts, 'apply --prune');
+              const manifest = desiredOf(opts);
+              await lock();
+              const planned = await planWith(client, manifest, { stack: t.stack, apiUrl: t.apiUrl, mode: 'apply', prune: opts.prune, adopt: opts.adopt, ...targetingOf(opts) });
+              warnAll(out, planned.warnings);
+              if (planned.problems.length) throw new UserError(`the plan cannot be carried out:\n  ${planned.problems.join('\n  ')}`);
+              plan = planned.plan;
+              seen.plan = plan;
+              if (!plan.changes.some((c) => !isNoop(c))) {
+                if (opts.json) out.out(`${JSON.stringify(applyJson(plan, { failures: [], skipped: [], done: [] }, client.calls))}\n`);
+                else out.out(renderPlan(plan, out.outStyle) + `\n${out.outStyle.green(out.outStyle.bold('Apply complete! Resources: 0 added, 0 changed, 0 destroyed.'))}\n`);
+                return 0;
+              }
+              if (!opts.json) out.out(renderPlan(plan, out.outStyle));
+              if (!(await confirm(out, opts, 'Apply'))) return 1;
+            }
+            return await runPlanned(out, plan, t, opts, client, run!, seen);
+          } finally {
+            await run?.end();
+            await client.close();
+          }
         }
       }),
     );

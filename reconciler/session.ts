@@ -10,7 +10,7 @@ import { cdktfDocuments } from './sources/cdktf.js';
 import { ManifestError, Problems } from './manifest/problems.js';
 import { validateManifests, type Manifest } from './manifest/validate.js';
 import { refresh, type LiveState } from './live/refresh.js';
-import { fetchSecretFingerprints, secretItems } from './live/secret-fingerprints.js';
+import { fetchSecretFingerprints, secretItems, type FingerprintCache } from './live/secret-fingerprints.js';
 import { liveFingerprint, makePlan, planFingerprints, type PlanOptions, type PlanResult } from './plan/plan.js';
 import type { Plan } from './plan/types.js';
 import { callerKeyProblems } from './plan/caller-key.js';
@@ -70,13 +70,13 @@ export function splitExcludes(values: readonly string[] = []): { addresses: stri
   return { addresses: values.filter(isAddress), globs: values.filter((v) => !isAddress(v)) };
 }
 
-export async function planWith(client: ApiClient, manifest: Manifest, opts: Omit<PlanOptions, 'apiCalls'> & Targeting): Promise<Planned> {
+export async function planWith(client: ApiClient, manifest: Manifest, opts: Omit<PlanOptions, 'apiCalls'> & Targeting, fingerprintCache?: FingerprintCache): Promise<Planned> {
   const before = client.calls;
   const kinds = kindsToRead();
   const live = await refresh(client, kinds);
   // Secrets matter only to a plan that may update: refresh-only reports drift, destroy deletes.
   const items = opts.mode === 'apply' ? secretItems(manifest) : [];
-  const secrets = items.length ? await fetchSecretFingerprints(client, opts.stack, items) : { warnings: [] };
+  const secrets = items.length ? await fetchSecretFingerprints(client, opts.stack, items, fingerprintCache) : { warnings: [] };
   const made = makePlan(manifest, live, { ...opts, apiCalls: client.calls - before, callerKeyId: client.keyId, secretFingerprints: secrets.byAddress });
   const narrowed = targetPlan(made.plan, opts.targets ?? [], opts.excludes ?? []);
   const result = { ...made, plan: narrowed.plan, problems: [...made.problems, ...narrowed.problems] };

@@ -2,7 +2,9 @@
 // (POST /_edgeform/fingerprints, docs/api.md "Secret fingerprints") under a key only it
 // holds: the stamp's `s` then tells the plan that a declared secret changed, while a reader
 // of `metadata` cannot test guesses against it offline.
+import { createHash } from 'node:crypto';
 import { ApiClientError, type ApiClient } from '../../provider/client/index.js';
+import { canonical } from '../../provider/catalog/canonical-json.js';
 import type { Manifest } from '../manifest/validate.js';
 import { childAddress } from '../plan/plan.js';
 
@@ -27,9 +29,25 @@ export function secretItems(manifest: Manifest): Array<{ address: string; values
   return out;
 }
 
+/**
+ * Fingerprints already made, kept by a long-lived process (continuous reconcile) so that a
+ * run whose secrets did not change asks for none: the server's budget (1,000 per API key
+ * per hour by default) would otherwise be spent by a loop re-asking every interval. Keyed by
+ * API URL, stack, address and a hash of the values; held in memory only.
+ */
+export type FingerprintCache = Map<string, string>;
+
+const cacheKey = (client: ApiClient, stack: string, item: { address: string; values: Record<string, unknown> }) =>
+  createHash('sha256').update(`${client.baseUrl}\0${stack}\0${item.address}\0${canonical(item.values)}`).digest('base64url');
+
 /** Asks the server for the fingerprints; against a server without the extension, none (and a warning). */
-export async function fetchSecretFingerprints(client: ApiClient, stack: string, items: Array<{ address: string; values: Record<string, unknown> }>): Promise<SecretFingerprints> {
+export async function fetchSecretFingerprints(client: ApiClient, stack: string, all: Array<{ address: string; values: Record<string, unknown> }>, cache?: FingerprintCache): Promise<SecretFingerprints> {
   const byAddress = new Map<string, string>();
+  const items = cache ? all.filter((item) => {
+    const known = cache.get(cacheKey(client, stack, item));
+    if (known) byAddress.set(item.address, known);
+    return !known;
+  }) : all;
   for (let i = 0; i < items.length; i += BATCH) {
     const batch = items.slice(i, i + BATCH);
     let answer: { fingerprints?: unknown };
@@ -49,7 +67,10 @@ export async function fetchSecretFingerprints(client: ApiClient, stack: string, 
     if (!Array.isArray(got) || got.length !== batch.length || !got.every((f) => typeof f === 'string')) {
       throw new Error(`POST ${FINGERPRINTS_PATH} answered ${JSON.stringify(answer).slice(0, 200)}, not one fingerprint per item; is the API URL an edgeform server?`);
     }
-    batch.forEach((item, j) => byAddress.set(item.address, got[j] as string));
+    batch.forEach((item, j) => {
+      byAddress.set(item.address, got[j] as string);
+      cache?.set(cacheKey(client, stack, item), got[j] as string);
+    });
   }
   return { byAddress, warnings: [] };
 }

@@ -37,6 +37,9 @@ export interface TestServer {
   del<T = any>(path: string, opts?: RequestOptions): Promise<Reply<T>>;
   /** Stops the server (keeping its files) and starts it again on the same database. */
   restart(): Promise<void>;
+  /** restart's two halves, for a test that acts while the server is down: stop, then start on the same port. */
+  stop(): Promise<void>;
+  start(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -56,6 +59,7 @@ export async function startTestServer(overrides: Partial<ServerConfig> & { dir?:
     ...overrides,
   };
   let server = await startServer(config);
+  let port = 0;
   // A pool of our own, replaced on restart: a kept-alive connection to the stopped server
   // would otherwise be picked for the next request before its close was noticed.
   let agent = new Agent();
@@ -92,11 +96,17 @@ export async function startTestServer(overrides: Partial<ServerConfig> & { dir?:
     put: (p, b, o) => request('PUT', p, b ?? {}, o),
     del: (p, o) => request('DELETE', p, undefined, o),
     async restart() {
-      const port = Number(new URL(server.listening).port);
+      await ts.stop();
+      await ts.start();
+    },
+    async stop() {
+      port = Number(new URL(server.listening).port);
       // The client's connections first: the server waits for kept-alive connections to go idle.
       await agent.close();
       await server.close();
       agent = new Agent();
+    },
+    async start() {
       server = await startServer({ ...config, port });
     },
     async close() {
