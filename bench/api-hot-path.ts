@@ -3,6 +3,7 @@
 // children) on the same database driver, loaded alternately in one run with autocannon at
 // 10 connections. Prints req/s, p50/p99, the ratio and the server's CPU per request.
 // Usage: npm run bench:api [-- --db sqlite|postgresql --duration 5 --rounds 3 --only get,list,post,patch]
+//   --baseline DIR: also load the edgeform of another checkout (e.g. before a change) in the same rounds.
 // Each server runs in its own process (this one only generates load); its CPU time is read over IPC.
 import autocannon from 'autocannon';
 import { fork, type ChildProcess } from 'node:child_process';
@@ -206,8 +207,8 @@ async function serveEdgeform(db: string): Promise<{ url: string; seed: { ids: st
 
 interface Child { proc: ChildProcess; url: string; ids: string[]; cpu(): Promise<number> }
 
-async function startChild(which: 'bare' | 'edgeform', db: string): Promise<Child> {
-  const proc = fork(here, ['--serve', which, '--db', db], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+async function startChild(which: 'bare' | 'edgeform', db: string, script = here): Promise<Child> {
+  const proc = fork(script, ['--serve', which, '--db', db], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   const ready = await new Promise<{ url: string; ids: string[] }>((resolve, reject) => {
     proc.once('message', (m) => resolve(m as { url: string; ids: string[] }));
     proc.once('exit', (code) => reject(new Error(`${which} server exited with ${code}`)));
@@ -258,9 +259,11 @@ async function drive() {
   const rounds = Number(argOf('rounds', '3'));
   const connections = Number(argOf('connections', '10'));
   const only = argOf('only', 'get,list,post,patch').split(',');
+  const baseline = argOf('baseline', '');
   let stopPg: (() => void) | undefined;
   let bareDb: string;
   let edgeDb: string;
+  let baseDb = 'sqlite';
   if (which === 'sqlite') {
     bareDb = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-bench-bare-')), 'bare.db');
     edgeDb = 'sqlite';
@@ -271,35 +274,41 @@ async function drive() {
     stopPg = () => pg.stop();
     bareDb = await pg.createDatabase('bare');
     edgeDb = await pg.createDatabase('edgeform');
+    if (baseline) baseDb = await pg.createDatabase('baseline');
   }
   const cpus = os.cpus();
   console.log(`machine: ${cpus[0].model}, ${cpus.length} cores, load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}, Node ${process.version}, ${os.type()} ${os.release()}`);
   console.log(`database: ${which}; ${connections} connections, ${rounds} alternating rounds of ${seconds} s per workload; medians\n`);
   const bare = await startChild('bare', bareDb);
   const edge = await startChild('edgeform', edgeDb);
+  const base = baseline ? await startChild('edgeform', baseDb, path.join(path.resolve(baseline), 'bench', 'api-hot-path.ts')) : undefined;
   try {
-    console.log('| workload | edgeform req/s | p50 / p99 ms | bare req/s | p50 / p99 ms | ratio | server CPU per request (edgeform vs bare) |');
-    console.log('|---|---|---|---|---|---|---|');
+    if (base) console.log(`baseline: the edgeform in ${baseline}, loaded in the same rounds\n`);
+    console.log(`| workload | edgeform req/s | p50 / p99 ms | bare req/s | p50 / p99 ms | ratio | server CPU per request (edgeform vs bare) |${base ? ' baseline req/s | p50 / p99 ms | vs baseline |' : ''}`);
+    console.log(`|---|---|---|---|---|---|---|${base ? '---|---|---|' : ''}`);
     for (const key of only) {
       const w = WORKLOADS[key];
       if (!w) throw new Error(`unknown workload ${key}; choose from ${Object.keys(WORKLOADS).join(', ')}`);
-      const runs: { bare: Run[]; edge: Run[] } = { bare: [], edge: [] };
-      // A short warm-up each, then alternate so both see the same machine.
+      const runs: { bare: Run[]; edge: Run[]; base: Run[] } = { bare: [], edge: [], base: [] };
+      // A short warm-up each, then alternate so all see the same machine.
       await load(bare, w, 1, connections);
       await load(edge, w, 1, connections);
+      if (base) await load(base, w, 1, connections);
       for (let r = 0; r < rounds; r++) {
         runs.bare.push(await load(bare, w, seconds, connections));
         runs.edge.push(await load(edge, w, seconds, connections));
+        if (base) runs.base.push(await load(base, w, seconds, connections));
       }
       const m = (rs: Run[], k: keyof Run) => median(rs.map((x) => x[k]));
-      const errors = [...runs.bare, ...runs.edge].reduce((n, x) => n + x.errors, 0);
-      console.log(`| ${w.name} | ${fmt(m(runs.edge, 'rps'))} | ${m(runs.edge, 'p50')} / ${m(runs.edge, 'p99')} | ${fmt(m(runs.bare, 'rps'))} | ${m(runs.bare, 'p50')} / ${m(runs.bare, 'p99')} | ${fmt(m(runs.edge, 'rps') / m(runs.bare, 'rps'), 2)} | ${fmt(m(runs.edge, 'cpuUs'))} µs vs ${fmt(m(runs.bare, 'cpuUs'))} µs |${errors ? ` (${errors} non-2xx or errors)` : ''}`);
+      const errors = [...runs.bare, ...runs.edge, ...runs.base].reduce((n, x) => n + x.errors, 0);
+      const vsBase = base ? ` ${fmt(m(runs.base, 'rps'))} | ${m(runs.base, 'p50')} / ${m(runs.base, 'p99')} | ${fmt(m(runs.edge, 'rps') / m(runs.base, 'rps'), 1)}x |` : '';
+      console.log(`| ${w.name} | ${fmt(m(runs.edge, 'rps'))} | ${m(runs.edge, 'p50')} / ${m(runs.edge, 'p99')} | ${fmt(m(runs.bare, 'rps'))} | ${m(runs.bare, 'p50')} / ${m(runs.bare, 'p99')} | ${fmt(m(runs.edge, 'rps') / m(runs.bare, 'rps'), 2)} | ${fmt(m(runs.edge, 'cpuUs'))} µs vs ${fmt(m(runs.bare, 'cpuUs'))} µs |${vsBase}${errors ? ` (${errors} non-2xx or errors)` : ''}`);
     }
     console.log(`\nload at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   } finally {
-    bare.proc.kill();
-    edge.proc.kill();
-    await Promise.all([bare, edge].map((c) => new Promise((r) => (c.proc.exitCode !== null ? r(null) : c.proc.once('exit', r)))));
+    const children = [bare, edge, ...(base ? [base] : [])];
+    for (const c of children) c.proc.kill();
+    await Promise.all(children.map((c) => new Promise((r) => (c.proc.exitCode !== null ? r(null) : c.proc.once('exit', r)))));
     stopPg?.();
   }
 }

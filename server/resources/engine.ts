@@ -52,6 +52,10 @@ const refUri = (ctx: Ctx) => (id: string) => {
   return kind ? uriOf(ctx, kind, id) : '';
 };
 
+const readKeys = new WeakMap<KindEntry, string[]>();
+/** The read form's keys in order, once per kind. */
+const readKeysOf = (kind: KindEntry) => readKeys.get(kind) ?? readKeys.set(kind, Object.keys(kind.read.shape)).get(kind)!;
+
 /** Reads outside a write go through the hot reads (server/store/hot-reads.ts); inside one, through its transaction. */
 const outsideWrite = (ctx: ServerContext, db: Db) => db === (ctx.db.read as unknown as Db);
 
@@ -85,8 +89,12 @@ export async function present(ctx: Ctx, db: Db, kind: KindEntry, rows: StoredRes
       ...extra,
     };
     await b.read?.({ kind, row, out: values, ctx, tx: db });
-    const keys = Object.keys(kind.read.shape).filter((k) => !(kind.spec.omitUnset && values[k] == null));
-    out.push(Object.fromEntries(keys.map((k) => [k, values[k] === undefined ? null : values[k]])));
+    const shaped: Doc = {};
+    for (const k of readKeysOf(kind)) {
+      const v = values[k];
+      if (!(kind.spec.omitUnset && v == null)) shaped[k] = v === undefined ? null : v;
+    }
+    out.push(shaped);
   }
   return out;
 }
