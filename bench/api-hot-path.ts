@@ -4,6 +4,7 @@
 // 10 connections. Prints req/s, p50/p99, the ratio and the server's CPU per request.
 // Usage: npm run bench:api [-- --db sqlite|postgresql --duration 5 --rounds 3 --only get,list,post,patch]
 //   --baseline DIR: also load the edgeform of another checkout (e.g. before a change) in the same rounds.
+//   --cpu-prof DIR: a V8 CPU profile of the edgeform server, written when the run ends.
 // Each server runs in its own process (this one only generates load); its CPU time is read over IPC.
 import autocannon from 'autocannon';
 import { fork, type ChildProcess } from 'node:child_process';
@@ -208,7 +209,9 @@ async function serveEdgeform(db: string): Promise<{ url: string; seed: { ids: st
 interface Child { proc: ChildProcess; url: string; ids: string[]; cpu(): Promise<number> }
 
 async function startChild(which: 'bare' | 'edgeform', db: string, script = here): Promise<Child> {
-  const proc = fork(script, ['--serve', which, '--db', db], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const prof = argOf('cpu-prof', '');
+  const execArgv = ['--import', 'tsx', ...(prof && which === 'edgeform' && script === here ? ['--cpu-prof', '--cpu-prof-dir', prof] : [])];
+  const proc = fork(script, ['--serve', which, '--db', db], { execArgv, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   const ready = await new Promise<{ url: string; ids: string[] }>((resolve, reject) => {
     proc.once('message', (m) => resolve(m as { url: string; ids: string[] }));
     proc.once('exit', (code) => reject(new Error(`${which} server exited with ${code}`)));
@@ -307,7 +310,8 @@ async function drive() {
     console.log(`\nload at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   } finally {
     const children = [bare, edge, ...(base ? [base] : [])];
-    for (const c of children) c.proc.kill();
+    // Asked to exit rather than killed, so that a CPU profile is written.
+    for (const c of children) c.proc.send('exit');
     await Promise.all(children.map((c) => new Promise((r) => (c.proc.exitCode !== null ? r(null) : c.proc.once('exit', r)))));
     stopPg?.();
   }
@@ -317,7 +321,8 @@ if (process.argv.includes('--serve')) {
   const which = argOf('serve', 'edgeform');
   const db = argOf('db', 'sqlite');
   const started = which === 'bare' ? await serveBare(db) : await serveEdgeform(db);
-  process.on('message', () => {
+  process.on('message', (m) => {
+    if (m === 'exit') process.exit(0);
     const u = process.cpuUsage();
     process.send!({ cpu: u.user + u.system });
   });
