@@ -9,6 +9,7 @@ import { hotReadsPg } from './hot-pg.js';
 import { hotReadsSqlite } from './hot-sqlite.js';
 import { migratePostgres, migrateSqlite } from './migrate.js';
 import { serializedWriter } from './sqlite-writer.js';
+import { cacheStatements } from './statement-cache.js';
 
 export type Provider = 'sqlite' | 'postgresql';
 /** Both generated clients have the same API; the SQLite one stands for both in types. */
@@ -58,6 +59,19 @@ const CLIENT_OPTIONS = { errorFormat: 'minimal' } as const;
 const OPTIMIZE = 'PRAGMA analysis_limit = 1000; PRAGMA optimize = 0x10002';
 const OPTIMIZE_EVERY = 1000;
 
+/** A better-sqlite3 adapter factory whose connection compiles each statement once (statement-cache.ts). */
+function withStatementCache(factory: SqlDriverAdapterFactory): SqlDriverAdapterFactory {
+  return {
+    provider: factory.provider,
+    adapterName: factory.adapterName,
+    connect: async () => {
+      const adapter = await factory.connect();
+      cacheStatements((adapter as unknown as { client: import('better-sqlite3').Database }).client);
+      return adapter;
+    },
+  };
+}
+
 /** The driver handle (better-sqlite3 Database, pg Pool) of an adapter once Prisma connects through it. */
 function capturing<H>(factory: SqlDriverAdapterFactory): { factory: SqlDriverAdapterFactory; handle: () => H } {
   let handle: H | undefined;
@@ -89,7 +103,7 @@ export async function openDatabase(url: string): Promise<Database> {
     const { PrismaBetterSqlite3 } = await import('@prisma/adapter-better-sqlite3');
     // timeout is SQLite's busy_timeout: how long a writer waits for another process's writer.
     const connect = () => new PrismaBetterSqlite3({ url: `file:${file}`, timeout: 10_000 });
-    const prisma = new SqliteClient({ ...CLIENT_OPTIONS, adapter: serializedWriter(connect(), { every: OPTIMIZE_EVERY, script: OPTIMIZE }) });
+    const prisma = new SqliteClient({ ...CLIENT_OPTIONS, adapter: serializedWriter(withStatementCache(connect()), { every: OPTIMIZE_EVERY, script: OPTIMIZE }) });
     await prisma.$executeRawUnsafe('PRAGMA foreign_keys = ON');
     for (const pragma of OPTIMIZE.split('; ')) await prisma.$queryRawUnsafe(pragma);
     const reader = capturing<import('better-sqlite3').Database>(connect());
