@@ -310,8 +310,11 @@ async function drive() {
     console.log(`\nload at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   } finally {
     const children = [bare, edge, ...(base ? [base] : [])];
-    // Asked to exit rather than killed, so that a CPU profile is written.
-    for (const c of children) c.proc.send('exit');
+    // Asked to exit rather than killed, so that a CPU profile is written (a baseline's older script may not listen).
+    for (const c of children) {
+      c.proc.send('exit');
+      setTimeout(() => c.proc.kill(), 5000).unref();
+    }
     await Promise.all(children.map((c) => new Promise((r) => (c.proc.exitCode !== null ? r(null) : c.proc.once('exit', r)))));
     stopPg?.();
   }

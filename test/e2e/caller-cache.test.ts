@@ -4,11 +4,12 @@
 // PostgreSQL database; a bot reactivated works again at once.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain .mjs script without types
-import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
+import { startPostgres } from '../../scripts/pg-cluster.mjs';
+import { DATABASES, pgAvailable, serverOn } from '../helpers/databases.js';
 import { expectError } from '../helpers/api.js';
 import { startTestServer, TEST_SECRET_KEY, type TestServer } from '../helpers/server.js';
 
-const available: boolean = postgresAvailable();
+const available = pgAvailable;
 if (!available) console.warn('\n*** SKIPPING the caller cache on PostgreSQL: initdb is not on the PATH ***\n');
 
 /** A bot with a key, the key already used twice (so its caller is cached). */
@@ -19,20 +20,16 @@ async function warmBotKey(s: TestServer, name: string) {
   return { bot, key };
 }
 
-describe.each([
-  { db: 'SQLite', skip: false },
-  { db: 'PostgreSQL', skip: !available },
-])('on $db, the instance that made the change', ({ db, skip }) => {
-  let pg: { createDatabase(name: string): Promise<string>; stop(): void } | undefined;
+describe.each(DATABASES)('on $db, the instance that made the change', ({ db, skip }) => {
+  let server: Awaited<ReturnType<typeof serverOn>> | undefined;
   let s: TestServer;
   beforeAll(async () => {
     if (skip) return;
-    if (db === 'PostgreSQL') pg = await startPostgres();
-    s = await startTestServer(pg ? { databaseUrl: await pg.createDatabase('callers') } : {});
+    server = await serverOn(db, 'callers');
+    s = server.s;
   }, 120_000);
   afterAll(async () => {
-    await s?.close().catch(() => {});
-    pg?.stop();
+    await server?.close();
   });
 
   it.skipIf(skip)('a deleted key is refused by the next request', async () => {

@@ -2,24 +2,20 @@
 // same rows, on both databases; and SQLite keeps the planner's statistics, so a child
 // lookup uses the parent index however many rows there are.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-// @ts-expect-error: a plain .mjs script without types
-import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
+import { DATABASES, pgAvailable, serverOn } from '../helpers/databases.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
-const available: boolean = postgresAvailable();
+const available = pgAvailable;
 if (!available) console.warn('\n*** SKIPPING the hot reads on PostgreSQL: initdb is not on the PATH ***\n');
 
-describe.each([
-  { db: 'SQLite', skip: false },
-  { db: 'PostgreSQL', skip: !available },
-])('hot reads on $db', ({ db, skip }) => {
-  let pg: { createDatabase(name: string): Promise<string>; stop(): void } | undefined;
+describe.each(DATABASES)('hot reads on $db', ({ db, skip }) => {
+  let server: Awaited<ReturnType<typeof serverOn>> | undefined;
   let s: TestServer;
   const policies: string[] = [];
   beforeAll(async () => {
     if (skip) return;
-    if (db === 'PostgreSQL') pg = await startPostgres();
-    s = await startTestServer(pg ? { databaseUrl: await pg.createDatabase('hot') } : {});
+    server = await serverOn(db, 'hot');
+    s = server.s;
     for (let i = 0; i < 5; i++) {
       const p = (await s.post('/ip_policies', { description: `hot ${i}`, metadata: `{"i":${i}}` })).body;
       for (let j = 0; j < i; j++) await s.post('/ip_policy_rules', { ip_policy_id: p.id, cidr: `10.${i}.${j}.0/24`, action: j % 2 ? 'deny' : 'allow' });
@@ -27,8 +23,7 @@ describe.each([
     }
   }, 120_000);
   afterAll(async () => {
-    await s?.close().catch(() => {});
-    pg?.stop();
+    await server?.close();
   });
 
   it.skipIf(skip)('one row: the same fields, dates and document as Prisma reads; undefined for an unknown id', async () => {
