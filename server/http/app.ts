@@ -2,7 +2,7 @@
 // limit, content type, errors, request log) around the route table.
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { authenticate, inactiveBotKey, invalidKey } from '../resources/accounts.js';
-import type { Caller, Ctx, ServerContext, Tx } from '../resources/context.js';
+import type { Caller, Ctx, ServerContext } from '../resources/context.js';
 import type { ApiRoute, Method } from '../resources/routes.js';
 import { newIdBody } from '../store/ids.js';
 import { ApiError } from './errors.js';
@@ -106,7 +106,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     const bearer = auth && /^Bearer\s+(\S+)\s*$/i.exec(auth);
     const challenge = { 'WWW-Authenticate': 'Bearer' };
     if (!bearer) throw new ApiError('ERR_SERVICE_201', 'send Authorization: Bearer <API key token>', {}, challenge);
-    const found = await authenticate(opts.server.db.read as unknown as Tx, bearer[1]);
+    const found = await authenticate(opts.server, bearer[1]);
     // A valid key is never refused for its address's failures: a guesser sharing it (a NAT, a proxy) cannot lock others out.
     if (!found) throw refuse(request, invalidKey());
     if (!found.active) throw refuse(request, inactiveBotKey());

@@ -4,7 +4,7 @@ import { ApiError } from '../http/errors.js';
 import { lockResources } from '../store/locks.js';
 import { digestMatches, digestOf, newToken } from '../http/tokens.js';
 import { behaviour, type StoredResource } from './behaviours.js';
-import type { Ctx, Tx } from './context.js';
+import type { Ctx, ServerContext, Tx } from './context.js';
 
 /**
  * The permission rule for owned things (docs/api.md, "Permissions"): anyone may read them; only
@@ -55,12 +55,14 @@ async function keepLastAdminKey({ row, ctx, tx }: { row: StoredResource; ctx: Ct
 const keys = ownedByCaller('API keys');
 behaviour(apiKey.kind, {
   ...keys,
+  guardsCallers: true,
   async deleting(args) {
     keys.deleting(args);
     await keepLastAdminKey(args);
   },
 });
-behaviour(credential.kind, ownedByCaller('credentials'));
+behaviour(credential.kind, { ...ownedByCaller('credentials'), guardsCallers: true });
+behaviour(user.kind, { guardsCallers: true });
 
 // Bots own keys and credentials; creating, changing or deleting one (re-activating a
 // deactivated bot included) is an admin's job, or any bot's key could undo the others.
@@ -68,6 +70,7 @@ const adminsOnly = (verb: string) => (ctx: Ctx) => {
   if (!ctx.caller.admin) throw new ApiError('ERR_SERVICE_211', `only a key of the admin user may ${verb} bot users; this key belongs to ${ctx.caller.ownerId}`);
 };
 behaviour(botUser.kind, {
+  guardsCallers: true,
   prepare: ({ ctx, prior }) => adminsOnly(prior ? 'change' : 'create')(ctx),
   deleting: ({ ctx }) => adminsOnly('delete')(ctx),
 });
@@ -97,8 +100,13 @@ const CHALLENGE = { 'WWW-Authenticate': 'Bearer' };
 export const invalidKey = () => new ApiError('ERR_SERVICE_202', 'the API key is not valid; it may have been deleted', {}, CHALLENGE);
 export const inactiveBotKey = () => new ApiError('ERR_SERVICE_203', 'the API key belongs to an inactive bot user; activate the bot or use another key', {}, CHALLENGE);
 
-/** Resolves a bearer token to its key and owner, or undefined. */
-export async function authenticate(tx: Tx, token: string): Promise<Authenticated | undefined> {
+/** Resolves a bearer token to its key and owner, or undefined; through the server's caller cache when it has one. */
+export function authenticate(server: ServerContext, token: string): Promise<Authenticated | undefined> {
+  const lookup = () => lookUpKey(server.db.read as unknown as Tx, token);
+  return server.callers ? server.callers.resolve(token, lookup) : lookup();
+}
+
+async function lookUpKey(tx: Tx, token: string): Promise<Authenticated | undefined> {
   const found = await findTokenHolder(tx, token, apiKey.kind);
   if (!found?.owner) return undefined;
   const { owner } = found;

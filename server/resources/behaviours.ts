@@ -35,6 +35,11 @@ export interface Behaviour {
   created?(args: { kind: KindEntry; id: string; body: Doc; ctx: Ctx; tx: Tx }): Promise<Doc | void>;
   /** Checks before a resource is deleted by a caller (not when it goes with a deleted parent or owner), in the delete transaction. */
   deleting?(args: { kind: KindEntry; row: StoredResource; ctx: Ctx; tx: Tx }): Promise<void> | void;
+  /**
+   * Whether a committed write of this kind may change who a bearer token authenticates as
+   * (keys, credentials, their owners): the caller cache is then forgotten (caller-cache.ts).
+   */
+  guardsCallers?: boolean;
   /** Read-time fields (computed from other rows or the server's settings). */
   read?(args: { kind: KindEntry; row: StoredResource; out: Doc; ctx: Ctx; tx: Tx }): Promise<void> | void;
 }

@@ -1,6 +1,8 @@
 // What a request knows about its caller and the server, passed to every resource operation.
 import type { Database, Tx } from '../store/db.js';
 import type { SecretBox } from '../store/secret-box.js';
+import type { Authenticated } from './accounts.js';
+import type { CallerCache } from './caller-cache.js';
 
 export interface Caller {
   keyId: string;
@@ -18,6 +20,8 @@ export interface ServerContext {
   fingerprintRateLimit?: number;
   /** Agent connections (server/gateway); absent until the server listens. */
   gateway?: { command(sessionId: string, action: 'stop' | 'restart' | 'update'): Promise<void> };
+  /** Who bearer tokens authenticate as, briefly remembered (caller-cache.ts); absent: looked up every time. */
+  callers?: CallerCache<Authenticated>;
   /** Called after every committed write; wakes the event delivery worker. */
   afterCommit?: () => void;
   /** How long a stack lock lives without renewal, in seconds (server/extensions/stack-locks.ts). */

@@ -52,13 +52,23 @@ const refUri = (ctx: Ctx) => (id: string) => {
   return kind ? uriOf(ctx, kind, id) : '';
 };
 
+const readKeys = new WeakMap<KindEntry, string[]>();
+/** The read form's keys in order, once per kind. */
+const readKeysOf = (kind: KindEntry) => readKeys.get(kind) ?? readKeys.set(kind, Object.keys(kind.read.shape)).get(kind)!;
+
+/** Reads outside a write go through the hot reads (server/store/hot-reads.ts); inside one, through its transaction. */
+const outsideWrite = (ctx: ServerContext, db: Db) => db === (ctx.db.read as unknown as Db);
+
+function childrenOf(ctx: ServerContext, db: Db, child: KindEntry, parentIds: string[]): Promise<Row[]> {
+  if (outsideWrite(ctx, db)) return ctx.db.hot.children(child.kind, parentIds);
+  return db.resource.findMany({ where: { kind: child.kind, parentId: { in: parentIds } }, orderBy: { id: 'asc' } }) as Promise<Row[]>;
+}
+
 /** Shapes stored resources into their read forms (embedding children where the catalog says). */
 export async function present(ctx: Ctx, db: Db, kind: KindEntry, rows: StoredResource[], extra: Doc = {}): Promise<Doc[]> {
   const embedded: Record<string, Map<string, Doc[]>> = {};
   for (const child of catalog.filter((k) => k.parent?.kind === kind.kind && k.parent.embedded)) {
-    const childRows = rows.length
-      ? await db.resource.findMany({ where: { kind: child.kind, parentId: { in: rows.map((r) => r.id) } }, orderBy: { id: 'asc' } })
-      : [];
+    const childRows = rows.length ? await childrenOf(ctx, db, child, rows.map((r) => r.id)) : [];
     const stored = childRows.map((r) => toStored(ctx, r as Row));
     const shaped = await present(ctx, db, child, stored);
     const byParent = new Map<string, Doc[]>();
@@ -79,22 +89,26 @@ export async function present(ctx: Ctx, db: Db, kind: KindEntry, rows: StoredRes
       ...extra,
     };
     await b.read?.({ kind, row, out: values, ctx, tx: db });
-    const keys = Object.keys(kind.read.shape).filter((k) => !(kind.spec.omitUnset && values[k] == null));
-    out.push(Object.fromEntries(keys.map((k) => [k, values[k] === undefined ? null : values[k]])));
+    const shaped: Doc = {};
+    for (const k of readKeysOf(kind)) {
+      const v = values[k];
+      if (!(kind.spec.omitUnset && v == null)) shaped[k] = v === undefined ? null : v;
+    }
+    out.push(shaped);
   }
   return out;
 }
 
 /** A stored resource by id with its write-only values opened, or undefined (for server-side workers). */
 export async function findStored(ctx: ServerContext, id: string): Promise<StoredResource | undefined> {
-  const row = await ctx.db.read.resource.findUnique({ where: { id } });
-  return row ? toStored(ctx, row as Row) : undefined;
+  const row = await ctx.db.hot.resource(id);
+  return row ? toStored(ctx, row) : undefined;
 }
 
 /** A resource, 404 if missing; `lock` locks its row first (in a write transaction). */
 async function load(ctx: Ctx, db: Db, kind: KindEntry, id: string, parentId?: string, lock?: LockMode): Promise<StoredResource> {
   if (lock) await lockResources(db, ctx.db.provider, [id], lock);
-  const row = await db.resource.findUnique({ where: { id } });
+  const row = outsideWrite(ctx, db) ? await ctx.db.hot.resource(id) : await db.resource.findUnique({ where: { id } });
   if (!row || row.kind !== kind.kind || (parentId !== undefined && row.parentId !== parentId)) throw notFound(label(kind), id);
   return toStored(ctx, row as Row);
 }
@@ -238,15 +252,18 @@ function conflictOf(e: unknown): boolean {
  * rows in opposite orders) is run again, a few times. A unique-constraint race (two
  * writers, same key) becomes the 409 the check would have given, and a foreign-key
  * refusal (the database's own reference check) the 409 or 400 the engine's would have.
- * Tells the server after each commit (events may wait).
+ * Tells the server after each commit (events may wait), and forgets cached callers after
+ * a write of a kind that guards them.
  */
-async function transact<T>(ctx: Ctx, fn: (tx: Tx) => Promise<T>, what: 'write' | 'delete' = 'write'): Promise<T> {
+async function transact<T>(ctx: Ctx, kind: KindEntry, fn: (tx: Tx) => Promise<T>, what: 'write' | 'delete' = 'write'): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       const out = await ctx.db.prisma.$transaction(async (tx) => {
         await holdCaller(ctx, tx);
         return fn(tx);
       }, TX);
+      // Before the answer goes out: the next request with a deleted key is refused.
+      if (behaviourOf(kind.kind).guardsCallers) ctx.callers?.forget();
       ctx.afterCommit?.();
       return out;
     } catch (e) {
@@ -292,7 +309,7 @@ export async function createResource(ctx: Ctx, kind: KindEntry, input: unknown, 
   // Expensive preparation (key generation) runs before the write transaction opens.
   const prepared = (await b.prepare?.({ kind, id, body: parsed, ctx, tx: ctx.db.read as unknown as Tx })) ?? {};
   const body = prepared.body ?? parsed;
-  return transact(ctx, async (tx) => {
+  return transact(ctx, kind, async (tx) => {
     const parentId = await resolveParent(ctx, tx, kind, body, pathParams);
     await checkRefs(ctx, tx, kind, body);
     const [pub, secretFields] = splitSecrets(kind.fields, body);
@@ -319,12 +336,8 @@ export async function getResource(ctx: Ctx, kind: KindEntry, id: string, parentI
 
 export async function listResources(ctx: Ctx, kind: KindEntry, limit: number, beforeId?: string) {
   const db = ctx.db.read as unknown as Tx;
-  const rows = await db.resource.findMany({
-    where: { kind: kind.kind, ...(beforeId ? { id: { lt: beforeId } } : {}) },
-    orderBy: { id: 'desc' },
-    take: limit + 1,
-  });
-  const page = rows.slice(0, limit).map((r) => toStored(ctx, r as Row));
+  const rows = await ctx.db.hot.page(kind.kind, limit + 1, beforeId || undefined);
+  const page = rows.slice(0, limit).map((r) => toStored(ctx, r));
   return { items: await present(ctx, db, kind, page), more: rows.length > limit, lastId: page.at(-1)?.id };
 }
 
@@ -334,7 +347,7 @@ export async function listResources(ctx: Ctx, kind: KindEntry, limit: number, be
  * each to the result of the one before: none is lost.
  */
 async function rewrite(ctx: Ctx, kind: KindEntry, id: string, parentId: string | undefined, change: (full: Doc) => Doc, basePath: (string | number)[] = []) {
-  return transact(ctx, async (tx) => {
+  return transact(ctx, kind, async (tx) => {
     const prior = await load(ctx, tx, kind, id, parentId, 'NO KEY UPDATE');
     const full = mergeSecrets(prior.body, prior.secretFields);
     const parsed = parseInput(kind.create, change(full), basePath);
@@ -412,7 +425,7 @@ export async function deleteModule(ctx: Ctx, kind: KindEntry, name: string, id: 
 
 /** Deletes a resource and its children, honouring each reference's delete rule. */
 export async function deleteResource(ctx: Ctx, kind: KindEntry, id: string, parentId?: string) {
-  await transact(ctx, async (tx) => {
+  await transact(ctx, kind, async (tx) => {
     // Locked first: of two overlapping deletes the second waits, then finds nothing (404).
     const row = await load(ctx, tx, kind, id, parentId, 'UPDATE');
     await behaviourOf(kind.kind).deleting?.({ kind, row, ctx, tx });

@@ -38,12 +38,16 @@ class Queue {
  */
 const TAKE_WRITE_LOCK: SqlQuery = { sql: 'DELETE FROM "Setting" WHERE 0', args: [], argTypes: [] };
 
+/** A script the writer runs after every `every` committed transactions, in turn with the writes. */
+export interface Upkeep { every: number; script: string }
+
 class SerializedAdapter implements SqlDriverAdapter {
   readonly provider;
   readonly adapterName;
   private readonly queue = new Queue();
+  private commits = 0;
 
-  constructor(private readonly inner: SqlDriverAdapter) {
+  constructor(private readonly inner: SqlDriverAdapter, private readonly upkeep?: Upkeep) {
     this.provider = inner.provider;
     this.adapterName = inner.adapterName;
   }
@@ -76,9 +80,15 @@ class SerializedAdapter implements SqlDriverAdapter {
     // Prisma calls commit()/rollback() after sending COMMIT/ROLLBACK: then the next may go.
     const { commit, rollback } = tx;
     return Object.assign(tx, {
-      commit: () => commit.call(tx).finally(release),
+      commit: () => commit.call(tx).finally(release).then(() => this.committed()),
       rollback: () => rollback.call(tx).finally(release),
     });
+  }
+
+  private committed() {
+    if (!this.upkeep || ++this.commits % this.upkeep.every !== 0) return;
+    // Failing upkeep fails no write; the next round tries again.
+    void this.executeScript(this.upkeep.script).catch(() => {});
   }
 
   getConnectionInfo() {
@@ -91,10 +101,10 @@ class SerializedAdapter implements SqlDriverAdapter {
 }
 
 /** Wraps a driver adapter factory so its connection admits one writer at a time. */
-export function serializedWriter(factory: SqlDriverAdapterFactory): SqlDriverAdapterFactory {
+export function serializedWriter(factory: SqlDriverAdapterFactory, upkeep?: Upkeep): SqlDriverAdapterFactory {
   return {
     provider: factory.provider,
     adapterName: factory.adapterName,
-    connect: async () => new SerializedAdapter(await factory.connect()),
+    connect: async () => new SerializedAdapter(await factory.connect(), upkeep),
   };
 }

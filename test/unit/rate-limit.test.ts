@@ -6,10 +6,18 @@ describe('RateLimiter', () => {
   it('allows perMinute requests per sliding minute, then says how many seconds to wait', () => {
     const l = new RateLimiter(3);
     expect([l.take('k', 0), l.take('k', 10_000), l.take('k', 20_000)]).toEqual([0, 0, 0]);
-    expect(l.take('k', 30_000)).toBe(30); // the first hit leaves the window at 60 s
+    expect(l.take('k', 30_000)).toBe(31); // the first minute's 3 hits weigh 3 until just after 60 s
     expect(l.take('k', 59_999)).toBe(1); // never 0 while refused
-    expect(l.take('k', 60_001)).toBe(0); // the window slid past the first hit
-    expect(l.take('k', 60_002)).toBe(10); // now the hit at 10 s is the oldest
+    expect(l.take('k', 60_001)).toBe(0); // the last minute's 3 hits now weigh a little under 3
+    // A counter, not a log: the last minute's hits count as spread evenly over it, so the
+    // next fits when their weight has fallen to 2 (at 80 s), not when the hit at 10 s leaves.
+    expect(l.take('k', 60_002)).toBe(20);
+  });
+
+  it('costs the same per request whatever the limit: a window of counters, not a log', () => {
+    const l = new RateLimiter(1_000_000);
+    for (let i = 0; i < 200_000; i++) expect(l.take('k', i / 10)).toBe(0);
+    expect(l.size).toBe(1);
   });
 
   it('refused requests do not count against the key', () => {
@@ -32,11 +40,12 @@ describe('RateLimiter', () => {
     expect(l.size).toBe(0);
   });
 
-  it('forgets keys that went quiet', () => {
+  it('forgets keys that went quiet as new ones arrive', () => {
     const l = new RateLimiter(5);
     for (let i = 0; i < 500; i++) l.take(`old${i}`, 0);
-    for (let i = 0; i < 500; i++) l.take('busy', 120_000 + i);
-    expect(l.size).toBe(1);
+    // Each new key removes up to two that have been quiet for two windows.
+    for (let i = 0; i < 250; i++) l.take(`new${i}`, 120_000 + i);
+    expect(l.size).toBe(250);
   });
 
   it('with maxKeys, a flood of new keys keeps memory bounded and forgets the oldest first', () => {

@@ -1,0 +1,30 @@
+// The hot reads on PostgreSQL: named (server-side prepared) statements on the pool the
+// driver adapter holds (db.ts). Outside a transaction each sees committed rows only.
+// Timestamps are read as RFC 3339 text in UTC, as Prisma writes them (no time zone).
+import type { Pool } from 'pg';
+import type { HotReads, ResourceRow } from './hot-reads.js';
+
+// to_char, not ::text, whose form follows the session's DateStyle.
+const ISO = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`;
+const SELECT = `SELECT "id", "kind", "parentId", to_char("createdAt", ${ISO}) AS "createdAt", to_char("updatedAt", ${ISO}) AS "updatedAt", "data", "sealed" FROM "Resource"`;
+type Raw = Omit<ResourceRow, 'createdAt' | 'updatedAt'> & { createdAt: string; updatedAt: string };
+
+const toRow = (r: Raw): ResourceRow => ({ ...r, createdAt: new Date(r.createdAt), updatedAt: new Date(r.updatedAt) });
+
+export function hotReadsPg(pool: Pool): HotReads {
+  const run = async (name: string, text: string, values: unknown[]) => ((await pool.query({ name, text, values })).rows as Raw[]).map(toRow);
+  return {
+    async resource(id) {
+      const [row] = await run('edgeform_hot_one', `${SELECT} WHERE "id" = $1`, [id]);
+      return row;
+    },
+    page(kind, limit, beforeId) {
+      return beforeId === undefined
+        ? run('edgeform_hot_first', `${SELECT} WHERE "kind" = $1 ORDER BY "id" DESC LIMIT $2`, [kind, limit])
+        : run('edgeform_hot_after', `${SELECT} WHERE "kind" = $1 AND "id" < $2 ORDER BY "id" DESC LIMIT $3`, [kind, beforeId, limit]);
+    },
+    children(kind, parentIds) {
+      return run('edgeform_hot_children', `${SELECT} WHERE "kind" = $1 AND "parentId" = ANY($2) ORDER BY "id"`, [kind, parentIds]);
+    },
+  };
+}

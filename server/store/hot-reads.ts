@@ -1,0 +1,29 @@
+// The reads every API request makes outside a write (get one, a page, the embedded
+// children), as prepared statements on the database handle the driver adapter already
+// holds, instead of through Prisma's query engine (which cost ten times the statement
+// itself: bench/README.md, "The API's hot path"). One small module per database
+// (hot-sqlite.ts, hot-pg.ts) implements this; the engine calls only this interface, and
+// writes, with everything read inside them, stay on Prisma.
+
+/** A Resource row as Prisma returns it: `data` parsed, dates as Dates. */
+export interface ResourceRow {
+  id: string;
+  kind: string;
+  parentId: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  data: unknown;
+  sealed: string | null;
+}
+
+export interface HotReads {
+  /** The row with this id, committed data only. */
+  resource(id: string): Promise<ResourceRow | undefined>;
+  /** Up to `limit` rows of a kind, newest first (ids sort by creation), ids below `beforeId` when given. */
+  page(kind: string, limit: number, beforeId?: string): Promise<ResourceRow[]>;
+  /** The rows of `kind` whose parent is one of `parentIds`, in id order. */
+  children(kind: string, parentIds: string[]): Promise<ResourceRow[]>;
+}
+
+/** The columns every statement selects, in the schema's names. */
+export const COLUMNS = '"id", "kind", "parentId", "createdAt", "updatedAt", "data", "sealed"';

@@ -1,0 +1,45 @@
+// The hot reads on SQLite: statements prepared once on the read-only connection (db.ts),
+// run synchronously by better-sqlite3. Dates are stored as RFC 3339 text, JSON as text.
+import type BetterSqlite3 from 'better-sqlite3';
+import { COLUMNS, type HotReads, type ResourceRow } from './hot-reads.js';
+
+type Raw = { id: string; kind: string; parentId: string | null; createdAt: string; updatedAt: string; data: string; sealed: string | null };
+
+const toRow = (r: Raw): ResourceRow => ({ ...r, createdAt: new Date(r.createdAt), updatedAt: new Date(r.updatedAt), data: JSON.parse(r.data) });
+
+/** Children statements by how many parents they take (a page has up to 100). */
+const PARENT_BATCH = 100;
+
+export function hotReadsSqlite(db: BetterSqlite3.Database): HotReads {
+  const one = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "id" = ?`);
+  const first = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "kind" = ? ORDER BY "id" DESC LIMIT ?`);
+  const after = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "kind" = ? AND "id" < ? ORDER BY "id" DESC LIMIT ?`);
+  const byParents = new Map<number, BetterSqlite3.Statement>();
+  const childrenOf = (n: number) => {
+    let stmt = byParents.get(n);
+    if (!stmt) {
+      stmt = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "kind" = ? AND "parentId" IN (${Array(n).fill('?').join(', ')}) ORDER BY "id"`);
+      byParents.set(n, stmt);
+    }
+    return stmt;
+  };
+  return {
+    async resource(id) {
+      const row = one.get(id) as Raw | undefined;
+      return row && toRow(row);
+    },
+    async page(kind, limit, beforeId) {
+      const rows = (beforeId === undefined ? first.all(kind, limit) : after.all(kind, beforeId, limit)) as Raw[];
+      return rows.map(toRow);
+    },
+    async children(kind, parentIds) {
+      const out: ResourceRow[] = [];
+      for (let i = 0; i < parentIds.length; i += PARENT_BATCH) {
+        const ids = parentIds.slice(i, i + PARENT_BATCH);
+        out.push(...(childrenOf(ids.length).all(kind, ...ids) as Raw[]).map(toRow));
+      }
+      // Batches each come in id order; together they need one more sort.
+      return parentIds.length > PARENT_BATCH ? out.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)) : out;
+    },
+  };
+}

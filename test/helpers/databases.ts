@@ -1,0 +1,30 @@
+// The two databases a suite runs on, and a server on either: SQLite always, PostgreSQL (a
+// throwaway cluster, scripts/pg-cluster.mjs) where initdb is on the PATH.
+// @ts-expect-error: a plain .mjs script without types
+import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
+import type { ServerConfig } from '../../server/config.js';
+import { startTestServer, type TestServer } from './server.js';
+
+export const pgAvailable: boolean = postgresAvailable();
+
+/** For describe.each: each database, with whether its cases must be skipped here. */
+export const DATABASES = [
+  { db: 'SQLite', skip: false },
+  { db: 'PostgreSQL', skip: !pgAvailable },
+] as const;
+
+/** A test server on `db` (a fresh database named `name` in a cluster of its own on PostgreSQL); close() stops both. */
+export async function serverOn(db: 'SQLite' | 'PostgreSQL', name: string, overrides: Partial<ServerConfig> = {}): Promise<{ s: TestServer; close(): Promise<void> }> {
+  if (db === 'SQLite') {
+    const s = await startTestServer(overrides);
+    return { s, close: () => s.close() };
+  }
+  const pg = await startPostgres();
+  try {
+    const s = await startTestServer({ databaseUrl: await pg.createDatabase(name), ...overrides });
+    return { s, close: async () => { await s.close().catch(() => {}); pg.stop(); } };
+  } catch (e) {
+    pg.stop();
+    throw e;
+  }
+}

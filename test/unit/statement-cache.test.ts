@@ -1,0 +1,38 @@
+// The writer's statement cache (server/store/statement-cache.ts): each SQL text is compiled
+// once, and every binding of it runs with its own arguments.
+import Sqlite from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { cacheStatements } from '../../server/store/statement-cache.js';
+
+type Bound = { reader: boolean; bind(args: unknown[]): Bound; run(): { changes: number }; raw(): { all(): unknown[][] }; columns(): { name: string }[] };
+
+describe('cacheStatements', () => {
+  it('compiles a text once and runs each binding with its own arguments, as the adapter calls it', () => {
+    const db = new Sqlite(':memory:');
+    const compiled: string[] = [];
+    const original = db.prepare.bind(db);
+    db.prepare = ((sql: string) => { compiled.push(sql); return original(sql); }) as typeof db.prepare;
+    cacheStatements(db);
+    const prepare = (sql: string) => (db.prepare as unknown as (sql: string) => Bound)(sql);
+    prepare('CREATE TABLE t (id TEXT, n INTEGER)').run();
+    for (let i = 0; i < 3; i++) expect(prepare('INSERT INTO t VALUES (?, ?)').bind([`r${i}`, i]).run().changes).toBe(1);
+    const select = prepare('SELECT id, n FROM t WHERE n >= ? ORDER BY n');
+    expect(select.reader).toBe(true);
+    expect(select.columns().map((c) => c.name)).toEqual(['id', 'n']);
+    expect(select.bind([1]).raw().all()).toEqual([['r1', 1], ['r2', 2]]);
+    expect(prepare('SELECT id, n FROM t WHERE n >= ? ORDER BY n').bind([2]).raw().all()).toEqual([['r2', 2]]);
+    expect(compiled.filter((sql) => sql.startsWith('INSERT'))).toHaveLength(1);
+    expect(compiled.filter((sql) => sql.startsWith('SELECT'))).toHaveLength(1);
+  });
+
+  it('keeps at most `max` statements, compiling a dropped one again when it comes back', () => {
+    const db = new Sqlite(':memory:');
+    const compiled: string[] = [];
+    const original = db.prepare.bind(db);
+    db.prepare = ((sql: string) => { compiled.push(sql); return original(sql); }) as typeof db.prepare;
+    cacheStatements(db, 2);
+    const run = (sql: string) => (db.prepare as unknown as (sql: string) => Bound)(sql).raw().all();
+    for (const sql of ['SELECT 1', 'SELECT 2', 'SELECT 3', 'SELECT 1']) run(sql);
+    expect(compiled).toEqual(['SELECT 1', 'SELECT 2', 'SELECT 3', 'SELECT 1']);
+  });
+});
