@@ -116,14 +116,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       metrics,
       async close() {
         closing = true;
-        const ingressDrained = ingress?.drain({ ...DRAIN_DEFAULTS, ...config.drain }.deadlineMs);
-        // The listener stops accepting at once (drain's first step); meanwhile agents are told
-        // the server is closing and reconnect elsewhere, rather than have their upgraded
-        // connections cut as idle by the drain.
+        // Both listeners stop accepting at once (each drain's first step). The ingress's
+        // requests and streams in flight ride on agents' connections, so they finish before
+        // agents are told the server is closing (they reconnect elsewhere).
         const drained = drain();
+        await ingress?.drain({ ...DRAIN_DEFAULTS, ...config.drain }.deadlineMs);
         await gateway.stop();
         await drained;
-        await ingressDrained;
         await app.close();
         await worker.stop();
         await db.close();

@@ -23,6 +23,9 @@ export function drainable(server: Server, opts: DrainOptions = DRAIN_DEFAULTS) {
     connections.set(socket, { active: 0, idleSince: Date.now(), ending: false });
     socket.once('close', () => connections.delete(socket));
   });
+  // An upgraded connection (an agent's) belongs to whoever took it over, which closes it in
+  // its own time: cut as idle here, it would take the ingress's streams in flight with it.
+  server.on('upgrade', (req) => connections.delete(req.socket));
   server.on('request', (req, res) => {
     const c = connections.get(req.socket);
     if (!c) return;
