@@ -19,7 +19,8 @@ async function checkPorts(ctx: Ctx, tx: Tx, kind: string, id: string, body: Doc)
     const held = await tx.uniqueKey.findMany({ where: { scope: 'hostport', value: { endsWith: `:${port}` }, NOT: { resourceId: id } }, take: 50 });
     for (const h of held) {
       const other = kindOfId(h.resourceId);
-      if (!other || portOf(h.value) !== port) continue;
+      // The very same hostport is the unique check's to refuse (ERR_SERVICE_320).
+      if (!other || portOf(h.value) !== port || (body.hostports as string[]).includes(h.value)) continue;
       if (other.kind === kind && kind !== tcpEdge.kind) continue;
       const mine = ((body.hostports ?? []) as string[]).find((hp) => portOf(hp) === port)!;
       const why = other.kind === kind ? `a TCP port carries one edge (raw TCP names no host to choose by)` : `a port speaks one protocol`;

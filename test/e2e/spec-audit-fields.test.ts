@@ -104,7 +104,7 @@ const cases: Case[] = [
   // Resources SPEC only names; their fields are DECISIONS'.
   {
     name: 'TCP edge', path: '/edges/tcp', prefix: 'edgtcp', envelope: 'tcp_edges',
-    body: async () => ({ hostports: [freshHostport(21000)] }),
+    body: async () => ({ hostports: [freshHostport()] }),
     fields: { ...common, hostports: 'list', backend: 'object?', ip_restriction: 'object?', traffic_policy: 'object?' },
   },
   {

@@ -220,5 +220,11 @@ export async function createRefs(s: TestServer): Promise<Refs> {
 }
 
 let hostCounter = 0;
-/** A hostport no other test uses. */
-export const freshHostport = (port = 443) => `h${process.pid}-${++hostCounter}.example.com:${port}`;
+/**
+ * A hostport no other test uses. Without a port, its port is fresh too: a port carries one
+ * kind of edge (and one TCP edge), so suites that create every kind must not share one.
+ */
+export const freshHostport = (port?: number) => {
+  const n = ++hostCounter;
+  return `h${process.pid}-${n}.example.com:${port ?? 20000 + (n % 40000)}`;
+};
