@@ -13,21 +13,20 @@ import { label } from './engine.js';
 const EDGES = [httpsEdge, tcpEdge, tlsEdge];
 
 async function checkPorts(ctx: Ctx, tx: Tx, kind: string, id: string, body: Doc) {
-  const mine = new Set(((body.hostports ?? []) as string[]).map((hp) => hp.toLowerCase()));
-  const ports = [...new Set([...mine].map(portOf))].sort((a, b) => a - b);
+  const ports = [...new Set(((body.hostports ?? []) as string[]).map(portOf))].sort((a, b) => a - b);
   for (const port of ports) {
     if (ctx.db.provider === 'postgresql') await tx.$queryRawUnsafe('SELECT pg_advisory_xact_lock(hashtext($1))::text AS locked', `edgeform-port:${port}`);
     const held = await tx.uniqueKey.findMany({ where: { scope: 'hostport', value: { endsWith: `:${port}` }, NOT: { resourceId: id } }, take: 50 });
     for (const h of held) {
       const other = kindOfId(h.resourceId);
-      // The same hostport held by another edge is the hostport's own conflict (ERR_SERVICE_320, naming it), not the port's.
-      if (!other || portOf(h.value) !== port || mine.has(h.value)) continue;
+      // The very same hostport is the unique check's to refuse (ERR_SERVICE_320).
+      if (!other || portOf(h.value) !== port || (body.hostports as string[]).includes(h.value)) continue;
       if (other.kind === kind && kind !== tcpEdge.kind) continue;
-      const first = [...mine].find((hp) => portOf(hp) === port)!;
+      const mine = ((body.hostports ?? []) as string[]).find((hp) => portOf(hp) === port)!;
       const why = other.kind === kind ? `a TCP port carries one edge (raw TCP names no host to choose by)` : `a port speaks one protocol`;
-      throw new ApiError('ERR_SERVICE_700', `hostports: port ${port} of ${first} is held by ${label(other)} ${h.resourceId} (${hostOf(h.value)}:${port}); ${why}, so use another port for this ${label(EDGES.find((e) => e.kind === kind)!)}`, {
+      throw new ApiError('ERR_SERVICE_700', `hostports: port ${port} of ${mine} is held by ${label(other)} ${h.resourceId} (${hostOf(h.value)}:${port}); ${why}, so use another port for this ${label(EDGES.find((e) => e.kind === kind)!)}`, {
         field: 'hostports',
-        value: first,
+        value: mine,
         conflicting_id: h.resourceId,
       });
     }

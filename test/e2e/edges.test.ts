@@ -129,23 +129,22 @@ describe('hostports', () => {
   });
 
   it.each([
-    { reason: 'leading zeros in a group', value: '[2001:0db8:0006::0001]:443' },
-    { reason: 'upper-case hex and no :: compression', value: '[2001:DB8:6:0:0:0:0:1]:443' },
-    { reason: 'the shorter of two zero runs compressed', value: '[2001:db8:6::0:0:0:1]:443' },
-    { reason: 'a leading zero in the port', value: '[2001:db8:6::1]:0443' },
+    { reason: 'leading zeros in a group', value: '[2001:0db8:0006::0001]:7443' },
+    { reason: 'upper-case hex and no :: compression', value: '[2001:DB8:6:0:0:0:0:1]:7443' },
+    { reason: 'the shorter of two zero runs compressed', value: '[2001:db8:6::0:0:0:1]:7443' },
+    { reason: 'a leading zero in the port', value: '[2001:db8:6::1]:07443' },
   ])('an IPv6 hostport with $reason is stored and read in RFC 5952 form, and its other spellings are 409 or 400', async ({ value }) => {
-    // HTTPS, as the other edges of this file on port 443: a port speaks one kind of edge.
-    const edge = await create('/edges/https', { hostports: [value] });
-    expect(edge.hostports).toEqual(['[2001:db8:6::1]:443']);
-    expect((await s.get(`/edges/https/${edge.id}`)).body.hostports).toEqual(['[2001:db8:6::1]:443']);
+    const edge = await create('/edges/tls', { hostports: [value] });
+    expect(edge.hostports).toEqual(['[2001:db8:6::1]:7443']);
+    expect((await s.get(`/edges/tls/${edge.id}`)).body.hostports).toEqual(['[2001:db8:6::1]:7443']);
     // The canonical spelling and another long one are the same hostport: held by this edge.
-    for (const other of ['[2001:db8:6::1]:443', '[2001:0DB8:0006:0000:0000:0000:0000:0001]:443']) {
+    for (const other of ['[2001:db8:6::1]:7443', '[2001:0DB8:0006:0000:0000:0000:0000:0001]:7443']) {
       const conflict = expectError(await s.post('/edges/https', { hostports: [other] }), 409, 'ERR_SERVICE_320');
-      expect(conflict.details).toMatchObject({ field: 'hostports', value: '[2001:db8:6::1]:443', conflicting_id: edge.id });
+      expect(conflict.details).toMatchObject({ field: 'hostports', value: '[2001:db8:6::1]:7443', conflicting_id: edge.id });
     }
     // Within one edge, two spellings of it are one hostport listed twice.
-    expectInvalid(await s.post('/edges/tcp', { hostports: [value, '[2001:db8:6::1]:443'] }), 'hostports[1]');
-    expect((await s.del(`/edges/https/${edge.id}`)).status).toBe(204);
+    expectInvalid(await s.post('/edges/tcp', { hostports: [value, '[2001:db8:6::1]:7443'] }), 'hostports[1]');
+    expect((await s.del(`/edges/tls/${edge.id}`)).status).toBe(204);
   });
 
   it('a hostport listed twice in one edge is 400', async () => {

@@ -53,7 +53,7 @@ describe('reconciler: export', () => {
     });
     await post(`/edges/https/${ids.edge}/routes`, { match_type: 'exact_path', match: '/hooks', backend: { backend_id: ids.agents }, webhook_verification: { provider: 'stripe', secret: SECRETS.webhook } });
     await post('/edges/tcp', { hostports: ['tcp.example.com:22022'], backend: { backend_id: ids.agents }, ip_restriction: { ip_policy_ids: [ids.office] }, traffic_policy: { value: TCP_POLICY } });
-    await post('/edges/tls', { hostports: ['tls.example.com:9443'], backend: { backend_id: ids.split }, tls_termination: { terminate_at: 'agent' } });
+    await post('/edges/tls', { hostports: ['tls.example.com:8443'], backend: { backend_id: ids.split }, tls_termination: { terminate_at: 'agent' } });
     await post('/event_destinations', { description: 'hook', target: { http: { url: 'https://hooks.example.com/x', secret: SECRETS.hook } } });
     // Another stack's resource: export leaves it to that stack.
     const theirs = manifestDir({ 'theirs.yaml': 'kind: IPPolicy\nname: theirs\ndescription: theirs\n' });

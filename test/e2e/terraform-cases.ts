@@ -298,8 +298,8 @@ saml {
   {
     type: 'edgeform_tls_edge', name: 'passthrough', why: 'a module whose default depends on another field (min_version null upstream, 1.2 at the edge)',
     hcl: {
-      v1: 'hostports = ["tls.example.com:9443"]\ntls_termination {\n  terminate_at = "upstream"\n}\nbackend {\n  backend_id = edgeform_tunnel_group_backend.prod.id\n}',
-      v2: 'hostports = ["tls.example.com:9443"]\ntls_termination {\n  terminate_at = "edge"\n}\nbackend {\n  backend_id = edgeform_tunnel_group_backend.prod.id\n}',
+      v1: 'hostports = ["tls.example.com:8443"]\ntls_termination {\n  terminate_at = "upstream"\n}\nbackend {\n  backend_id = edgeform_tunnel_group_backend.prod.id\n}',
+      v2: 'hostports = ["tls.example.com:8443"]\ntls_termination {\n  terminate_at = "edge"\n}\nbackend {\n  backend_id = edgeform_tunnel_group_backend.prod.id\n}',
     },
     outOfBand: describe('changed by hand'),
   },

@@ -221,8 +221,10 @@ export async function createRefs(s: TestServer): Promise<Refs> {
 
 let hostCounter = 0;
 /**
- * A hostport no other test uses, on a port of its own unless one is given: a port speaks one
- * kind of edge (an HTTPS edge's port takes no TCP edge), so tests that make edges of every
- * kind must not share ports by accident.
+ * A hostport no other test uses. Without a port, its port is fresh too: a port carries one
+ * kind of edge (and one TCP edge), so suites that create every kind must not share one.
  */
-export const freshHostport = (port?: number) => `h${process.pid}-${++hostCounter}.example.com:${port ?? 10000 + (hostCounter % 50000)}`;
+export const freshHostport = (port?: number) => {
+  const n = ++hostCounter;
+  return `h${process.pid}-${n}.example.com:${port ?? 20000 + (n % 40000)}`;
+};
