@@ -168,13 +168,13 @@ export class Gateway {
       return;
     }
     live.agentVersion = hello.agent_version;
-    let { rows, results } = this.bind(credential, hello.tunnels);
+    const { rows: asked, results } = this.bind(credential, hello.tunnels);
     const ip = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
     const taken = await createSession(this.ctx, this.instanceId, {
       id: sessionId, credentialId: credential.credentialId, ip, os: hello.os, agentVersion: hello.agent_version,
       metadata: hello.metadata, region: this.opts.region, startedAt: new Date(),
-    }, rows, { repick: () => this.tcpUrl(), staleBefore: () => new Date(Date.now() - 3 * this.leaseTick) });
-    rows = settleTaken(sessionId, rows, results, taken);
+    }, asked, { repick: () => this.tcpUrl(), staleBefore: () => new Date(Date.now() - 3 * this.leaseTick) });
+    const rows = settleTaken(sessionId, asked, results, taken);
     if (conn.isClosed) {
       await deleteSessions(this.ctx, [sessionId]);
       return;
