@@ -60,9 +60,6 @@ export class Gateway {
   }
 
   async start(server: Server) {
-    // On SQLite this process is the only instance: sessions left from before it started (a
-    // crash) are held by nobody, and their hostnames must be free for the agents reconnecting.
-    if (this.ctx.db.provider === 'sqlite') await deleteSessions(this.ctx, await staleSessions(this.ctx, new Date()));
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
       this.onUpgrade(req, socket, head).catch((e) => {
         this.opts.log({ level: 'error', msg: `agent connection failed: ${(e as Error).message}` });
@@ -173,7 +170,7 @@ export class Gateway {
     const taken = await createSession(this.ctx, this.instanceId, {
       id: sessionId, credentialId: credential.credentialId, ip, os: hello.os, agentVersion: hello.agent_version,
       metadata: hello.metadata, region: this.opts.region, startedAt: new Date(),
-    }, asked, { repick: () => this.tcpUrl(), staleBefore: () => new Date(Date.now() - 3 * this.leaseTick) });
+    }, asked, { repick: () => this.tcpUrl(), staleBefore: () => new Date(Date.now() - 3 * this.leaseTick), staleAfterMs: 3 * this.leaseTick });
     const rows = settleTaken(sessionId, asked, results, taken);
     if (conn.isClosed) {
       await deleteSessions(this.ctx, [sessionId]);

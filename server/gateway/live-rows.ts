@@ -65,6 +65,11 @@ class StaleHolder extends Error {
   constructor(readonly sessionId: string) { super(`tunnel session ${sessionId} is stale`); }
 }
 
+/** The holder's lease is fresh but might be a crashed instance's last: the write waits until it would be stale, then looks again. */
+class UntilStale extends Error {
+  constructor(readonly at: number) { super('waiting for a lease to be renewed or go stale'); }
+}
+
 /**
  * Writes a session, its lease and its tunnels in one transaction, with their created events.
  * Each endpoint takes its key in the UniqueKey table (primary key scope + value), so two
@@ -74,12 +79,16 @@ class StaleHolder extends Error {
  * the check fails this transaction on the constraint; it is then run again, and the check sees it.
  */
 export async function createSession(ctx: ServerContext, instanceId: string, s: SessionRow, tunnels: TunnelRow[], opts: SessionWriteOptions): Promise<TakenEndpoint[]> {
+  let waited = false;
   for (let attempt = 0; ; attempt++) {
     try {
-      return await writeSession(ctx, instanceId, s, tunnels, opts);
+      return await writeSession(ctx, instanceId, s, tunnels, { ...opts, mayWait: !waited });
     } catch (e) {
       if (e instanceof StaleHolder && attempt < 4) await deleteSessions(ctx, [e.sessionId]);
-      else if (!isUniqueViolation(e) || attempt >= 4) throw e;
+      else if (e instanceof UntilStale) {
+        waited = true;
+        await new Promise((r) => setTimeout(r, Math.max(0, e.at - Date.now())));
+      } else if (!isUniqueViolation(e) || attempt >= 4) throw e;
     }
   }
 }
@@ -89,9 +98,11 @@ export interface SessionWriteOptions {
   repick: (t: TunnelRow) => string;
   /** A session whose lease was last renewed before this is stale: its hostnames are free. */
   staleBefore: () => Date;
+  /** How long a lease stays fresh without renewal (ms). */
+  staleAfterMs: number;
 }
 
-async function writeSession(ctx: ServerContext, instanceId: string, s: SessionRow, tunnels: TunnelRow[], opts: SessionWriteOptions): Promise<TakenEndpoint[]> {
+async function writeSession(ctx: ServerContext, instanceId: string, s: SessionRow, tunnels: TunnelRow[], opts: SessionWriteOptions & { mayWait: boolean }): Promise<TakenEndpoint[]> {
   const taken: TakenEndpoint[] = [];
   await ctx.db.prisma.$transaction(async (tx) => {
     const placed: TunnelRow[] = [];
@@ -105,6 +116,10 @@ async function writeSession(ctx: ServerContext, instanceId: string, s: SessionRo
       const holderSession = holderTunnel ? (await tx.resource.findUnique({ where: { id: holderTunnel }, select: { parentId: true } }))?.parentId ?? undefined : undefined;
       const lease = holderSession ? await tx.agentLease.findUnique({ where: { sessionId: holderSession } }) : null;
       if (holderSession && (!lease || lease.seenAt < opts.staleBefore())) throw new StaleHolder(holderSession);
+      // Once per session write: the holder may be the previous session of this very agent,
+      // left by an instance that crashed a moment ago; if its lease is not renewed by the
+      // time it would be stale, it is swept and the agent gets its hostname back.
+      if (lease && opts.mayWait && lease.instanceId !== instanceId) throw new UntilStale(lease.seenAt.getTime() + opts.staleAfterMs + 50);
       return { holderTunnel, holderSession };
     };
     for (const t of tunnels) {

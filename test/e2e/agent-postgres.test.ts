@@ -70,14 +70,14 @@ describe.skipIf(!available)('agents on several instances (PostgreSQL)', () => {
     const winners = racers.filter((r) => /online: tn_/.test(r.output()));
     expect(winners).toHaveLength(1);
     expect(racers.filter((r) => /refused: .*pg\.example\.com is already served.*ERR_SERVICE_320/.test(r.output()))).toHaveLength(3);
-    expect((await tunnels(b)).map((t) => t.public_url)).toEqual(['http://pg.example.com']);
+    await until(async () => (await tunnels(b)).map((t) => t.public_url).join() === 'http://pg.example.com', 10_000);
     // The holder goes; an agent on either instance gets the hostname.
     winners[0].kill();
     await until(async () => (await tunnels(a)).length === 0, 10_000);
     const next = startAgent(['--config', hostnameConfig('pg.example.com'), '--api-url', b.url, '--authtoken', cr.token]);
     agents.push(next);
     await next.waitFor('online: tn_');
-    expect((await tunnels(a)).map((t) => t.public_url)).toEqual(['http://pg.example.com']);
+    await until(async () => (await tunnels(a)).map((t) => t.public_url).join() === 'http://pg.example.com', 10_000);
     for (const r of [...racers, next]) r.kill();
     await until(async () => (await sessions(a)).length === 0, 10_000);
   });
