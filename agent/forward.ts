@@ -1,16 +1,16 @@
 // Relayed streams, on the agent: each HTTP/2 stream the server opens is one request to the
-// tunnel's upstream (bodies piped both ways, never buffered), or, for CONNECT, one raw TCP
-// connection to it (TCP and TLS tunnels, WebSockets).
-import http from 'node:http';
-import https from 'node:https';
-import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+// tunnel's upstream (bodies streamed both ways under backpressure, never buffered), or, for
+// CONNECT, one raw TCP connection to it (TCP and TLS tunnels, WebSockets).
+import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import net from 'node:net';
+import type { Readable } from 'node:stream';
+import { Agent, type Dispatcher } from 'undici';
 import { AGENT_ERROR_HEADER } from './protocol.js';
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'http2-settings']);
+/** Connection-specific headers, which neither HTTP/2 nor a relayed request carries (undici refuses `expect`). */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'http2-settings', 'expect', 'edgeform-tunnel-id']);
 
-const httpAgent = new http.Agent({ keepAlive: true, maxSockets: 256 });
-const httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 256 });
+const dispatcher = new Agent({ connections: 256 });
 
 /** host and port of a `forwards_to` (a URL or host:port). */
 export function hostPortOf(forwardsTo: string): { host: string; port: number; tls: boolean } {
@@ -23,6 +23,7 @@ export function hostPortOf(forwardsTo: string): { host: string; port: number; tl
 function fail(stream: ServerHttp2Stream, status: number, msg: string, reason: string) {
   if (stream.destroyed) return;
   if (!stream.headersSent) {
+    // Marked as the agent's own answer, so the edge tells it from an upstream's real 502.
     stream.respond({ ':status': status, 'content-type': 'text/plain; charset=utf-8', [AGENT_ERROR_HEADER]: reason });
     stream.end(`${msg}\n`);
   } else stream.close(constants.NGHTTP2_INTERNAL_ERROR);
@@ -42,32 +43,73 @@ export function relayTcp(stream: ServerHttp2Stream, forwardsTo: string) {
   stream.on('close', () => socket.destroy());
 }
 
+/** Where a `forwards_to` sends HTTP: its origin and path prefix (parsed once per tunnel, not per request). */
+interface Upstream { origin: string; prefix: string; host: string }
+const upstreams = new Map<string, Upstream>();
+function upstreamOf(forwardsTo: string): Upstream {
+  let u = upstreams.get(forwardsTo);
+  if (!u) {
+    const base = /^[a-z]+:\/\//i.test(forwardsTo) ? new URL(forwardsTo) : new URL(`http://${forwardsTo}`);
+    u = { origin: base.origin, prefix: base.pathname === '/' ? '' : base.pathname.replace(/\/$/, ''), host: base.host };
+    upstreams.set(forwardsTo, u);
+  }
+  return u;
+}
+
+/**
+ * One relayed request: undici's dispatcher (keep-alive HTTP/1.1, no per-request
+ * ClientRequest/IncomingMessage streams) sends it upstream; the request body is pulled from
+ * the HTTP/2 stream as the upstream socket takes it, and each response chunk is written to
+ * the stream, pausing the upstream while the stream's flow-control window is full. Nothing
+ * is buffered beyond those windows.
+ */
 export function relayHttp(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, forwardsTo: string) {
-  const base = /^[a-z]+:\/\//i.test(forwardsTo) ? new URL(forwardsTo) : new URL(`http://${forwardsTo}`);
-  const secure = base.protocol === 'https:';
-  const out: http.OutgoingHttpHeaders = {};
-  for (const [k, v] of Object.entries(headers)) if (!k.startsWith(':') && !HOP_BY_HOP.has(k) && k !== 'edgeform-tunnel-id' && v !== undefined) out[k] = v;
-  out.host = String(headers[':authority'] ?? base.host);
-  const prefix = base.pathname === '/' ? '' : base.pathname.replace(/\/$/, '');
-  const req = (secure ? https : http).request({
-    protocol: base.protocol,
-    hostname: base.hostname.replace(/^\[|\]$/g, ''),
-    port: base.port || (secure ? 443 : 80),
-    method: String(headers[':method']),
-    path: `${prefix}${headers[':path'] ?? '/'}`,
+  const up = upstreamOf(forwardsTo);
+  const out: Record<string, string | string[]> = {};
+  for (const k in headers) {
+    const v = headers[k];
+    if (v !== undefined && k.charCodeAt(0) !== 58 /* : */ && !HOP_BY_HOP.has(k)) out[k] = v;
+  }
+  out.host = String(headers[':authority'] ?? up.host);
+  let controller: Dispatcher.DispatchController | undefined;
+  let done = false;
+  stream.on('error', () => controller?.abort(new Error('the relayed stream failed')));
+  stream.on('close', () => { if (!done) controller?.abort(new Error('the relayed stream closed')); });
+  const handler: Dispatcher.DispatchHandler = {
+    onRequestStart(c) {
+      controller = c;
+      if (stream.destroyed) c.abort(new Error('the relayed stream closed'));
+    },
+    onResponseStart(c, statusCode, resHeaders) {
+      if (stream.destroyed) return c.abort(new Error('the relayed stream closed'));
+      const back: OutgoingHttpHeaders = { ':status': statusCode };
+      for (const k in resHeaders) if (!HOP_BY_HOP.has(k)) back[k] = resHeaders[k];
+      stream.respond(back);
+    },
+    onResponseData(c, chunk) {
+      if (!stream.write(chunk)) {
+        c.pause();
+        stream.once('drain', () => c.resume());
+      }
+    },
+    onResponseEnd() {
+      done = true;
+      stream.end();
+    },
+    onResponseError(_c, e) {
+      done = true;
+      fail(stream, 502, `the agent could not reach ${forwardsTo}: ${(e as NodeJS.ErrnoException).code ?? e.message}`, (e as NodeJS.ErrnoException).code ?? 'error');
+    },
+  };
+  dispatcher.dispatch({
+    origin: up.origin,
+    method: String(headers[':method']) as Dispatcher.HttpMethod,
+    path: `${up.prefix}${headers[':path'] ?? '/'}`,
     headers: out,
-    agent: secure ? httpsAgent : httpAgent,
-  });
-  req.on('response', (res) => {
-    const back: Record<string, string | string[] | number> = { ':status': res.statusCode ?? 502 };
-    for (const [k, v] of Object.entries(res.headers)) if (!HOP_BY_HOP.has(k) && v !== undefined) back[k] = v;
-    if (stream.destroyed) return res.destroy();
-    stream.respond(back);
-    res.pipe(stream);
-    res.on('error', () => stream.close(constants.NGHTTP2_INTERNAL_ERROR));
-  });
-  req.on('error', (e) => fail(stream, 502, `the agent could not reach ${forwardsTo}: ${(e as NodeJS.ErrnoException).code ?? e.message}`, (e as NodeJS.ErrnoException).code ?? 'error'));
-  stream.on('error', () => req.destroy());
-  stream.on('close', () => { if (!req.writableFinished) req.destroy(); });
-  stream.pipe(req);
+    // A request without a body ends with its HEADERS frame. Otherwise the body is read from
+    // the stream as it comes (an iterator, pulled as the upstream socket takes it): undici
+    // destroys a stream body at its end, which would reset the stream before the response.
+    // (undici documents async iterables as bodies; its types list only Readable.)
+    body: stream.endAfterHeaders ? null : (stream.iterator({ destroyOnReturn: false }) as unknown as Readable),
+  }, handler);
 }

@@ -16,7 +16,7 @@ import { authenticateAgent, checkOwnerActive, type AgentCredential } from './aut
 import { agentBundle } from './bundle.js';
 import { busFor, type Bus, type BusReply } from './bus.js';
 import { AgentConnection, TimeoutError } from './connection.js';
-import { createSession, deleteSessions, holderOf, renewLeases, staleSessions, type TunnelRow } from './live-rows.js';
+import { createSession, deleteSessions, holderOf, renewLeases, staleSessions, type TakenEndpoint, type TunnelRow } from './live-rows.js';
 
 export interface GatewayOptions {
   /** Agent heartbeat interval (ms): pings every half; a session is gone within one interval after its agent. */
@@ -81,7 +81,7 @@ export class Gateway {
     };
     // Leases: renewed every fifth of the interval, stale after three fifths; so sessions of a
     // crashed instance are swept within one interval by any instance still running.
-    const tick = Math.max(20, Math.floor(this.opts.heartbeatMs / 5));
+    const tick = this.leaseTick;
     every(tick, async () => {
       const held = [...this.sessions.keys()];
       if (held.length) {
@@ -103,6 +103,9 @@ export class Gateway {
     await Promise.all(this.deleting);
     await this.bus.stop();
   }
+
+  /** Leases are renewed every fifth of the heartbeat interval, and stale after three of these ticks. */
+  private get leaseTick() { return Math.max(20, Math.floor(this.opts.heartbeatMs / 5)); }
 
   /** Sessions held here (for the bench and tests). */
   get sessionCount() { return this.sessions.size; }
@@ -164,12 +167,13 @@ export class Gateway {
       return;
     }
     live.agentVersion = hello.agent_version;
-    const { rows, results } = this.bind(credential, hello.tunnels);
+    const { rows: asked, results } = this.bind(credential, hello.tunnels);
     const ip = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
-    await createSession(this.ctx, this.instanceId, {
+    const taken = await createSession(this.ctx, this.instanceId, {
       id: sessionId, credentialId: credential.credentialId, ip, os: hello.os, agentVersion: hello.agent_version,
       metadata: hello.metadata, region: this.opts.region, startedAt: new Date(),
-    }, rows);
+    }, asked, { repick: () => this.tcpUrl(), staleBefore: () => new Date(Date.now() - 3 * this.leaseTick), staleAfterMs: 3 * this.leaseTick });
+    const rows = settleTaken(sessionId, asked, results, taken);
     if (conn.isClosed) {
       await deleteSessions(this.ctx, [sessionId]);
       return;
@@ -209,12 +213,17 @@ export class Gateway {
       const proto = t.proto!;
       const host = proto === 'tcp' ? this.opts.endpointDomain : (t.hostname ?? `${randomBytes(6).toString('hex')}.${this.opts.endpointDomain}`).toLowerCase();
       if (!bindAllowed(credential.acl, t, host)) { fail('ERR_SERVICE_212', refusal(credential.acl, t, host)); continue; }
-      const publicUrl = proto === 'tcp' ? `tcp://${host}:${randomInt(10000, 60000)}` : `${proto}://${host}`;
+      const publicUrl = proto === 'tcp' ? this.tcpUrl() : `${proto}://${host}`;
       const row: TunnelRow = { id: newId('tn'), name: t.name, metadata: t.metadata, forwardsTo: t.forwards_to, proto, endpoint: { id: newId('ep'), publicUrl } };
       rows.push(row);
       results.push({ name: t.name, id: row.id, public_url: publicUrl });
     }
     return { rows, results };
+  }
+
+  /** A TCP endpoint's address: the endpoint domain and a random port (another is drawn while one is taken). */
+  private tcpUrl() {
+    return `tcp://${this.opts.endpointDomain}:${randomInt(10000, 60000)}`;
   }
 
   /** Tells the agent why it is being closed (it will not reconnect), then closes. */
@@ -314,6 +323,33 @@ export class Gateway {
     if (!live) throw notFound('tunnel', tunnelId);
     return live.conn;
   }
+}
+
+/**
+ * The tunnels left out by createSession because their hostname is held elsewhere become
+ * refusals in what the agent is told (409 ERR_SERVICE_320); TCP endpoints may have drawn
+ * another port. Returns the rows that were written.
+ */
+function settleTaken(sessionId: string, rows: TunnelRow[], results: BoundTunnel[], taken: TakenEndpoint[]): TunnelRow[] {
+  const refused = new Map(taken.map((t) => [t.tunnelId, t]));
+  for (const [i, r] of results.entries()) {
+    const row = rows.find((x) => x.id === r.id);
+    if (!row) continue;
+    const t = refused.get(row.id);
+    if (!t) {
+      if (row.endpoint) r.public_url = row.endpoint.publicUrl;
+      continue;
+    }
+    const by = t.holderSession === sessionId ? `this session's tunnel ${t.holderTunnel}` : `tunnel ${t.holderTunnel ?? '(unknown)'} of tunnel session ${t.holderSession ?? '(unknown)'}`;
+    results[i] = {
+      name: r.name,
+      error: {
+        error_code: 'ERR_SERVICE_320',
+        msg: `tunnel "${r.name}": the hostname ${t.key} is already served by ${by}; one tunnel session at a time holds a hostname, and it is free again once that session ends (stop that agent, or ask for another hostname)`,
+      },
+    };
+  }
+  return rows.filter((r) => !refused.has(r.id));
 }
 
 const labelText = (labels: Record<string, string>) => Object.entries(labels).map(([k, v]) => `${k}=${v}`).join(',');

@@ -45,9 +45,96 @@ async function shaped(ctx: ServerContext, tx: Tx, kind: KindEntry, rows: Row[]) 
   return present(asCtx(ctx), tx, kind, rows.map(stored));
 }
 
-/** Writes a session, its lease and its tunnels in one transaction, with their created events. */
-export async function createSession(ctx: ServerContext, instanceId: string, s: SessionRow, tunnels: TunnelRow[]) {
+/** UniqueKey scope of agents' endpoints: one session at a time holds a hostname (or a TCP host:port). */
+const ENDPOINT_SCOPE = 'agent-endpoint';
+
+/** What an endpoint holds: the hostname for http, https and tls (all routed by host), host:port for tcp. */
+export function endpointKey(publicUrl: string): string {
+  const url = new URL(publicUrl);
+  return url.protocol === 'tcp:' ? url.host : url.hostname;
+}
+
+/** A tunnel left out because another tunnel's endpoint holds its hostname. */
+export interface TakenEndpoint { tunnelId: string; key: string; holderTunnel?: string; holderSession?: string }
+
+/** A unique constraint failed: another transaction (another instance) took a key first. */
+const isUniqueViolation = (e: unknown) => (e as { code?: string }).code === 'P2002';
+
+/** The holder of a key is a session no instance vouches for any more (its instance crashed): swept, then the write is run again. */
+class StaleHolder extends Error {
+  constructor(readonly sessionId: string) { super(`tunnel session ${sessionId} is stale`); }
+}
+
+/** The holder's lease is fresh but might be a crashed instance's last: the write waits until it would be stale, then looks again. */
+class UntilStale extends Error {
+  constructor(readonly at: number) { super('waiting for a lease to be renewed or go stale'); }
+}
+
+/**
+ * Writes a session, its lease and its tunnels in one transaction, with their created events.
+ * Each endpoint takes its key in the UniqueKey table (primary key scope + value), so two
+ * sessions never hold one hostname, on whichever instances they connect: a tunnel whose
+ * hostname is taken is left out and returned, the rest are written. A TCP endpoint whose
+ * random port is taken draws another (`repick`). A concurrent writer that took a key after
+ * the check fails this transaction on the constraint; it is then run again, and the check sees it.
+ */
+export async function createSession(ctx: ServerContext, instanceId: string, s: SessionRow, tunnels: TunnelRow[], opts: SessionWriteOptions): Promise<TakenEndpoint[]> {
+  let waited = false;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await writeSession(ctx, instanceId, s, tunnels, { ...opts, mayWait: !waited });
+    } catch (e) {
+      if (e instanceof StaleHolder && attempt < 4) await deleteSessions(ctx, [e.sessionId]);
+      else if (e instanceof UntilStale) {
+        waited = true;
+        await new Promise((r) => setTimeout(r, Math.max(0, e.at - Date.now())));
+      } else if (!isUniqueViolation(e) || attempt >= 4) throw e;
+    }
+  }
+}
+
+export interface SessionWriteOptions {
+  /** Another address for a TCP endpoint whose random port is taken. */
+  repick: (t: TunnelRow) => string;
+  /** A session whose lease was last renewed before this is stale: its hostnames are free. */
+  staleBefore: () => Date;
+  /** How long a lease stays fresh without renewal (ms). */
+  staleAfterMs: number;
+}
+
+async function writeSession(ctx: ServerContext, instanceId: string, s: SessionRow, tunnels: TunnelRow[], opts: SessionWriteOptions & { mayWait: boolean }): Promise<TakenEndpoint[]> {
+  const taken: TakenEndpoint[] = [];
   await ctx.db.prisma.$transaction(async (tx) => {
+    const placed: TunnelRow[] = [];
+    // Who holds a key: a tunnel placed earlier in this session (not written yet), or a stored endpoint.
+    const holderOf = async (key: string) => {
+      const here = placed.find((p) => p.endpoint && endpointKey(p.endpoint.publicUrl) === key);
+      if (here) return { holderTunnel: here.id, holderSession: s.id };
+      const row = await tx.uniqueKey.findUnique({ where: { scope_value: { scope: ENDPOINT_SCOPE, value: key } }, select: { resource: { select: { parentId: true } } } });
+      if (!row) return undefined;
+      const holderTunnel = row.resource.parentId ?? undefined;
+      const holderSession = holderTunnel ? (await tx.resource.findUnique({ where: { id: holderTunnel }, select: { parentId: true } }))?.parentId ?? undefined : undefined;
+      const lease = holderSession ? await tx.agentLease.findUnique({ where: { sessionId: holderSession } }) : null;
+      if (holderSession && (!lease || lease.seenAt < opts.staleBefore())) throw new StaleHolder(holderSession);
+      // Once per session write: the holder may be the previous session of this very agent,
+      // left by an instance that crashed a moment ago; if its lease is not renewed by the
+      // time it would be stale, it is swept and the agent gets its hostname back.
+      if (lease && opts.mayWait && lease.instanceId !== instanceId) throw new UntilStale(lease.seenAt.getTime() + opts.staleAfterMs + 50);
+      return { holderTunnel, holderSession };
+    };
+    for (const t of tunnels) {
+      if (!t.endpoint) { placed.push(t); continue; }
+      let key = endpointKey(t.endpoint.publicUrl);
+      let holder = await holderOf(key);
+      for (let i = 0; i < 20 && holder && t.proto === 'tcp'; i++) {
+        t.endpoint.publicUrl = opts.repick(t);
+        key = endpointKey(t.endpoint.publicUrl);
+        holder = await holderOf(key);
+      }
+      if (holder) taken.push({ tunnelId: t.id, key, ...holder });
+      else placed.push(t);
+    }
+    tunnels = placed;
     const at = s.startedAt;
     const started = rfc3339(at);
     await tx.resource.create({
@@ -68,6 +155,8 @@ export async function createSession(ctx: ServerContext, instanceId: string, s: S
         await tx.resource.create({
           data: { id: t.endpoint.id, kind: endpoint.kind, parentId: t.id, createdAt: at, updatedAt: at, data: { body: {}, computed: { public_url: t.endpoint.publicUrl, proto: t.proto } } },
         });
+        // Deleted with the endpoint row (cascade): the hostname is free once the session goes.
+        await tx.uniqueKey.create({ data: { scope: ENDPOINT_SCOPE, value: endpointKey(t.endpoint.publicUrl), resourceId: t.endpoint.id } });
       }
     }
     const [session] = await shaped(ctx, tx, tunnelSession, [await tx.resource.findUniqueOrThrow({ where: { id: s.id } })]);
@@ -76,6 +165,7 @@ export async function createSession(ctx: ServerContext, instanceId: string, s: S
     for (const t of await shaped(ctx, tx, tunnel, rows)) await emit(tx, tunnel, 'created', t);
   }, TX);
   ctx.afterCommit?.();
+  return taken;
 }
 
 /** Deletes sessions with their tunnels and endpoints, each with its deleted event (children first). */

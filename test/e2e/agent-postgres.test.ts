@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain .mjs script without types
 import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
-import { credentialToken, sessions, startAgent, type AgentProcess } from '../helpers/agent.js';
+import { credentialToken, hostnameConfig, sessions, startAgent, tunnels, type AgentProcess } from '../helpers/agent.js';
 import { until } from '../helpers/wait.js';
 import { killServers, serve } from '../helpers/serve.js';
 import { removeTempDirs, tempDir } from '../helpers/temp.js';
@@ -60,6 +60,26 @@ describe.skipIf(!available)('agents on several instances (PostgreSQL)', () => {
     expect(r.body.error_code).toBe('ERR_SERVICE_323');
     agent.kill();
     await until(async () => (await sessions(b)).length === 0);
+  });
+
+  it('an explicit hostname is held once across instances: agents racing for it on two instances, one gets it', async () => {
+    const cr = await credentialToken(a);
+    const racers = [a, b, a, b].map((srv) => startAgent(['--config', hostnameConfig('pg.example.com'), '--api-url', srv.url, '--authtoken', cr.token]));
+    agents.push(...racers);
+    await until(() => racers.every((r) => /online: tn_|refused/.test(r.output())), 20_000, () => racers.map((r) => r.output()).join('\n'));
+    const winners = racers.filter((r) => /online: tn_/.test(r.output()));
+    expect(winners).toHaveLength(1);
+    expect(racers.filter((r) => /refused: .*pg\.example\.com is already served.*ERR_SERVICE_320/.test(r.output()))).toHaveLength(3);
+    await until(async () => (await tunnels(b)).map((t) => t.public_url).join() === 'http://pg.example.com', 10_000);
+    // The holder goes; an agent on either instance gets the hostname.
+    winners[0].kill();
+    await until(async () => (await tunnels(a)).length === 0, 10_000);
+    const next = startAgent(['--config', hostnameConfig('pg.example.com'), '--api-url', b.url, '--authtoken', cr.token]);
+    agents.push(next);
+    await next.waitFor('online: tn_');
+    await until(async () => (await tunnels(a)).map((t) => t.public_url).join() === 'http://pg.example.com', 10_000);
+    for (const r of [...racers, next]) r.kill();
+    await until(async () => (await sessions(a)).length === 0, 10_000);
   });
 
   it('a crashed instance\'s sessions are swept by the others', async () => {

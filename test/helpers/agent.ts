@@ -1,8 +1,11 @@
 // Runs `edgeform agent` as a child process (test/helpers/cli-process.ts), as a user would,
 // and waits on what it and the server say. Each agent is its own process group, so a
 // restarted agent (which starts its successor as a child) is stopped whole.
+import fs from 'node:fs';
+import path from 'node:path';
 import { startCli, type CliProcess } from './cli-process.js';
 import type { TestServer } from './server.js';
+import { tempDir } from './temp.js';
 
 export type AgentProcess = CliProcess;
 
@@ -10,6 +13,16 @@ export type AgentProcess = CliProcess;
 export function startAgent(args: string[], env: Record<string, string | undefined> = {}): AgentProcess {
   return startCli(['agent', ...args], { EDGEFORM_AUTHTOKEN: undefined, EDGEFORM_API_URL: undefined, ...env }, { detached: true });
 }
+
+/** An agent config file (YAML) in a fresh temporary folder (removed by removeTempDirs); returns its path. */
+export function agentConfigFile(yaml: string): string {
+  const file = path.join(tempDir('edgeform-agent-'), 'agent.yml');
+  fs.writeFileSync(file, yaml);
+  return file;
+}
+
+/** A config naming one ephemeral tunnel on an explicit hostname. */
+export const hostnameConfig = (hostname: string, name = 'site', proto = 'http') => agentConfigFile(`tunnels:\n  ${name}: { proto: ${proto}, addr: 1, hostname: ${hostname} }\n`);
 
 /** Online sessions (all of them, first page). */
 export async function sessions(s: TestServer): Promise<any[]> {
