@@ -6,10 +6,11 @@ import { randomBytes } from 'node:crypto';
 import type { ErrorCode } from '../../http/errors.js';
 import { errorAnswer } from '../http/error-page.js';
 import type { Exchange, FullDoc, HttpFilter, IngressDeps } from '../types.js';
+import { CALLBACK_PATH, STATE_ROUTE_SEPARATOR } from './callback-route.js';
 import { CookieSealer, cookieHeaderWithout, readCookies, setCookie } from './cookies.js';
 import { cookieAgeSeconds, identityHeaders, limitsOf, sessionEnded, type Identity, type Session } from './session.js';
 
-export const CALLBACK_PATH = '/_edgeform/auth/callback';
+/** Under the route's own path: `/_edgeform/auth/logout`, or `/app/_edgeform/auth/logout` for a route on `/app`. */
 export const LOGOUT_PATH = '/_edgeform/auth/logout';
 /** How long a started sign-in may take before its callback is refused. */
 const FLOW_MS = 10 * 60 * 1000;
@@ -62,7 +63,7 @@ export function signInFilter(config: FullDoc[string], route: FullDoc, deps: Ingr
       refuse(ex, 'ERR_SERVICE_800', 'This route requires sign-in: open it in a browser to sign in first.', 'no session on a non-GET request');
       return;
     }
-    const state = randomBytes(24).toString('base64url');
+    const state = `${route.id}${STATE_ROUTE_SEPARATOR}${randomBytes(24).toString('base64url')}`;
     let started;
     try {
       started = await provider.start(redirectUri(ex), { state });
@@ -105,7 +106,7 @@ export function signInFilter(config: FullDoc[string], route: FullDoc, deps: Ingr
       const path = pathOnly(ex.path);
       const cookies = readCookies(ex.req.headers);
       if (path === CALLBACK_PATH) return callback(ex, cookies);
-      if (path === LOGOUT_PATH) {
+      if (path.endsWith(LOGOUT_PATH)) {
         ex.answer({ status: 200, headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', 'set-cookie': [setCookie(sessionCookie, '', 0)] }, body: 'You are signed out.\n' });
         return;
       }

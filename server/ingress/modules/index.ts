@@ -8,6 +8,7 @@ import { ipRestriction } from './ip-restriction.js';
 import type { ModuleName } from './order.js';
 import { requestHeaders } from './request-headers.js';
 import { responseHeaders } from './response-headers.js';
+import { oauth } from './oauth.js';
 import { oidc } from './oidc.js';
 import { signInNotYet } from './sign-in.js';
 import { trafficPolicy } from './traffic-policy.js';
@@ -19,7 +20,7 @@ export const FILTERS: Partial<Record<ModuleName, FilterFactory>> = {
   ip_restriction: ipRestriction,
   user_agent_filter: userAgentFilter,
   traffic_policy: trafficPolicy,
-  oauth: signInNotYet('oauth'),
+  oauth,
   oidc,
   saml: signInNotYet('saml'),
   webhook_verification: webhookVerification,
