@@ -62,6 +62,10 @@ beforeAll(async () => {
   await route('/by-org', { ...own, organizations: ['edgeform'] });
   await route('/by-team', { ...own, teams: ['edgeform/core'] });
   await route('/managed', {});
+  await created(`/edges/https/${edge}/routes`, {
+    match_type: 'path_prefix', match: '/recheck', backend: { backend_id: tunnel },
+    oauth: { provider: { github: { ...own, organizations: ['edgeform'] } }, auth_check_interval: 60 },
+  });
   await until(async () => (await new Browser(ingress).request(`${APP}/managed`)).status === 501);
 }, 60_000);
 
@@ -128,6 +132,27 @@ describe('oauth (github) sign-in at the edge', () => {
     const again = await replay.request(callback);
     expect(again.status).toBe(403);
     expect(again.headers['edgeform-error-code']).toBe('ERR_SERVICE_802');
+  });
+
+  it('auth_check_interval: a user who left the organisation loses the session at the next check (shifted clock)', async () => {
+    const carol: FakeGithubUser = { ...ADA, id: 1003, login: 'carol', orgs: ['edgeform'], teams: [] };
+    const { b, r } = await visitAs(carol, '/recheck/');
+    expect(r.status).toBe(200);
+    carol.orgs = [];
+    // Within the interval the session stands without asking GitHub.
+    expect((await b.request(`${APP}/recheck/`)).status).toBe(200);
+    const deps = s.server.ingress!.deps;
+    const realNow = deps.now;
+    deps.now = () => realNow() + 61_000;
+    try {
+      const gone = await b.request(`${APP}/recheck/`);
+      expect(gone.status).toBe(403);
+      expect(gone.headers['edgeform-error-code']).toBe('ERR_SERVICE_804');
+      expect(gone.body).toContain('carol');
+      expect(b.cookiesOf(HOST).has('service.session')).toBe(false);
+    } finally {
+      deps.now = realNow;
+    }
   });
 
   it('a route without client_id on a server with no managed app gets a clear 501 page', async () => {

@@ -49,6 +49,24 @@ export function githubAllows(m: FullDoc[string], u: { emails: string[]; orgs: st
 export function githubProvider(m: FullDoc[string], app: { clientId: string; clientSecret: string }, s: GithubSettings): SignInProvider {
   const needsOrgs = (m.organizations?.length ?? 0) + (m.teams?.length ?? 0) > 0;
   const scopes = new Set(['read:user', 'user:email', ...(needsOrgs ? ['read:org'] : []), ...((m.scopes as string[]) ?? [])]);
+  /** Who holds `token`, refused (ERR_SERVICE_804) unless the route's lists admit them. */
+  async function lookup(accessToken: string): Promise<Identity> {
+    const headers = { accept: 'application/vnd.github+json', authorization: `Bearer ${accessToken}`, 'x-github-api-version': '2022-11-28', 'user-agent': 'edgeform-ingress' };
+    const res = await fetch(`${s.api}/user`, { headers, redirect: 'error', signal: AbortSignal.timeout(TIMEOUT_MS) });
+    if (res.status === 401) throw new SignInRefused('ERR_SERVICE_804', 'GitHub no longer accepts this sign-in (the app\'s access was revoked); sign in again.');
+    if (!res.ok) throw new Error(`GitHub answered ${res.status} to /user`);
+    const user = (await res.json()) as { id: number; login: string; name?: string | null };
+    const emails = await call<{ email: string; primary: boolean; verified: boolean }[]>(`${s.api}/user/emails`, { headers });
+    const verified = emails.filter((e) => e.verified);
+    const orgs = needsOrgs ? (await call<{ login: string }[]>(`${s.api}/user/orgs?per_page=100`, { headers })).map((o) => o.login) : [];
+    const teams = needsOrgs ? (await call<{ slug: string; organization: { login: string } }[]>(`${s.api}/user/teams?per_page=100`, { headers })).map((t) => `${t.organization.login}/${t.slug}`) : [];
+    if (!githubAllows(m, { emails: verified.map((e) => e.email), orgs, teams })) {
+      throw new SignInRefused('ERR_SERVICE_804', `The GitHub user ${user.login} is not allowed by this route.`);
+    }
+    const primary = verified.find((e) => e.primary) ?? verified[0];
+    return { subject: String(user.id), email: primary?.email, name: user.name || user.login };
+  }
+
   return {
     name: 'github',
     async start(redirectUri, { state }) {
@@ -64,17 +82,10 @@ export function githubProvider(m: FullDoc[string], app: { clientId: string; clie
         body: new URLSearchParams({ client_id: app.clientId, client_secret: app.clientSecret, code: callbackUrl.searchParams.get('code') ?? '', redirect_uri: redirectUri }).toString(),
       });
       if (!token.access_token) throw new SignInRefused('ERR_SERVICE_802', `GitHub did not accept the sign-in code (${token.error ?? 'no access token'}); open the page you wanted again.`);
-      const headers = { accept: 'application/vnd.github+json', authorization: `Bearer ${token.access_token}`, 'x-github-api-version': '2022-11-28', 'user-agent': 'edgeform-ingress' };
-      const user = await call<{ id: number; login: string; name?: string | null }>(`${s.api}/user`, { headers });
-      const emails = await call<{ email: string; primary: boolean; verified: boolean }[]>(`${s.api}/user/emails`, { headers });
-      const verified = emails.filter((e) => e.verified);
-      const orgs = needsOrgs ? (await call<{ login: string }[]>(`${s.api}/user/orgs?per_page=100`, { headers })).map((o) => o.login) : [];
-      const teams = needsOrgs ? (await call<{ slug: string; organization: { login: string } }[]>(`${s.api}/user/teams?per_page=100`, { headers })).map((t) => `${t.organization.login}/${t.slug}`) : [];
-      if (!githubAllows(m, { emails: verified.map((e) => e.email), orgs, teams })) {
-        throw new SignInRefused('ERR_SERVICE_804', `The GitHub user ${user.login} is not allowed by this route.`);
-      }
-      const primary = verified.find((e) => e.primary) ?? verified[0];
-      return { subject: String(user.id), email: primary?.email, name: user.name || user.login };
+      return { ...(await lookup(token.access_token)), recheck: { token: token.access_token } };
+    },
+    async recheck(data) {
+      await lookup(data.token);
     },
   };
 }

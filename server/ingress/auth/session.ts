@@ -7,12 +7,16 @@ export interface Identity {
   subject: string;
   email?: string;
   name?: string;
+  /** What the provider needs to check the user again later (OAuth's auth_check_interval): kept sealed in the session. */
+  recheck?: Record<string, string>;
 }
 
 export interface Session extends Identity {
   /** When the user signed in, and when the session was last used (ms since the epoch). */
   created: number;
   seen: number;
+  /** When the user was last checked against the provider. */
+  checked?: number;
 }
 
 /** When the route leaves them 0 (docs/ingress.md). */

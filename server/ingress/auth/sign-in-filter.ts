@@ -28,6 +28,8 @@ export interface SignInProvider {
   start(redirectUri: string, flow: { state: string }): Promise<{ url: string; flow: Record<string, string> }>;
   /** The signed-in user from the callback URL, or a thrown SignInRefused. */
   finish(callbackUrl: URL, flow: Record<string, string>, redirectUri: string): Promise<Identity>;
+  /** Checks a signed-in user again (auth_check_interval); throws SignInRefused when no longer allowed. */
+  recheck?(data: Record<string, string>): Promise<void>;
 }
 
 interface Flow extends Record<string, string | number> {
@@ -50,6 +52,7 @@ export function signInFilter(config: FullDoc[string], route: FullDoc, deps: Ingr
   const sessionCookie = `${prefix}session`;
   const flowCookie = `${prefix}signin`;
   const limits = limitsOf(config);
+  const checkEveryMs = (Number(config?.auth_check_interval) || 0) * 1000;
   const sessionBind = `session:${route.id}`;
   const flowBind = `signin:${route.id}`;
   const refuse = (ex: Exchange, code: ErrorCode, message: string, why: string, extra: string[] = []) => {
@@ -96,7 +99,7 @@ export function signInFilter(config: FullDoc[string], route: FullDoc, deps: Ingr
       return providerFailed(ex, e);
     }
     const now = deps.now();
-    const session: Session = { subject: who.subject, email: who.email, name: who.name, created: now, seen: now };
+    const session: Session = { subject: who.subject, email: who.email, name: who.name, recheck: who.recheck, created: now, seen: now, checked: now };
     deps.log({ level: 'info', msg: 'ingress sign-in', route: route.id, module: provider.name, subject: who.subject });
     redirectTo(ex, String(flow.back), [...clear, setCookie(sessionCookie, sealer.seal(sessionBind, session), cookieAgeSeconds(session, limits, now))]);
   }
@@ -123,8 +126,19 @@ export function signInFilter(config: FullDoc[string], route: FullDoc, deps: Ingr
         if (ended) deps.log({ level: 'info', msg: 'ingress session not accepted', route: route.id, module: provider.name, reason: ended });
         return startSignIn(ex);
       }
+      let checked = session.checked ?? session.created;
+      if (checkEveryMs > 0 && provider.recheck && session.recheck && now - checked >= checkEveryMs) {
+        try {
+          await provider.recheck(session.recheck);
+          checked = now;
+        } catch (e) {
+          const gone = [setCookie(sessionCookie, '', 0)];
+          if (e instanceof SignInRefused) return refuse(ex, e.code, e.message, `re-check: ${e.message}`, gone);
+          return refuse(ex, 'ERR_SERVICE_803', 'The identity provider could not be reached to check your sign-in again; try again later.', `re-check: ${(e as Error)?.message ?? e}`);
+        }
+      }
       Object.assign(ex.upstreamHeaders, identityHeaders(session, provider.name));
-      const renewed = setCookie(sessionCookie, sealer.seal(sessionBind, { ...session, seen: now }), cookieAgeSeconds(session, limits, now));
+      const renewed = setCookie(sessionCookie, sealer.seal(sessionBind, { ...session, seen: now, checked }), cookieAgeSeconds(session, limits, now));
       ex.onResponseHead((h) => {
         const prior = h.headers['set-cookie'];
         h.headers['set-cookie'] = [...(Array.isArray(prior) ? prior : prior ? [prior] : []), renewed];
