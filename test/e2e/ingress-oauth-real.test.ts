@@ -3,14 +3,11 @@
 // EDGEFORM_OAUTH_GITHUB_API_URL), edgeform agent to an upstream echoing the identity headers,
 // and a browser-like client. Each allow list admits one user and refuses another with a page
 // and a code; a route without client_id and no managed app is refused with a clear page.
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
 import { Browser } from '../helpers/browser.js';
 import { startFakeGithub, type FakeGithub, type FakeGithubUser } from '../helpers/fake-github.js';
-import { ingressPort, localCa } from '../helpers/ingress-client.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import type { TestServer } from '../helpers/server.js';
+import { startSignInEdge, type SignInEdge } from '../helpers/sign-in-edge.js';
 import { until } from '../helpers/wait.js';
 
 const HOST = 'gh.example.com';
@@ -19,18 +16,11 @@ const APP_CREDS = { clientId: 'Iv1.edge', clientSecret: 'gh-client-secret' };
 const ADA: FakeGithubUser = { id: 1001, login: 'ada', name: 'Ada Lovelace', emails: [{ email: 'ada@example.com', primary: true, verified: true }], orgs: ['edgeform'], teams: ['edgeform/core'] };
 const EVE: FakeGithubUser = { id: 1002, login: 'eve', name: 'Eve', emails: [{ email: 'eve@evil.test', primary: true, verified: true }, { email: 'ada2@example.com', primary: false, verified: false }], orgs: ['other'], teams: ['other/core'] };
 
+let edge: SignInEdge;
 let s: TestServer;
 let gh: FakeGithub;
-let upstream: http.Server;
-let agent: AgentProcess;
 let ingress: { port: number; ca: string };
 const saved = { url: process.env.EDGEFORM_OAUTH_GITHUB_URL, api: process.env.EDGEFORM_OAUTH_GITHUB_API_URL };
-
-async function created(path: string, body: unknown): Promise<string> {
-  const r = await s.post(path, body);
-  if (r.status !== 201) throw new Error(`${path}: ${r.status} ${r.text}`);
-  return r.body.id;
-}
 
 /** A fresh browser signed in as `user` from `path`: the final answer. */
 async function visitAs(user: FakeGithubUser, path: string) {
@@ -44,36 +34,21 @@ beforeAll(async () => {
   process.env.EDGEFORM_OAUTH_GITHUB_URL = gh.base;
   process.env.EDGEFORM_OAUTH_GITHUB_API_URL = gh.api;
   delete process.env.EDGEFORM_OAUTH_GITHUB_CLIENT_ID;
-  s = await startTestServer({ agentHeartbeatMs: 1000, ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }] });
-  ingress = { port: ingressPort(s, 443), ca: localCa(s) };
-  upstream = http.createServer((req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ path: req.url, headers: req.headers })));
-  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-  const cr = await credentialToken(s);
-  agent = startAgent(['--api-url', s.url, '--authtoken', cr.token, '--label', 'app=gh', '--forwards-to', `127.0.0.1:${(upstream.address() as AddressInfo).port}`]);
-  await agent.waitFor('online: tn_');
-  const tunnel = await created('/backends/tunnel_group', { labels: { app: 'gh' } });
-  const edge = await created('/edges/https', { hostports: [`${HOST}:443`] });
-  const route = (match: string, github: Record<string, unknown>) => created(`/edges/https/${edge}/routes`, {
-    match_type: 'path_prefix', match, backend: { backend_id: tunnel }, oauth: { provider: { github } },
-  });
+  edge = await startSignInEdge(HOST, 'gh');
+  ({ s, ingress } = edge);
+  const route = (match: string, github: Record<string, unknown>, more: Record<string, unknown> = {}) => edge.route(match, { oauth: { provider: { github }, ...more } });
   const own = { client_id: APP_CREDS.clientId, client_secret: APP_CREDS.clientSecret };
   await route('/by-email', { ...own, email_addresses: ['ADA@example.com'] });
   await route('/by-domain', { ...own, email_domains: ['example.com'] });
   await route('/by-org', { ...own, organizations: ['edgeform'] });
   await route('/by-team', { ...own, teams: ['edgeform/core'] });
+  await route('/recheck', { ...own, organizations: ['edgeform'] }, { auth_check_interval: 60 });
   await route('/managed', {});
-  await created(`/edges/https/${edge}/routes`, {
-    match_type: 'path_prefix', match: '/recheck', backend: { backend_id: tunnel },
-    oauth: { provider: { github: { ...own, organizations: ['edgeform'] } }, auth_check_interval: 60 },
-  });
   await until(async () => (await new Browser(ingress).request(`${APP}/managed`)).status === 501);
 }, 60_000);
 
 afterAll(async () => {
-  agent?.kill();
-  upstream?.closeAllConnections();
-  await new Promise((r) => upstream?.close(r));
-  await s?.close();
+  await edge?.close();
   await gh?.close();
   for (const [k, v] of [['EDGEFORM_OAUTH_GITHUB_URL', saved.url], ['EDGEFORM_OAUTH_GITHUB_API_URL', saved.api]] as const) {
     if (v === undefined) delete process.env[k];

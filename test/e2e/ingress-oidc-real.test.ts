@@ -3,14 +3,11 @@
 // identity headers it got, and a browser-like client following each redirect. Also: a forged
 // identity header, a tampered cookie, a state mismatch, a replayed callback, a session past
 // maximum_duration on a shifted clock, the logout path and options_passthrough.
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
 import { Browser } from '../helpers/browser.js';
-import { ingressPort, localCa } from '../helpers/ingress-client.js';
 import { startOidcIdp, type TestIdp } from '../helpers/oidc-idp.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import { startSignInEdge, type SignInEdge } from '../helpers/sign-in-edge.js';
+import type { TestServer } from '../helpers/server.js';
 import { until } from '../helpers/wait.js';
 
 const HOST = 'sso.example.com';
@@ -18,18 +15,11 @@ const APP = `https://${HOST}`;
 const CALLBACK = `${APP}/_edgeform/auth/callback`;
 const USER = { sub: 'user-ada', email: 'ada@example.com', name: 'Ada Lovelace' };
 
+let edge: SignInEdge;
 let s: TestServer;
 let idp: TestIdp;
-let upstream: http.Server;
-let agent: AgentProcess;
 let ingress: { port: number; ca: string };
-const seen: http.IncomingHttpHeaders[] = [];
-
-async function created(path: string, body: unknown): Promise<string> {
-  const r = await s.post(path, body);
-  if (r.status !== 201) throw new Error(`${path}: ${r.status} ${r.text}`);
-  return r.body.id;
-}
+let seen: SignInEdge['seen'];
 
 /** Signs in from `path` and returns the browser, its answer on arrival and the callback URL it used. */
 async function signIn(path = '/private') {
@@ -47,20 +37,9 @@ async function signIn(path = '/private') {
 
 beforeAll(async () => {
   idp = await startOidcIdp({ clientId: 'edge-app', clientSecret: 'oidc-client-secret', redirectUris: [CALLBACK], user: USER });
-  s = await startTestServer({ agentHeartbeatMs: 1000, ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }] });
-  ingress = { port: ingressPort(s, 443), ca: localCa(s) };
-  upstream = http.createServer((req, res) => {
-    seen.push(req.headers);
-    res.writeHead(200, { 'content-type': 'application/json', 'set-cookie': 'app=1; Path=/' }).end(JSON.stringify({ path: req.url, headers: req.headers }));
-  });
-  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-  const cr = await credentialToken(s);
-  agent = startAgent(['--api-url', s.url, '--authtoken', cr.token, '--label', 'app=sso', '--forwards-to', `127.0.0.1:${(upstream.address() as AddressInfo).port}`]);
-  await agent.waitFor('online: tn_');
-  const tunnel = await created('/backends/tunnel_group', { labels: { app: 'sso' } });
-  const edge = await created('/edges/https', { hostports: [`${HOST}:443`] });
-  await created(`/edges/https/${edge}/routes`, {
-    match_type: 'path_prefix', match: '/', backend: { backend_id: tunnel },
+  edge = await startSignInEdge(HOST, 'sso');
+  ({ s, ingress, seen } = edge);
+  await edge.route('/', {
     oidc: { issuer: idp.issuer, client_id: 'edge-app', client_secret: 'oidc-client-secret', scopes: ['email', 'profile'], options_passthrough: true, maximum_duration: 3600 },
   });
   const probe = new Browser(ingress);
@@ -68,10 +47,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  agent?.kill();
-  upstream?.closeAllConnections();
-  await new Promise((r) => upstream?.close(r));
-  await s?.close();
+  await edge?.close();
   await idp?.close();
 });
 
