@@ -76,6 +76,8 @@ export interface IngressDeps {
   upstreamTimeoutMs?: number;
   /** The server's key box: sign-in sessions are sealed under a key derived from it (auth/session.ts). */
   box?: import('../store/secret-box.js').SecretBox;
+  /** How long sign-in waits for each identity-provider call before ERR_SERVICE_803 (default 10 s). */
+  signInTimeoutMs?: number;
 }
 
 /** An answer produced at the edge (module refusal, http_response backend, error page). */

@@ -3,6 +3,8 @@
 // identity headers it got, and a browser-like client following each redirect. Also: a forged
 // identity header, a tampered cookie, a state mismatch, a replayed callback, a session past
 // maximum_duration on a shifted clock, the logout path and options_passthrough.
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Browser } from '../helpers/browser.js';
 import { startOidcIdp, type TestIdp } from '../helpers/oidc-idp.js';
@@ -20,6 +22,9 @@ let s: TestServer;
 let idp: TestIdp;
 let ingress: { port: number; ca: string };
 let seen: SignInEdge['seen'];
+/** An "identity provider" that accepts connections and never answers. */
+let silent: net.Server;
+const held: net.Socket[] = [];
 
 /** Signs in from `path` and returns the browser, its answer on arrival and the callback URL it used. */
 async function signIn(path = '/private') {
@@ -42,6 +47,9 @@ beforeAll(async () => {
   await edge.route('/', {
     oidc: { issuer: idp.issuer, client_id: 'edge-app', client_secret: 'oidc-client-secret', scopes: ['email', 'profile'], options_passthrough: true, maximum_duration: 3600 },
   });
+  silent = net.createServer((socket) => { held.push(socket); });
+  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+  await edge.route('/slow', { oidc: { issuer: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`, client_id: 'edge-app', client_secret: 'x' } });
   const probe = new Browser(ingress);
   await until(async () => (await probe.request(`${APP}/private`)).status === 302);
 }, 60_000);
@@ -49,6 +57,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await edge?.close();
   await idp?.close();
+  for (const socket of held) socket.destroy();
+  await new Promise((r) => silent?.close(r));
 });
 
 describe('oidc sign-in at the edge', () => {
@@ -146,6 +156,21 @@ describe('oidc sign-in at the edge', () => {
       deps.now = realNow;
     }
     expect((await b.request(`${APP}/private`)).status).toBe(200);
+  });
+
+  it('a provider that does not answer is given up on with 502 and a code, never the backend', async () => {
+    const deps = s.server.ingress!.deps;
+    deps.signInTimeoutMs = 300;
+    const before = seen.length;
+    try {
+      const r = await new Browser(ingress).request(`${APP}/slow/page`);
+      expect(r.status).toBe(502);
+      expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_803');
+      expect(r.body).toContain('ERR_SERVICE_803');
+    } finally {
+      delete deps.signInTimeoutMs;
+    }
+    expect(seen.length).toBe(before);
   });
 
   it('logout ends the session; OPTIONS passes unauthenticated with options_passthrough', async () => {

@@ -8,7 +8,6 @@ import type { FullDoc } from '../types.js';
 import { SignInRefused, type SignInProvider } from './sign-in-filter.js';
 import type { Identity } from './session.js';
 
-const TIMEOUT_MS = 10_000;
 
 export interface GithubSettings {
   base: string;
@@ -28,8 +27,8 @@ export function githubSettings(env: NodeJS.ProcessEnv = process.env): GithubSett
   };
 }
 
-async function call<T>(url: string, init: RequestInit): Promise<T> {
-  const res = await fetch(url, { ...init, redirect: 'error', signal: AbortSignal.timeout(TIMEOUT_MS) });
+async function call<T>(url: string, init: RequestInit, timeoutMs: number): Promise<T> {
+  const res = await fetch(url, { ...init, redirect: 'error', signal: AbortSignal.timeout(timeoutMs) });
   if (!res.ok) throw new Error(`GitHub answered ${res.status} to ${new URL(url).pathname}`);
   return (await res.json()) as T;
 }
@@ -46,20 +45,20 @@ export function githubAllows(m: FullDoc[string], u: { emails: string[]; orgs: st
   return byEmail && byOrg;
 }
 
-export function githubProvider(m: FullDoc[string], app: { clientId: string; clientSecret: string }, s: GithubSettings): SignInProvider {
+export function githubProvider(m: FullDoc[string], app: { clientId: string; clientSecret: string }, s: GithubSettings, timeoutMs: () => number): SignInProvider {
   const needsOrgs = (m.organizations?.length ?? 0) + (m.teams?.length ?? 0) > 0;
   const scopes = new Set(['read:user', 'user:email', ...(needsOrgs ? ['read:org'] : []), ...((m.scopes as string[]) ?? [])]);
   /** Who holds `token`, refused (ERR_SERVICE_804) unless the route's lists admit them. */
   async function lookup(accessToken: string): Promise<Identity> {
     const headers = { accept: 'application/vnd.github+json', authorization: `Bearer ${accessToken}`, 'x-github-api-version': '2022-11-28', 'user-agent': 'edgeform-ingress' };
-    const res = await fetch(`${s.api}/user`, { headers, redirect: 'error', signal: AbortSignal.timeout(TIMEOUT_MS) });
+    const res = await fetch(`${s.api}/user`, { headers, redirect: 'error', signal: AbortSignal.timeout(timeoutMs()) });
     if (res.status === 401) throw new SignInRefused('ERR_SERVICE_804', 'GitHub no longer accepts this sign-in (the app\'s access was revoked); sign in again.');
     if (!res.ok) throw new Error(`GitHub answered ${res.status} to /user`);
     const user = (await res.json()) as { id: number; login: string; name?: string | null };
-    const emails = await call<{ email: string; primary: boolean; verified: boolean }[]>(`${s.api}/user/emails`, { headers });
+    const emails = await call<{ email: string; primary: boolean; verified: boolean }[]>(`${s.api}/user/emails`, { headers }, timeoutMs());
     const verified = emails.filter((e) => e.verified);
-    const orgs = needsOrgs ? (await call<{ login: string }[]>(`${s.api}/user/orgs?per_page=100`, { headers })).map((o) => o.login) : [];
-    const teams = needsOrgs ? (await call<{ slug: string; organization: { login: string } }[]>(`${s.api}/user/teams?per_page=100`, { headers })).map((t) => `${t.organization.login}/${t.slug}`) : [];
+    const orgs = needsOrgs ? (await call<{ login: string }[]>(`${s.api}/user/orgs?per_page=100`, { headers }, timeoutMs())).map((o) => o.login) : [];
+    const teams = needsOrgs ? (await call<{ slug: string; organization: { login: string } }[]>(`${s.api}/user/teams?per_page=100`, { headers }, timeoutMs())).map((t) => `${t.organization.login}/${t.slug}`) : [];
     if (!githubAllows(m, { emails: verified.map((e) => e.email), orgs, teams })) {
       throw new SignInRefused('ERR_SERVICE_804', `The GitHub user ${user.login} is not allowed by this route.`);
     }
@@ -80,7 +79,7 @@ export function githubProvider(m: FullDoc[string], app: { clientId: string; clie
         method: 'POST',
         headers: { accept: 'application/json', 'content-type': 'application/x-www-form-urlencoded' },
         body: new URLSearchParams({ client_id: app.clientId, client_secret: app.clientSecret, code: callbackUrl.searchParams.get('code') ?? '', redirect_uri: redirectUri }).toString(),
-      });
+      }, timeoutMs());
       if (!token.access_token) throw new SignInRefused('ERR_SERVICE_802', `GitHub did not accept the sign-in code (${token.error ?? 'no access token'}); open the page you wanted again.`);
       return { ...(await lookup(token.access_token)), recheck: { token: token.access_token } };
     },

@@ -6,25 +6,25 @@ import * as client from 'openid-client';
 import type { FullDoc, IngressDeps } from '../types.js';
 import { SignInRefused, type SignInProvider } from './sign-in-filter.js';
 
-/** Seconds the edge waits for the provider (discovery, token, JWKS) before ERR_SERVICE_803. */
-const IDP_TIMEOUT_SECONDS = 10;
+/** Seconds the edge waits for the provider (discovery, token, JWKS, UserInfo) before ERR_SERVICE_803. */
+const timeoutSeconds = (deps: IngressDeps) => (deps.signInTimeoutMs ?? 10_000) / 1000;
 /** Discovery results kept per issuer and client; a failure is forgotten so the next request retries. */
 const configs = new Map<string, Promise<client.Configuration>>();
 
 const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
 export const isLoopbackHttp = (u: URL) => u.protocol === 'http:' && (LOOPBACK.has(u.hostname) || u.hostname.startsWith('127.'));
 
-function discover(issuer: string, clientId: string, secret: string): Promise<client.Configuration> {
-  const key = JSON.stringify([issuer, clientId, secret]);
+function discover(issuer: string, clientId: string, secret: string, timeout: number): Promise<client.Configuration> {
+  const key = JSON.stringify([issuer, clientId, secret, timeout]);
   let p = configs.get(key);
   if (!p) {
     const url = new URL(issuer);
     const insecure = isLoopbackHttp(url);
     p = client.discovery(url, clientId, { client_secret: secret }, client.ClientSecretPost(secret), {
-      timeout: IDP_TIMEOUT_SECONDS,
+      timeout,
       ...(insecure ? { execute: [client.allowInsecureRequests] } : {}),
     });
-    p.then((c) => { c.timeout = IDP_TIMEOUT_SECONDS; }, () => configs.delete(key));
+    p.then((c) => { c.timeout = timeout; }, () => configs.delete(key));
     configs.set(key, p);
   }
   return p;
@@ -41,7 +41,7 @@ export function oidcProvider(config: FullDoc[string], deps: IngressDeps): SignIn
   return {
     name: 'oidc',
     async start(redirectUri, { state }) {
-      const conf = await discover(issuer, config.client_id, config.client_secret);
+      const conf = await discover(issuer, config.client_id, config.client_secret, timeoutSeconds(deps));
       const verifier = client.randomPKCECodeVerifier();
       const nonce = client.randomNonce();
       const url = client.buildAuthorizationUrl(conf, {
@@ -51,7 +51,7 @@ export function oidcProvider(config: FullDoc[string], deps: IngressDeps): SignIn
       return { url: url.href, flow: { verifier, nonce } };
     },
     async finish(callbackUrl, flow) {
-      const conf = await discover(issuer, config.client_id, config.client_secret);
+      const conf = await discover(issuer, config.client_id, config.client_secret, timeoutSeconds(deps));
       try {
         const tokens = await client.authorizationCodeGrant(conf, callbackUrl, { pkceCodeVerifier: flow.verifier, expectedNonce: flow.nonce, expectedState: flow.state, idTokenExpected: true });
         const claims = tokens.claims();

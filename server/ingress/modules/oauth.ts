@@ -19,5 +19,5 @@ export const oauth: FilterFactory = (config, route, deps) => {
       },
     };
   }
-  return signInFilter(config, route, deps, githubProvider(github, app, settings));
+  return signInFilter(config, route, deps, githubProvider(github, app, settings, () => deps.signInTimeoutMs ?? 10_000));
 };
