@@ -62,9 +62,16 @@ export const ERRORS = {
   ERR_SERVICE_781: { status: 403, summary: 'The request\'s User-Agent is not allowed by the route\'s user agent filter.' },
   ERR_SERVICE_782: { status: 403, summary: 'The webhook request has no valid signature from the route\'s provider (missing header, wrong secret or altered body).' },
   ERR_SERVICE_783: { status: 403, summary: 'The webhook request\'s signed timestamp is outside the provider\'s tolerance (a replay, or a clock far off).' },
-  ERR_SERVICE_784: { status: 501, summary: 'The route requires OAuth, OIDC or SAML sign-in, which the ingress does not perform yet (a later release); the backend was not reached.' },
+  ERR_SERVICE_784: { status: 501, summary: 'The route requires OAuth or SAML sign-in, which the ingress does not perform yet (a later release); the backend was not reached.' },
   ERR_SERVICE_786: { status: 401, summary: 'The webhook request has no valid signature from the route\'s provider, which expects 401 for it (Xero\'s intent to receive).' },
   ERR_SERVICE_751: { status: 400, summary: 'The WebSocket handshake is malformed (Sec-WebSocket-Key of 16 bytes and Sec-WebSocket-Version: 13 are required).' },
+  // Sign-in at the edge (server/ingress/auth, docs/ingress.md "Sign-in at the edge").
+  ERR_SERVICE_800: { status: 401, summary: 'The route requires sign-in and the request carries no valid session; only GET and HEAD are sent to sign in, so sign in with a browser first.' },
+  ERR_SERVICE_801: { status: 403, summary: 'The sign-in callback was refused: no sign-in was started from this browser, it took over 10 minutes, or its state does not match (a forged or replayed callback). Start again from the page you wanted.' },
+  ERR_SERVICE_802: { status: 403, summary: 'The identity provider\'s answer did not verify (code, ID token signature, issuer, audience, nonce or expiry), or it reported an error; the sign-in was refused.' },
+  ERR_SERVICE_803: { status: 502, summary: 'The identity provider could not be reached, or answered too slowly or with something other than its documented endpoints; try again later.' },
+  ERR_SERVICE_804: { status: 403, summary: 'The signed-in user is not allowed by the route (email_addresses, email_domains, organizations or teams).' },
+  ERR_SERVICE_805: { status: 501, summary: 'The OAuth route has no client_id and this server has no managed app for its provider; set the route\'s client_id and client_secret, or configure the managed app (docs/ingress.md). The backend was not reached.' },
   // The ingress's listeners and edges (server/ingress, docs/ingress.md).
   ERR_SERVICE_700: { status: 409, summary: 'The hostport\'s port is held by edges of another kind: HTTPS, TCP and TLS edges cannot share a public port, and a TCP port carries one edge.' },
   ERR_SERVICE_702: { status: 400, summary: 'The request to an edge is not valid HTTP.' },

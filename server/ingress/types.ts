@@ -74,6 +74,10 @@ export interface IngressDeps {
   now: () => number;
   /** How long the HTTP side waits for an upstream's response head before 504 (default 60 s). */
   upstreamTimeoutMs?: number;
+  /** The server's key box: sign-in sessions are sealed under a key derived from it (auth/session.ts). */
+  box?: import('../store/secret-box.js').SecretBox;
+  /** How long sign-in waits for each identity-provider call before ERR_SERVICE_803 (default 10 s). */
+  signInTimeoutMs?: number;
 }
 
 /** An answer produced at the edge (module refusal, http_response backend, error page). */

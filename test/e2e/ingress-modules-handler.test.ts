@@ -19,7 +19,7 @@ beforeAll(async () => {
       route('edghtsrt_off', '/off', { ...backend, ip_restriction: { enabled: false, ip_policy_ids: ['ipp_loopback_denied'] } }),
       route('edghtsrt_ua', '/ua', { ...backend, user_agent_filter: { enabled: true, allow: ['^curl/'], deny: ['(?i)bot'] } }),
       route('edghtsrt_hook', '/hook', { ...backend, webhook_verification: { enabled: true, provider: 'github', secret: SECRET } }),
-      route('edghtsrt_oidc', '/oidc', { ...backend, oidc: { enabled: true, issuer: 'https://id.example.com', client_id: 'c', client_secret: 's' } }),
+      route('edghtsrt_saml', '/saml', { ...backend, saml: { enabled: true, idp_metadata: '<EntityDescriptor/>' } }),
     ] }],
     backends: [ok],
     ipPolicies: {
@@ -70,8 +70,8 @@ describe('route modules in the HTTP handler', () => {
     expect((await ing.get('/hook', { method: 'POST', body, headers: { 'content-type': 'application/json' } })).status).toBe(403);
   });
 
-  it('oidc: 501 with a code saying sign-in comes later, never the unprotected backend', async () => {
-    const r = await ing.get('/oidc');
+  it('saml: 501 with a code saying sign-in comes later, never the unprotected backend', async () => {
+    const r = await ing.get('/saml');
     expect(r.status).toBe(501);
     expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_784');
     expect(r.text).toContain('later release');

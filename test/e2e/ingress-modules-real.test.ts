@@ -1,8 +1,8 @@
 // The access and webhook modules behind the real `--ingress` listener, configured through the
 // API as a user would: a denied address gets 403, a deleted policy restricts nothing on the
 // next request, a user agent is denied, a Stripe-signed webhook reaches the upstream through
-// `edgeform agent` with its body intact while a bad or stale one is refused, and an oidc
-// route answers 501. The webhook secret is stored sealed and used unsealed only in memory.
+// `edgeform agent` with its body intact while a bad or stale one is refused, a saml
+// route answers 501, and an oidc route whose provider is down answers 502 with a code. The webhook secret is stored sealed and used unsealed only in memory.
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -10,6 +10,7 @@ import https from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
 import { httpsGet, ingressPort, localCa, type IngressReply } from '../helpers/ingress-client.js';
+import { closedPort } from '../helpers/ports.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { until } from '../helpers/wait.js';
 
@@ -74,7 +75,8 @@ beforeAll(async () => {
   await route('/ten-only', { ip_restriction: { ip_policy_ids: [allowTen] } });
   await route('/ua', { user_agent_filter: { allow: ['^curl/'], deny: ['(?i)bot'] } });
   await route('/hooks/stripe', { webhook_verification: { provider: 'Stripe', secret: STRIPE_SECRET } }, tunnel);
-  await route('/sso', { oidc: { issuer: 'https://id.example.com', client_id: 'edge', client_secret: 'oidc-secret' } });
+  await route('/idp-down', { oidc: { issuer: `http://127.0.0.1:${await closedPort()}`, client_id: 'edge', client_secret: 'oidc-secret' } });
+  await route('/sso', { saml: { idp_metadata: '<EntityDescriptor xmlns="urn:oasis:names:tc:SAML:2.0:metadata" entityID="https://idp.example.com"/>' } });
   // The table follows the store on the next request; wait until the last route answers.
   await until(async () => (await get('/sso')).status === 501);
 }, 60_000);
@@ -138,7 +140,14 @@ describe('access and webhook modules behind --ingress', () => {
     expect(route.webhook_verification).toMatchObject({ provider: 'Stripe', secret: null });
   });
 
-  it('an oidc route answers 501 with a code saying sign-in comes later', async () => {
+  it('an oidc route whose provider is down answers 502 with a code, never the backend', async () => {
+    const r = await get('/idp-down');
+    expect(r.status).toBe(502);
+    expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_803');
+    expect(r.body).not.toContain('reached the backend');
+  });
+
+  it('a saml route answers 501 with a code saying sign-in comes later', async () => {
     const r = await get('/sso');
     expect(r.status).toBe(501);
     expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_784');

@@ -89,10 +89,16 @@ describe('user_agent_filter', () => {
 });
 
 describe('oauth, oidc and saml', () => {
-  it.each(['oauth', 'oidc', 'saml'] as const)('%s answers 501 with a code and never reaches the backend', async (name) => {
-    const r = await run(FILTERS[name]!({ enabled: true }, { id: 'rt' }, fakeDeps()), { method: 'GET' });
+  it.each([
+    ['saml', { enabled: true }],
+    ['oauth', { enabled: true, provider: { google: {} } }],
+  ] as const)('%s (%j) answers 501 with a code and never reaches the backend', async (name, config) => {
+    const r = await run(FILTERS[name]!(config, { id: 'rt' }, fakeDeps()), { method: 'GET' });
     expect(r).toMatchObject({ reached: false, status: 501, code: 'ERR_SERVICE_784' });
     expect(String(r.answer!.body)).toContain('later release');
+  });
+  it('oidc cannot be built without the server key, so the chain refuses the route instead of serving it', () => {
+    expect(() => FILTERS.oidc!({ enabled: true, issuer: 'https://id.example.com', client_id: 'c', client_secret: 's' }, { id: 'rt' }, fakeDeps())).toThrow(/server key/);
   });
   it('the registry has a filter for every module of MODULE_ORDER, and nothing else', () => {
     expect(Object.keys(FILTERS).sort()).toEqual(MODULE_ORDER.map((m) => m.name).sort());

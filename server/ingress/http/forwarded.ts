@@ -1,7 +1,9 @@
 // What goes upstream from the client's request head, and what comes back: hop-by-hop headers
 // (RFC 9110 7.6.1, and those the Connection header names) never cross the edge; the edge
-// adds X-Forwarded-For (appended), X-Forwarded-Proto and X-Forwarded-Host.
+// adds X-Forwarded-For (appended), X-Forwarded-Proto and X-Forwarded-Host. The sign-in
+// identity headers (edgeform-auth-*) are dropped: only a sign-in module sets them.
 import type { IncomingHttpHeaders } from 'node:http';
+import { IDENTITY_HEADER_PREFIX } from '../auth/session.js';
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'http2-settings', 'proxy-authenticate', 'proxy-authorization']);
 
@@ -14,7 +16,7 @@ export function upstreamHeadersOf(headers: IncomingHttpHeaders, clientIp: string
   const named = connectionNamed(headers.connection);
   const out: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(headers)) {
-    if (v === undefined || k.startsWith(':') || HOP_BY_HOP.has(k) || named.has(k)) continue;
+    if (v === undefined || k.startsWith(':') || HOP_BY_HOP.has(k) || named.has(k) || k.startsWith(IDENTITY_HEADER_PREFIX)) continue;
     out[k] = v;
   }
   const prior = headers['x-forwarded-for'];

@@ -6,6 +6,7 @@ import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
+import { callbackRoute } from '../auth/callback-route.js';
 import { connectBackend, serveBackend } from '../backends/serve.js';
 import type { HttpsEdgeEntry, IngressDeps, IngressTable } from '../types.js';
 import { runChain } from './chain.js';
@@ -56,7 +57,7 @@ function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchan
     return { ex, filters: [] };
   }
   const compiled = compiledEdge(ctx.edge, ctx.table, ctx.deps);
-  const route = selectRoute(compiled.matchers, ctx.host, path);
+  const route = callbackRoute(compiled.matchers, path, query) ?? selectRoute(compiled.matchers, ctx.host, path);
   const ex = new HttpExchange({ ...base, edge: ctx.edge.doc, route: route ?? { id: '' }, upstreamHeaders });
   if (!route) {
     ex.answer(errorAnswer('ERR_SERVICE_741', `no route of this edge matches ${ctx.host}${path}`));

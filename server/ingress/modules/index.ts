@@ -8,6 +8,8 @@ import { ipRestriction } from './ip-restriction.js';
 import type { ModuleName } from './order.js';
 import { requestHeaders } from './request-headers.js';
 import { responseHeaders } from './response-headers.js';
+import { oauth } from './oauth.js';
+import { oidc } from './oidc.js';
 import { signInNotYet } from './sign-in.js';
 import { trafficPolicy } from './traffic-policy.js';
 import { userAgentFilter } from './user-agent-filter.js';
@@ -18,8 +20,8 @@ export const FILTERS: Partial<Record<ModuleName, FilterFactory>> = {
   ip_restriction: ipRestriction,
   user_agent_filter: userAgentFilter,
   traffic_policy: trafficPolicy,
-  oauth: signInNotYet('oauth'),
-  oidc: signInNotYet('oidc'),
+  oauth,
+  oidc,
   saml: signInNotYet('saml'),
   webhook_verification: webhookVerification,
   circuit_breaker: circuitBreaker,

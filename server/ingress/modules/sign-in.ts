@@ -1,4 +1,4 @@
-// oauth, oidc and saml: sign-in at the edge is the next release's work. Until then a route that
+// saml, and oauth providers other than github: sign-in with them is the next release's work. Until then a route that
 // carries one answers 501 with a code saying so, and never reaches its backend unprotected.
 import type { FilterFactory } from '../types.js';
 import { errorAnswer } from '../http/error-page.js';

@@ -1,0 +1,85 @@
+// Sign-in at the edge as pure functions: the sealed cookie refuses any altered byte and any
+// other route or key; a session ends at inactivity_timeout and at maximum_duration (and the
+// defaults when 0); GitHub's allow lists combine as docs/ingress.md says; the callback finds
+// its route from the state only for a route with a sign-in module.
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { callbackRoute } from '../../server/ingress/auth/callback-route.js';
+import { CookieSealer, cookieHeaderWithout, readCookies } from '../../server/ingress/auth/cookies.js';
+import { githubAllows } from '../../server/ingress/auth/github.js';
+import { DEFAULT_INACTIVITY_SECONDS, DEFAULT_MAXIMUM_SECONDS, limitsOf, sessionEnded, type Session } from '../../server/ingress/auth/session.js';
+import { routeMatcher } from '../../server/ingress/http/select-route.js';
+
+describe('sealed cookies', () => {
+  const sealer = new CookieSealer(randomBytes(32));
+  const sealed = sealer.seal('session:r1', { subject: 'u1' });
+
+  it('open for the route they were sealed for, and nothing else', () => {
+    expect(sealer.open('session:r1', sealed)).toEqual({ subject: 'u1' });
+    expect(sealer.open('session:r2', sealed)).toBeUndefined();
+    expect(new CookieSealer(randomBytes(32)).open('session:r1', sealed)).toBeUndefined();
+    for (const i of [3, 10, 20, sealed.length - 1]) {
+      const c = sealed[i] === 'A' ? 'B' : 'A';
+      expect(sealer.open('session:r1', sealed.slice(0, i) + c + sealed.slice(i + 1)), `byte ${i}`).toBeUndefined();
+    }
+    expect(sealer.open('session:r1', undefined)).toBeUndefined();
+    expect(sealer.open('session:r1', 'v1.')).toBeUndefined();
+  });
+
+  it('the edge cookies are taken out of what goes upstream', () => {
+    expect(readCookies({ cookie: 'a=1; service.session=x; b=2' }).get('service.session')).toBe('x');
+    expect(cookieHeaderWithout('a=1; service.session=x; b=2', new Set(['service.session']))).toBe('a=1; b=2');
+    expect(cookieHeaderWithout('service.session=x', new Set(['service.session']))).toBeUndefined();
+  });
+});
+
+describe('session limits', () => {
+  const t0 = 1_700_000_000_000;
+  const s: Session = { subject: 'u', created: t0, seen: t0 };
+  const limits = limitsOf({ inactivity_timeout: 60, maximum_duration: 3600 });
+
+  it.each([
+    [59_999, t0, undefined],
+    [60_000, t0, 'inactivity_timeout'],
+    [3_599_000, t0 + 3_560_000, undefined],
+    [3_600_000, t0 + 3_599_000, 'maximum_duration'],
+  ])('at +%d ms, last seen %d: %s', (after, seen, why) => {
+    expect(sessionEnded({ ...s, seen }, limits, t0 + after)).toBe(why);
+  });
+
+  it('0 means the documented defaults', () => {
+    expect(limitsOf({ inactivity_timeout: 0, maximum_duration: 0 })).toEqual({ inactivityMs: DEFAULT_INACTIVITY_SECONDS * 1000, maximumMs: DEFAULT_MAXIMUM_SECONDS * 1000 });
+  });
+
+  it('a session without a subject is not one', () => {
+    expect(sessionEnded({ ...s, subject: '' }, limits, t0)).toBe('malformed');
+  });
+});
+
+describe('github allow lists', () => {
+  const ada = { emails: ['Ada@Example.com'], orgs: ['edgeform'], teams: ['edgeform/core'] };
+  it.each<[Record<string, string[]>, boolean, string]>([
+    [{}, true, 'no list admits anyone'],
+    [{ email_addresses: ['ada@example.com'] }, true, 'address, case-insensitive'],
+    [{ email_domains: ['example.org'] }, false, 'other domain'],
+    [{ organizations: ['EdgeForm'] }, true, 'organisation'],
+    [{ teams: ['edgeform/ops'] }, false, 'another team'],
+    [{ teams: ['edgeform/ops'], organizations: ['edgeform'] }, true, 'org or team'],
+    [{ email_domains: ['example.com'], organizations: ['other'] }, false, 'both groups must pass'],
+  ])('%j -> %s (%s)', (lists, allowed, _why) => {
+    expect(githubAllows(lists, ada)).toBe(allowed);
+  });
+});
+
+describe('callback route', () => {
+  const matchers = [
+    routeMatcher({ id: 'edghtsrt_plain', match: '/', match_type: 'path_prefix' }),
+    routeMatcher({ id: 'edghtsrt_app', match: '/app', match_type: 'path_prefix', oidc: { issuer: 'https://id.example.com' } }),
+  ];
+  it('is the route the state names, when it signs in', () => {
+    expect(callbackRoute(matchers, '/_edgeform/auth/callback', '?code=c&state=edghtsrt_app~xyz')?.id).toBe('edghtsrt_app');
+    expect(callbackRoute(matchers, '/_edgeform/auth/callback', '?state=edghtsrt_plain~xyz')).toBeUndefined();
+    expect(callbackRoute(matchers, '/_edgeform/auth/callback', '?state=nothing')).toBeUndefined();
+    expect(callbackRoute(matchers, '/other', '?state=edghtsrt_app~xyz')).toBeUndefined();
+  });
+});
