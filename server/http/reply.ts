@@ -77,11 +77,22 @@ export function fromFrameworkError(error: { code?: string; statusCode?: number; 
 }
 
 /** Prisma's codes for a database that cannot be reached, dropped the connection or answered too late. */
-const UNAVAILABLE = new Set(['P1001', 'P1002', 'P1008', 'P1017', 'P2024']);
+/**
+ * Prisma's codes for an unreachable database, and those of the `pg` driver the hot reads use
+ * directly (server/store/hot-pg.ts): socket errors, and PostgreSQL's connection and shutdown
+ * SQLSTATEs (class 08, 57P01-57P03).
+ */
+const UNAVAILABLE = new Set([
+  'P1001', 'P1002', 'P1008', 'P1017', 'P2024',
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EPIPE',
+  '08000', '08001', '08003', '08004', '08006', '57P01', '57P02', '57P03',
+]);
 
 /** A database outage is the server's condition, not the request's: 503, retryable, and nothing of the cause. */
-export function fromDatabaseError(error: { code?: string; name?: string }): ApiError | undefined {
-  if (error.name === 'PrismaClientInitializationError' || (error.code && UNAVAILABLE.has(error.code))) {
+export function fromDatabaseError(error: { code?: string; name?: string; message?: string }): ApiError | undefined {
+  // pg reports a connection dropped mid-query without a code.
+  const dropped = !error.code && /^Connection terminated/.test(error.message ?? '');
+  if (error.name === 'PrismaClientInitializationError' || (error.code && UNAVAILABLE.has(error.code)) || dropped) {
     return new ApiError('ERR_SERVICE_503', 'the database is unreachable; retry shortly', {}, { 'Retry-After': '5' });
   }
   return undefined;
