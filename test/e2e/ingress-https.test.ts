@@ -306,9 +306,16 @@ describe('modules at the edge', () => {
     expectNoEdgeContent(on.text);
   });
 
-  it.each(['/oauth', '/oidc', '/saml'])('%s answers 501 with a code, never the unprotected backend', async (p) => {
+  // oauth without a client_id on a server with no managed app, and saml (not built yet): 501.
+  it.each(['/oauth', '/saml'])('%s answers 501 with a code, never the unprotected backend', async (p) => {
     const r = await get('app.example.com', p);
     edgeErrorCode(r, 501);
+    expectNoEdgeContent(r.text);
+  });
+
+  it('/oidc with an issuer that cannot be reached answers 502 with a code, never the unprotected backend', async () => {
+    const r = await get('app.example.com', '/oidc');
+    edgeErrorCode(r, 502);
     expectNoEdgeContent(r.text);
   });
 });
