@@ -90,7 +90,7 @@ export class IngressListener {
   address = '';
 
   constructor(readonly spec: IngressListenerSpec, private d: ListenerDeps) {
-    this.server = net.createServer({ pauseOnConnect: true }, (socket) => void this.accept(socket));
+    this.server = net.createServer({ pauseOnConnect: true, noDelay: true }, (socket) => void this.accept(socket));
     this.server.maxConnections = d.limits.maxConnections;
     this.server.on('drop', () => this.count('refused_max_connections'));
   }
