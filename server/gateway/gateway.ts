@@ -308,7 +308,7 @@ export class Gateway {
   }
 
   /** A relayed HTTP request to a tunnel held by this instance (the ingress's entry point). */
-  openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined> }): ClientHttp2Stream {
+  openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }): ClientHttp2Stream {
     return this.connOf(tunnelId).openStream(tunnelId, req);
   }
 

@@ -35,14 +35,27 @@ async function agentRefused(stream: ClientHttp2Stream, headers: Record<string, u
   return edgeError('ERR_SERVICE_743', `${what} is unreachable from its agent (${String(headers[AGENT_ERROR_HEADER])})`, true);
 }
 
+/**
+ * Whether the client's request has no body: HTTP/1.1 without Content-Length (or 0) and without
+ * Transfer-Encoding, or an HTTP/2 stream that ended with its headers.
+ */
+function bodyless(req: HttpExchange['req']): boolean {
+  const h2 = (req as { stream?: { endAfterHeaders?: boolean } }).stream;
+  if (h2 && typeof h2.endAfterHeaders === 'boolean') return h2.endAfterHeaders;
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] === undefined && (length === undefined || Number(length) === 0);
+}
+
 export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<void> {
   const what = `the upstream of tunnel ${tunnelId}`;
-  const stream = open(() => ex.deps.gateway.openStream(tunnelId, { method: ex.method, path: ex.path, headers: ex.upstreamHeaders }), tunnelId);
+  const empty = ex.body ? ex.body.length === 0 : bodyless(ex.req);
+  const stream = open(() => ex.deps.gateway.openStream(tunnelId, { method: ex.method, path: ex.path, headers: ex.upstreamHeaders, endStream: empty }), tunnelId);
   stream.on('error', () => {});
   const res = ex.res as unknown as NodeJS.EventEmitter;
   const abort = () => { if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL); };
   res.once('close', abort);
-  if (ex.body) stream.end(ex.body);
+  if (empty) (ex.req as Readable).resume();
+  else if (ex.body) stream.end(ex.body);
   else (ex.req as Readable).pipe(stream);
   const headers = await responseOf(stream, ex.deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS, what);
   if (headers[AGENT_ERROR_HEADER] !== undefined) throw await agentRefused(stream, headers, what);
