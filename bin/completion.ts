@@ -21,6 +21,13 @@ function walk(cmd: Command, path: string[] = []): Node[] {
 
 const sq = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
+/**
+ * The `case` arms (bash and zsh alike) that follow the words typed so far down the command
+ * tree: `cmdpath` becomes the deepest command they name.
+ */
+const pathCases = (nodes: Node[]) =>
+  nodes.filter((n) => n.path.length).map((n) => `      ${sq(n.path.join(' '))}) cmdpath=${sq(n.path.join(' '))} ;;`).join('\n');
+
 function bash(nodes: Node[]): string {
   const cases = nodes
     .map((n) => `    ${sq(n.path.join(' '))}) words=${sq([...n.commands, ...n.flags].join(' '))} ;;`)
@@ -34,7 +41,7 @@ _edgeform() {
     w="\${COMP_WORDS[i]}"
     [[ "$w" == -* ]] && continue
     case "\${cmdpath:+$cmdpath }$w" in
-${nodes.filter((n) => n.path.length).map((n) => `      ${sq(n.path.join(' '))}) cmdpath=${sq(n.path.join(' '))} ;;`).join('\n')}
+${pathCases(nodes)}
     esac
   done
   case "$cmdpath" in
@@ -64,7 +71,7 @@ _edgeform() {
   for w in \${words[2,CURRENT-1]}; do
     [[ "$w" == -* ]] && continue
     case "\${cmdpath:+$cmdpath }$w" in
-${nodes.filter((n) => n.path.length).map((n) => `      ${sq(n.path.join(' '))}) cmdpath=${sq(n.path.join(' '))} ;;`).join('\n')}
+${pathCases(nodes)}
     esac
   done
   case "$cmdpath" in
