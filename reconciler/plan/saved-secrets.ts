@@ -7,7 +7,7 @@
 import { kindOf } from '../../provider/catalog/index.js';
 import { mergeSecrets, splitSecrets } from '../../provider/catalog/walk.js';
 import type { Manifest } from '../manifest/validate.js';
-import { childAddress } from './plan.js';
+import { secretItems } from '../live/secret-fingerprints.js';
 import type { Plan } from './types.js';
 
 type Doc = Record<string, any>;
@@ -41,15 +41,8 @@ export function stripSecrets(plan: Plan): { plan: Plan; taken: Array<Omit<SavedS
   return { plan: { ...plan, operations }, taken };
 }
 
-/** The declared write-only values of every document and child, by address. */
-export function declaredSecrets(manifest: Manifest): Map<string, Record<string, unknown>> {
-  const out = new Map<string, Record<string, unknown>>();
-  for (const d of manifest.documents) {
-    out.set(d.address, d.secrets);
-    for (const list of Object.values(d.children)) for (const c of list) out.set(childAddress(d.address, c.spec, c.key), c.secrets);
-  }
-  return out;
-}
+/** The declared write-only values of every document and child that has some, by address. */
+export const declaredSecrets = (manifest: Manifest) => new Map(secretItems(manifest).map((i) => [i.address, i.values]));
 
 /** The item the server fingerprints for one value: its own address, so values are told apart. */
 export const fingerprintItem = (s: { address: string; path: string }, value: unknown) => ({ address: `${s.address}#${s.path}`, values: { [s.path]: value } });

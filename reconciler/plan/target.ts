@@ -3,7 +3,7 @@
 // operations its operations wait for: a new policy a route refers to); an exclusion drops
 // what needs it too. A pattern that matches nothing is an error, never "No changes"
 // (hashicorp/terraform#30434).
-import { nearest } from '../../provider/catalog/validate/suggest.js';
+import { didYouMean } from '../../provider/catalog/validate/suggest.js';
 import type { Change, Operation, Plan } from './types.js';
 
 /** `Kind/name` (the document and its children), `Kind/name.routes["/api"]` (one child), or `Kind/*`. */
@@ -28,8 +28,7 @@ export function targetPlan(plan: Plan, targets: readonly string[], excludes: rea
   for (const [flag, list] of [['--target', targets], ['--exclude', excludes]] as const) {
     for (const p of list) {
       if (addresses.some((a) => matchesAddress(p, a))) continue;
-      const near = nearest(p, addresses);
-      problems.push(`${flag} ${p} matches no resource of this plan${near.length ? ` (did you mean ${near.join(' or ')}?)` : ''}; addresses are Kind/name, Kind/name.routes["/path"] or Kind/*`);
+      problems.push(`${flag} ${p} matches no resource of this plan${didYouMean(p, addresses)}; addresses are Kind/name, Kind/name.routes["/path"] or Kind/*`);
     }
   }
   if (problems.length) return { plan, problems, warnings: [] };
