@@ -83,11 +83,12 @@ export function exchange(socket: net.Socket, send: string | undefined, ms = 2000
   });
 }
 
-/** A TLS connection to the listener (resolves once the handshake is done, rejects if it fails). */
-export function tlsConnect(port: number, o: tls.ConnectionOptions): Promise<tls.TLSSocket> {
+/** A TLS connection to the listener (resolves once the handshake is done, rejects if it fails or takes over 20 s). */
+export function tlsConnect(port: number, o: tls.ConnectionOptions = {}): Promise<tls.TLSSocket> {
   return new Promise((resolve, reject) => {
-    const socket = tls.connect({ host: '127.0.0.1', port, ...o }, () => resolve(socket));
-    socket.once('error', reject);
-    socket.once('close', () => reject(new Error('closed during the handshake')));
+    const socket = tls.connect({ host: '127.0.0.1', port, ...o }, () => { clearTimeout(timer); resolve(socket); });
+    const timer = setTimeout(() => socket.destroy(new Error('handshake took over 20 s')), 20_000);
+    socket.once('error', (e) => { clearTimeout(timer); reject(e); });
+    socket.once('close', () => { clearTimeout(timer); reject(new Error('closed during the handshake')); });
   });
 }

@@ -5,7 +5,6 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import http2 from 'node:http2';
 import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -16,7 +15,10 @@ import type { CliResult } from './cli.js';
 import { runCliProcess } from './cli-process.js';
 import { serve, type Serving } from './serve.js';
 import { tempDir } from './temp.js';
+import { h2Get, tlsConnect } from './ingress-client.js';
 import { until } from './wait.js';
+
+export { tlsConnect };
 
 export const INGRESS_TOKEN = 'ingresstoken0123456789abcdefghijklmnopqrstuvw';
 
@@ -178,13 +180,6 @@ export function edgeRequest(o: EdgeRequest): Promise<EdgeReply> {
 }
 
 /** A TLS connection (resolves once the handshake is done, or rejects with why it failed). */
-export function tlsConnect(port: number, opts: tls.ConnectionOptions = {}): Promise<tls.TLSSocket> {
-  return new Promise((resolve, reject) => {
-    const s = tls.connect({ host: '127.0.0.1', port, ...opts }, () => resolve(s));
-    s.once('error', reject);
-    s.setTimeout(20_000, () => s.destroy(new Error('handshake took over 20 s')));
-  });
-}
 
 /** Writes `bytes` and reads until the peer closes or `want` bytes came (bounded at 10 s). */
 export function exchange(socket: net.Socket, bytes: string | Buffer, want = Infinity): Promise<{ data: Buffer; closed: boolean }> {
@@ -206,25 +201,9 @@ function connector(port: number, host: string, ca: string, alpn: string[]) {
 }
 
 /** One HTTP/2 request (ALPN h2); also reports the protocol the server chose. */
-export async function h2Request(port: number, host: string, ca: string, p: string): Promise<{ status: number; body: string; alpn: string | false | undefined }> {
-  const session = http2.connect(`https://${host}`, { createConnection: connector(port, host, ca, ['h2']) });
-  try {
-    await new Promise<void>((resolve, reject) => { session.once('connect', () => resolve()); session.once('error', reject); });
-    const alpn = session.alpnProtocol;
-    const stream = session.request({ ':path': p, ':method': 'GET' });
-    const [status, body] = await new Promise<[number, string]>((resolve, reject) => {
-      let st = 0;
-      let text = '';
-      stream.on('response', (h) => { st = Number(h[':status']); });
-      stream.setEncoding('utf8');
-      stream.on('data', (c) => { text += c; });
-      stream.on('end', () => resolve([st, text]));
-      stream.on('error', reject);
-    });
-    return { status, body, alpn };
-  } finally {
-    session.close();
-  }
+export async function h2Request(port: number, host: string, ca: string, p: string): Promise<{ status: number; body: string; alpn: string | false | null }> {
+  const { status, body, alpn } = await h2Get(port, host, p, ca);
+  return { status, body, alpn };
 }
 
 /** An undici WebSocket to wss://host/path through the loopback port (RFC 6455 framing by undici). */
