@@ -3,13 +3,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { ApiClient } from '../provider/client/index.js';
-import { kindOf, type KindEntry } from '../provider/catalog/index.js';
+import { kindOf } from '../provider/catalog/index.js';
 import { manifestKinds } from './manifest/kinds.js';
 import { loadManifests, type FileOptions } from './manifest/load.js';
 import { cdktfDocuments } from './sources/cdktf.js';
 import { ManifestError, Problems } from './manifest/problems.js';
 import { validateManifests, type Manifest } from './manifest/validate.js';
 import { refresh, type LiveState } from './live/refresh.js';
+import { kindsToRead } from './live/stack-kinds.js';
 import { fetchSecretFingerprints, secretItems, type FingerprintCache } from './live/secret-fingerprints.js';
 import { liveFingerprint, makePlan, planFingerprints, type PlanOptions, type PlanResult } from './plan/plan.js';
 import type { Plan } from './plan/types.js';
@@ -38,16 +39,6 @@ export function loadDesired(paths: readonly string[], cdktfDirs: readonly string
   return manifest;
 }
 
-/**
- * The kinds a plan reads: every kind a stack can manage, declared or not. A kind no
- * document declares any more still holds what the stack applied (an edge, with its
- * hostports): reading only the declared kinds hid it, and the plan said "No changes". It
- * costs one list call per kind that has nothing to list.
- */
-export function kindsToRead(): KindEntry[] {
-  return [...manifestKinds];
-}
-
 export interface Planned extends PlanResult {
   live: LiveState;
   kinds: string[];
@@ -72,7 +63,7 @@ export function splitExcludes(values: readonly string[] = []): { addresses: stri
 
 export async function planWith(client: ApiClient, manifest: Manifest, opts: Omit<PlanOptions, 'apiCalls'> & Targeting, fingerprintCache?: FingerprintCache): Promise<Planned> {
   const before = client.calls;
-  const kinds = kindsToRead();
+  const kinds = await kindsToRead(client, opts.stack, manifest.documents.map((d) => d.kind));
   const live = await refresh(client, kinds);
   // Secrets matter only to a plan that may update: refresh-only reports drift, destroy deletes.
   const items = opts.mode === 'apply' ? secretItems(manifest) : [];

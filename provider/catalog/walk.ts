@@ -47,6 +47,17 @@ export function collectRefs(shape: Record<string, z.ZodType>, doc: Doc, base: Pa
   return out;
 }
 
+/** Every reference a schema can hold, whatever a document puts in it. */
+export function refTraitsOf(shape: Record<string, z.ZodType>): RefTrait[] {
+  return Object.values(shape).flatMap((schema) => {
+    const ref = traitsOf(schema).ref;
+    if (ref) return [ref];
+    const el = elementOf(schema);
+    const sub = shapeOf(schema) ?? (el && shapeOf(el));
+    return sub ? refTraitsOf(sub) : [];
+  });
+}
+
 /**
  * A copy of a document with every reference id replaced by `fn` (input form). The reconciler
  * swaps `Kind/name` references for ids, and back, with it.

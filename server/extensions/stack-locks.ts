@@ -53,7 +53,7 @@ function present(ctx: Ctx, row: Row) {
   };
 }
 
-function stackOf(params: Record<string, string>): string {
+export function stackOf(params: Record<string, string>): string {
   const stack = params.stack;
   if (!STACK.test(stack)) throw invalid('stack', `"${stack}" is not a stack name: 1-64 letters, digits, ".", "_" or "-"`);
   return stack;

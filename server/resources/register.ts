@@ -7,4 +7,5 @@ import './edges.js';
 import './edge-ports.js';
 import '../extensions/stack-locks.js';
 import '../extensions/fingerprints.js';
+import '../extensions/stack-kinds.js';
 import '../gateway/read-forms.js';

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { manifestDir } from '../helpers/cli.js';
-import { stackRunner, toYaml } from '../helpers/reconciler.js';
+import { activeChanges, stackRunner, toYaml } from '../helpers/reconciler.js';
 
 type Doc = Record<string, any>;
 
@@ -133,6 +133,22 @@ describe('reconciler: the API key it authenticates with', () => {
     const admin = await stackRunner(s, { EDGEFORM_STACK: 'bots' }).run(['apply', '-f', dir, '--auto-approve']);
     expect(admin.code, admin.stdout + admin.stderr).toBe(0);
     expect((await s.get(`/bot_users/${bot.id}`)).body.active).toBe(false);
+  });
+
+  it("a bot's own key in no stack: pruning the bot, whose kind and the key's the manifests no longer declare, is refused", async () => {
+    const s = await start();
+    const bot = (await s.post('/bot_users', { name: 'ci', metadata: JSON.stringify({ edgeform: { stack: 'bots', name: 'BotUser/ci' } }) })).body;
+    const key = (await s.post('/api_keys', { owner_id: bot.id, description: 'made by hand' })).body;
+    const dir = manifestDir({ 'policy.yaml': toYaml([{ kind: 'IPPolicy', name: 'office' }] as Doc[]) });
+    // The plan reads API keys though no document declares one and none is the stack's: the bot's deletion takes them with it.
+    const bots = stackRunner(s, { EDGEFORM_STACK: 'bots', EDGEFORM_API_KEY: key.token });
+    const refused = await bots.run(['apply', '-f', dir, '--prune', '--auto-approve']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`deleting BotUser/ci deletes the API key this command authenticates with (${key.id}, whose owner_id it is)`);
+    expect((await s.get(`/bot_users/${bot.id}`)).status).toBe(200);
+    // The admin's key prunes the bot, and lists the key as going with it.
+    const admin = await stackRunner(s, { EDGEFORM_STACK: 'bots' }).planJson(['-f', dir, '--prune']);
+    expect(activeChanges(admin)[`APIKey/${key.id}`]).toMatchObject({ change: { actions: ['delete'] } });
   });
 
   it('a saved plan made with another key is refused when applied with the key it deletes', async () => {
