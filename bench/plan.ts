@@ -72,7 +72,7 @@ const s = (ms: number) => (ms / 1000).toFixed(2);
 
 async function bench(n: number, opts: ReturnType<typeof args>) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-bench-'));
-  const server = await startServer({ ...resolveConfig({ port: 0, dataDir: dir, apiRateLimit: 0 }, {}), bootstrapToken: TOKEN, log: () => {} });
+  const server = await startServer({ ...resolveConfig({ port: 0, dataDir: dir, apiRateLimit: 0 }, {}), fingerprintRateLimit: 0, bootstrapToken: TOKEN, log: () => {} });
   try {
     const manifests = path.join(dir, 'manifests');
     const { units, documents } = writeManifests(manifests, n);
