@@ -17,10 +17,9 @@ import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { startAgent, type AgentProcess } from '../helpers/agent.js';
-import {
-  agentToken, curl, edgeErrorCode, edgeRequest, exchange, freePort, many, nextMessage, startIngress, tlsConnect, webSocket, wsOpen,
-  type EdgeRequest, type Ingress,
-} from '../helpers/ingress.js';
+import { agentToken, many, startIngress, type Ingress } from '../helpers/ingress.js';
+import { curl, edgeErrorCode, edgeRequest, exchange, nextMessage, tlsConnect, webSocket, wsOpen, type EdgeRequest } from '../helpers/ingress-client.js';
+import { freePort } from '../helpers/ports.js';
 import { Pki, type Issued } from '../helpers/pki.js';
 import { killServers } from '../helpers/serve.js';
 import { removeTempDirs, tempDir } from '../helpers/temp.js';
@@ -250,7 +249,7 @@ describe('HTTPS through edgeform agent (tunnel_group)', () => {
 describe('TCP edges through the agent', () => {
   it('forwards a TCP connection to the upstream', async () => {
     const s = net.connect(ing.port(20000), '127.0.0.1');
-    const { data } = await exchange(s, 'ping over tcp', 13);
+    const { data } = await exchange(s, 'ping over tcp', { want: 13 });
     s.destroy();
     expect(data.toString()).toBe('ping over tcp');
   });
@@ -268,14 +267,14 @@ describe('TLS edges through the agent', () => {
   it('terminates at the edge with a local-CA certificate and forwards the plaintext', async () => {
     const s = await tlsConnect(ing.port(8883), { servername: 'mqtt.example.com', ca });
     expect(new X509Certificate(s.getPeerCertificate().raw).subjectAltName).toContain('DNS:mqtt.example.com');
-    const { data } = await exchange(s, 'mqtt hello', 10);
+    const { data } = await exchange(s, 'mqtt hello', { want: 10 });
     s.destroy();
     expect(data.toString()).toBe('mqtt hello');
   });
 
   it('with mutual_tls and min_version 1.3: a client certificate of the edge\'s authority gets through; none, or TLS 1.2, is refused', async () => {
     const s = await tlsConnect(ing.port(8883), { servername: 'mtls.example.com', ca, cert: client.cert, key: client.key });
-    const { data } = await exchange(s, 'device hello', 12);
+    const { data } = await exchange(s, 'device hello', { want: 12 });
     s.destroy();
     expect(data.toString()).toBe('device hello');
     // Without a certificate TLS 1.3 finishes the client's side first; the edge then closes unanswered.
@@ -294,7 +293,7 @@ describe('TLS edges through the agent', () => {
   it.each(['pass.example.com', 'agent.example.com'])('passes the TLS stream for %s through untouched: the client sees the upstream\'s certificate', async (host) => {
     const s = await tlsConnect(ing.port(8883), { servername: host, ca: upstreamCa.cert });
     expect(s.getPeerCertificate().fingerprint256).toBe(new X509Certificate(upstreamCert.cert).fingerprint256);
-    const { data } = await exchange(s, 'end to end', 10);
+    const { data } = await exchange(s, 'end to end', { want: 10 });
     s.destroy();
     expect(data.toString()).toBe('end to end');
   });

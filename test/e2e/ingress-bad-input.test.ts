@@ -6,7 +6,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { exchange, httpsGet, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
+import { edgeRequest, exchange, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;
@@ -36,31 +36,31 @@ const tlsTo = () => tlsConnect(port, { servername: 'app.example.com', ca });
 describe('bad input at the connection level', () => {
   it('closes connections past maxConnections at once and serves again when they go', async () => {
     const held = await Promise.all(Array.from({ length: 4 }, () => tlsTo()));
-    const extra = await exchange(net.connect(port, '127.0.0.1'), undefined, 2000);
+    const extra = await exchange(net.connect(port, '127.0.0.1'), undefined, { quietMs: 2000 });
     expect(extra.closed).toBe(true);
     held.forEach((h) => h.destroy());
     await new Promise((r) => setTimeout(r, 100));
-    expect((await httpsGet(port, 'app.example.com', '/', { ca })).status).toBe(200);
+    expect((await edgeRequest({ port, host: 'app.example.com', ca })).status).toBe(200);
   });
 
   it('answers headers over 16 KiB with 431 and malformed HTTP with 400, and keeps serving', async () => {
-    const big = await exchange(await tlsTo(), `GET / HTTP/1.1\r\nHost: app.example.com\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
-    expect(big.data).toMatch(/^HTTP\/1\.1 431 /);
-    expect(big.data).toContain('ERR_SERVICE_703');
-    const garbage = await exchange(await tlsTo(), 'NOT HTTP AT ALL\r\n\r\n');
-    expect(garbage.data).toMatch(/^HTTP\/1\.1 400 /);
-    expect(garbage.data).not.toContain('app content');
-    expect((await httpsGet(port, 'app.example.com', '/', { ca })).body).toBe('app content');
+    const big = await exchange(await tlsTo(), `GET / HTTP/1.1\r\nHost: app.example.com\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, { quietMs: 2000 });
+    expect(big.text).toMatch(/^HTTP\/1\.1 431 /);
+    expect(big.text).toContain('ERR_SERVICE_703');
+    const garbage = await exchange(await tlsTo(), 'NOT HTTP AT ALL\r\n\r\n', { quietMs: 2000 });
+    expect(garbage.text).toMatch(/^HTTP\/1\.1 400 /);
+    expect(garbage.text).not.toContain('app content');
+    expect((await edgeRequest({ port, host: 'app.example.com', ca })).text).toBe('app content');
   });
 
   it('closes a connection whose headers do not arrive in time, and one that never says hello', async () => {
     const slow = await tlsTo();
     slow.write('GET / HTTP/1.1\r\nHost: app.example.com\r\n');
-    const r = await exchange(slow, 'X-Slow: 1\r\n', 5000);
+    const r = await exchange(slow, 'X-Slow: 1\r\n', { quietMs: 5000 });
     expect(r.closed).toBe(true);
-    expect(r.data).toMatch(/^HTTP\/1\.1 408 /);
-    const silent = await exchange(net.connect(port, '127.0.0.1'), undefined, 5000);
-    expect(silent).toMatchObject({ data: '', closed: true });
+    expect(r.text).toMatch(/^HTTP\/1\.1 408 /);
+    const silent = await exchange(net.connect(port, '127.0.0.1'), undefined, { quietMs: 5000 });
+    expect(silent).toMatchObject({ text: '', closed: true });
   });
 
 });
@@ -68,13 +68,13 @@ describe('bad input at the connection level', () => {
 describe('shutdown', () => {
   it('stops accepting, closes idle kept-alive connections, and resolves', async () => {
     const idle: tls.TLSSocket = await tlsTo();
-    const first = exchange(idle, 'GET / HTTP/1.1\r\nHost: app.example.com\r\n\r\n', 5000);
+    const first = exchange(idle, 'GET / HTTP/1.1\r\nHost: app.example.com\r\n\r\n', { quietMs: 5000 });
     await new Promise((r) => setTimeout(r, 200));
     await s.server.close();
     const r = await first;
-    expect(r.data).toContain('app content');
+    expect(r.text).toContain('app content');
     expect(r.closed).toBe(true);
-    const refused = await exchange(net.connect(port, '127.0.0.1'), undefined, 1000);
+    const refused = await exchange(net.connect(port, '127.0.0.1'), undefined, { quietMs: 1000 });
     expect(refused.error).toBe('ECONNREFUSED');
   });
 });

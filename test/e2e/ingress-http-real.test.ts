@@ -7,7 +7,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
-import { httpsGet, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
+import { edgeRequest, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { until } from '../helpers/wait.js';
 
@@ -24,7 +24,7 @@ let upstream: http.Server;
 let agent: AgentProcess;
 let edgeId: string;
 let helloId: string;
-const get = (path: string, headers?: Record<string, string>) => httpsGet(port, 'app.example.com', path, { ca, headers });
+const get = (path: string, headers?: Record<string, string>) => edgeRequest({ port, host: 'app.example.com', path, ca, headers });
 
 async function created(path: string, body: unknown): Promise<string> {
   const r = await s.post(path, body);
@@ -74,7 +74,7 @@ describe('the HTTP side behind --ingress', () => {
   it('a tunnel-group route reaches the upstream through edgeform agent with the forwarding headers and header modules', async () => {
     const r = await get('/api/users?page=2', { 'x-drop-me': '1' });
     expect(r.status).toBe(200);
-    const seen = JSON.parse(r.body);
+    const seen = JSON.parse(r.text);
     expect(seen.url).toBe('/api/users?page=2');
     expect(seen.headers).toMatchObject({ host: 'app.example.com', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'app.example.com', 'x-forwarded-for': '127.0.0.1', 'x-added': 'by-edge' });
     expect(seen.headers['x-drop-me']).toBeUndefined();
@@ -88,7 +88,7 @@ describe('the HTTP side behind --ingress', () => {
       expect(r.status).toBe(404);
       expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_741');
     }
-    expect((await get('/exact')).body).toBe('hello');
+    expect((await get('/exact')).text).toBe('hello');
   });
 
   it('a rate limit of 5 per 60 s answers the sixth request 429 with retry-after', async () => {
@@ -100,7 +100,7 @@ describe('the HTTP side behind --ingress', () => {
 
   it('a weighted backend answers from its children by weight, never the one weighted 0', async () => {
     const seen = new Set<string>();
-    for (let i = 0; i < 40; i++) seen.add((await get('/split')).body);
+    for (let i = 0; i < 40; i++) seen.add((await get('/split')).text);
     expect([...seen].sort()).toEqual(['hello', 'other']);
   });
 
@@ -122,7 +122,7 @@ describe('the HTTP side behind --ingress', () => {
     expect((await get('/later')).status).toBe(404);
     await created(`/edges/https/${edgeId}/routes`, { match_type: 'path_prefix', match: '/later', backend: { backend_id: helloId } });
     const r = await get('/later');
-    expect(r).toMatchObject({ status: 200, body: 'hello' });
+    expect(r).toMatchObject({ status: 200, text: 'hello' });
   });
 
   it('writes one access-log line per request with the route and status', async () => {

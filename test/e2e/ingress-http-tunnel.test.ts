@@ -6,7 +6,7 @@ import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
-import { closedPort } from '../helpers/ports.js';
+import { freePort } from '../helpers/ports.js';
 import { route, startHttpIngress, tableOf, type HttpIngress } from '../helpers/ingress-http.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { until } from '../helpers/wait.js';
@@ -45,7 +45,7 @@ beforeAll(async () => {
     agents.push(p);
     return p.waitFor('online: tn_');
   };
-  await Promise.all([agent('app=web', a), agent('app=web', b), agent('app=down', await closedPort())]);
+  await Promise.all([agent('app=web', a), agent('app=web', b), agent('app=down', await freePort())]);
   ing = await startHttpIngress(tableOf({
     edges: [{ id: 'edghts_app', hostports: ['app.example.com:443'], routes: [
       route('edghtsrt_web', '/', { backend: { enabled: true, backend_id: 'bkdtg_web' } }),

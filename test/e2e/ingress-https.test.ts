@@ -13,10 +13,9 @@ import { X509Certificate } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { IDP_METADATA } from '../helpers/edge-fixtures.js';
-import {
-  curl, edgeErrorCode, edgeRequest, exchange, freePort, h2Request, many, startIngress, tlsConnect,
-  type EdgeRequest, type Ingress,
-} from '../helpers/ingress.js';
+import { many, startIngress, type Ingress } from '../helpers/ingress.js';
+import { curl, edgeErrorCode, edgeRequest, exchange, h2Get, tlsConnect, type EdgeRequest } from '../helpers/ingress-client.js';
+import { freePort } from '../helpers/ports.js';
 import { Pki, type Issued } from '../helpers/pki.js';
 import { killServers, serve, serveToExit } from '../helpers/serve.js';
 import { removeTempDirs, tempDir } from '../helpers/temp.js';
@@ -188,7 +187,7 @@ describe('certificates by SNI', () => {
   });
 
   it('speaks HTTP/2 by ALPN, to node:http2 and to curl --http2', async () => {
-    const r = await h2Request(port, 'local.test', localCa, '/x');
+    const r = await h2Get(port, 'local.test', '/x', localCa);
     expect(r.alpn).toBe('h2');
     expect(r).toMatchObject({ status: 200, body: 'local content' });
     const c = await curl(['--http2', '-o', '/dev/null', '-w', '%{http_version} %{http_code}', '--cacert', path.join(ing.dataDir, 'ingress-ca.pem'), '--connect-to', `local.test:443:127.0.0.1:${port}`, 'https://local.test/']);

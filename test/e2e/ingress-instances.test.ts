@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 // @ts-expect-error: a plain .mjs script without types
 import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
-import { edgeRequest, startIngress, type Ingress } from '../helpers/ingress.js';
+import { startIngress, type Ingress } from '../helpers/ingress.js';
+import { edgeRequest } from '../helpers/ingress-client.js';
 import { killServers } from '../helpers/serve.js';
 import { TEST_SECRET_KEY } from '../helpers/server.js';
 import { removeTempDirs } from '../helpers/temp.js';

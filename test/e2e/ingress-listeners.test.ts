@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { exchange, h2Get, httpsGet, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
+import { edgeRequest, exchange, h2Get, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
 import { Pki } from '../helpers/pki.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -41,10 +41,10 @@ describe('the local certificate authority', () => {
   });
 
   it('issues the certificate an HTTPS edge answers with when no upload covers its name', async () => {
-    const r = await httpsGet(port, 'app.example.com', '/api', { ca });
-    expect(r).toMatchObject({ status: 200, body: 'hello from the edge' });
+    const r = await edgeRequest({ port, host: 'app.example.com', path: '/api', ca });
+    expect(r).toMatchObject({ status: 200, text: 'hello from the edge' });
     expect(r.headers['x-from']).toBe('edge');
-    expect(r.peerCertificate?.subjectaltname).toBe('DNS:app.example.com');
+    expect(r.peer?.subjectaltname).toBe('DNS:app.example.com');
   });
 });
 
@@ -55,25 +55,25 @@ describe('TLS and HTTP versions', () => {
   });
 
   it('refuses a handshake below the edge\'s min_version and accepts one at it', async () => {
-    await expect(httpsGet(port, 'tls13.example.com', '/', { ca, maxVersion: 'TLSv1.2' })).rejects.toThrow();
-    expect((await httpsGet(port, 'tls13.example.com', '/', { ca })).status).toBe(200);
+    await expect(edgeRequest({ port, host: 'tls13.example.com', ca, maxVersion: 'TLSv1.2' })).rejects.toThrow();
+    expect((await edgeRequest({ port, host: 'tls13.example.com', ca })).status).toBe(200);
     // The default (1.2) still admits TLS 1.2 on the other edge.
-    expect((await httpsGet(port, 'app.example.com', '/', { ca, maxVersion: 'TLSv1.2' })).status).toBe(200);
+    expect((await edgeRequest({ port, host: 'app.example.com', ca, maxVersion: 'TLSv1.2' })).status).toBe(200);
   });
 
   it('closes a handshake without a server name, and a connection that is not TLS', async () => {
-    const noSni = await exchange(net.connect(port, '127.0.0.1'), undefined, 500);
-    expect(noSni.data).toBe('');
+    const noSni = await exchange(net.connect(port, '127.0.0.1'), undefined, { quietMs: 500 });
+    expect(noSni.text).toBe('');
     await expect(tlsConnect(port, { ca, rejectUnauthorized: false })).rejects.toThrow();
-    const plain = await exchange(net.connect(port, '127.0.0.1'), 'GET / HTTP/1.1\r\nHost: app.example.com\r\n\r\n');
-    expect(plain).toMatchObject({ data: '', closed: true });
+    const plain = await exchange(net.connect(port, '127.0.0.1'), 'GET / HTTP/1.1\r\nHost: app.example.com\r\n\r\n', { quietMs: 2000 });
+    expect(plain).toMatchObject({ text: '', closed: true });
   });
 
   it('answers 404 with a code for a name no edge serves, and 421 for a host other than the connection\'s name', async () => {
-    const unknown = await httpsGet(port, 'nobody.example.com', '/', { ca });
+    const unknown = await edgeRequest({ port, host: 'nobody.example.com', ca });
     expect(unknown.status).toBe(404);
-    expect(unknown.body).not.toContain('hello from the edge');
-    const crossed = await httpsGet(port, 'app.example.com', '/', { ca, host: 'tls13.example.com' });
+    expect(unknown.text).not.toContain('hello from the edge');
+    const crossed = await edgeRequest({ port, host: 'tls13.example.com', servername: 'app.example.com', ca });
     expect(crossed.status).toBe(421);
     expect(crossed.headers['edgeform-error-code']).toBe('ERR_SERVICE_701');
   });
@@ -83,14 +83,14 @@ describe('changes', () => {
   it('take effect on the next request after the API answered', async () => {
     for (const body of ['first', 'second', 'third']) {
       expect((await s.patch(`/backends/http_response/${backendId}`, { body })).status).toBe(200);
-      expect((await httpsGet(port, 'app.example.com', '/', { ca })).body).toBe(body);
+      expect((await edgeRequest({ port, host: 'app.example.com', ca })).text).toBe(body);
     }
   });
 
   it('a new edge on a port is served at once; one of another kind on that port is refused with 409', async () => {
     const e = await s.post('/edges/https', { hostports: ['new.example.com:8443'] });
     await s.post(`/edges/https/${e.body.id}/routes`, { match_type: 'exact_path', match: '/x', backend: { backend_id: backendId } });
-    expect((await httpsGet(ingressPort(s, 8443), 'new.example.com', '/x', { ca })).status).toBe(200);
+    expect((await edgeRequest({ port: ingressPort(s, 8443), host: 'new.example.com', path: '/x', ca })).status).toBe(200);
     const tcp = await s.post('/edges/tcp', { hostports: ['1.tcp.example.com:8443'] });
     expect(tcp.status).toBe(409);
     expect(tcp.body).toMatchObject({ error_code: 'ERR_SERVICE_700', details: { field: 'hostports', conflicting_id: e.body.id } });
@@ -126,12 +126,12 @@ describe('uploaded certificates', () => {
       const r = await s.post('/tls_certificates', { certificate_pem: c.cert, private_key_pem: c.key });
       expect(r.status).toBe(201);
     }
-    const viaWild = await httpsGet(port, 'app.example.com', '/', { ca: root.cert });
-    expect(viaWild.peerCertificate?.subject.CN).toBe('wild');
-    const viaExact = await httpsGet(port, 'strict.example.com', '/', { ca: root.cert });
-    expect(viaExact.peerCertificate?.subject.CN).toBe('exact');
+    const viaWild = await edgeRequest({ port, host: 'app.example.com', ca: root.cert });
+    expect(viaWild.peer?.subject.CN).toBe('wild');
+    const viaExact = await edgeRequest({ port, host: 'strict.example.com', ca: root.cert });
+    expect(viaExact.peer?.subject.CN).toBe('exact');
     // A wildcard covers one label only: a deeper name falls back to the local CA.
-    const deeper = await httpsGet(port, 'a.b.example.com', '/', { ca });
-    expect(deeper.peerCertificate?.issuer.CN).toBe('edgeform local ingress CA');
+    const deeper = await edgeRequest({ port, host: 'a.b.example.com', ca });
+    expect(deeper.peer?.issuer.CN).toBe('edgeform local ingress CA');
   });
 });

@@ -6,11 +6,10 @@
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import https from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
-import { httpsGet, ingressPort, localCa, type IngressReply } from '../helpers/ingress-client.js';
-import { closedPort } from '../helpers/ports.js';
+import { edgeRequest, ingressPort, localCa } from '../helpers/ingress-client.js';
+import { freePort } from '../helpers/ports.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { until } from '../helpers/wait.js';
 
@@ -23,20 +22,9 @@ let upstream: http.Server;
 let agent: AgentProcess;
 let denyPolicy: string;
 const received: { path: string; body: string }[] = [];
-const get = (path: string, headers?: Record<string, string>) => httpsGet(port, 'mods.example.com', path, { ca, headers });
-
-function post(path: string, body: string, headers: Record<string, string>): Promise<IngressReply> {
-  return new Promise((resolve, reject) => {
-    const req = https.request({ host: '127.0.0.1', port, path, method: 'POST', servername: 'mods.example.com', ca, agent: false, headers: { host: 'mods.example.com', 'content-type': 'application/json', ...headers } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => { text += c; });
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
+const get = (path: string, headers?: Record<string, string>) => edgeRequest({ port, host: 'mods.example.com', path, ca, headers });
+const post = (path: string, body: string, headers: Record<string, string>) =>
+  edgeRequest({ port, host: 'mods.example.com', path, method: 'POST', ca, body, headers: { 'content-type': 'application/json', ...headers } });
 
 async function created(path: string, body: unknown): Promise<string> {
   const r = await s.post(path, body);
@@ -75,7 +63,7 @@ beforeAll(async () => {
   await route('/ten-only', { ip_restriction: { ip_policy_ids: [allowTen] } });
   await route('/ua', { user_agent_filter: { allow: ['^curl/'], deny: ['(?i)bot'] } });
   await route('/hooks/stripe', { webhook_verification: { provider: 'Stripe', secret: STRIPE_SECRET } }, tunnel);
-  await route('/idp-down', { oidc: { issuer: `http://127.0.0.1:${await closedPort()}`, client_id: 'edge', client_secret: 'oidc-secret' } });
+  await route('/idp-down', { oidc: { issuer: `http://127.0.0.1:${await freePort()}`, client_id: 'edge', client_secret: 'oidc-secret' } });
   await route('/sso', { saml: { idp_metadata: '<EntityDescriptor xmlns="urn:oasis:names:tc:SAML:2.0:metadata" entityID="https://idp.example.com"/>' } });
   // The table follows the store on the next request; wait until the last route answers.
   await until(async () => (await get('/sso')).status === 501);
@@ -93,7 +81,7 @@ describe('access and webhook modules behind --ingress', () => {
     const r = await get('/denied');
     expect(r.status).toBe(403);
     expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_780');
-    expect(r.body).not.toContain('reached the backend');
+    expect(r.text).not.toContain('reached the backend');
   });
 
   it('an address no allow rule covers is refused', async () => {
@@ -104,7 +92,7 @@ describe('access and webhook modules behind --ingress', () => {
     expect((await s.del(`/ip_policies/${denyPolicy}`)).status).toBe(204);
     const r = await get('/denied');
     expect(r.status).toBe(200);
-    expect(r.body).toBe('reached the backend');
+    expect(r.text).toBe('reached the backend');
   });
 
   it('a user agent the filter denies gets 403; an allowed one passes', async () => {
@@ -120,14 +108,14 @@ describe('access and webhook modules behind --ingress', () => {
     const t = Math.floor(Date.now() / 1000);
     const good = await post('/hooks/stripe', body, { 'stripe-signature': stripeSig(STRIPE_SECRET, t, body) });
     expect(good.status).toBe(200);
-    expect(good.body).toBe('upstream saw it');
+    expect(good.text).toBe('upstream saw it');
     expect(received.at(-1)).toEqual({ path: '/hooks/stripe', body });
 
     const count = received.length;
     const forged = await post('/hooks/stripe', body, { 'stripe-signature': stripeSig('whsec_someone_else', t, body) });
     expect(forged.status).toBe(403);
     expect(forged.headers['edgeform-error-code']).toBe('ERR_SERVICE_782');
-    expect(forged.body).not.toContain(STRIPE_SECRET);
+    expect(forged.text).not.toContain(STRIPE_SECRET);
     const stale = await post('/hooks/stripe', body, { 'stripe-signature': stripeSig(STRIPE_SECRET, t - 400, body) });
     expect(stale.headers['edgeform-error-code']).toBe('ERR_SERVICE_783');
     expect((await post('/hooks/stripe', body, {})).status).toBe(403);
@@ -144,14 +132,14 @@ describe('access and webhook modules behind --ingress', () => {
     const r = await get('/idp-down');
     expect(r.status).toBe(502);
     expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_803');
-    expect(r.body).not.toContain('reached the backend');
+    expect(r.text).not.toContain('reached the backend');
   });
 
   it('a saml route answers 501 with a code saying sign-in comes later', async () => {
     const r = await get('/sso');
     expect(r.status).toBe(501);
     expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_784');
-    expect(r.body).toContain('later release');
-    expect(r.body).not.toContain('reached the backend');
+    expect(r.text).toContain('later release');
+    expect(r.text).not.toContain('reached the backend');
   });
 });

@@ -9,10 +9,8 @@ import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { startAgent, type AgentProcess } from '../helpers/agent.js';
-import {
-  agentToken, edgeErrorCode, edgeRequest, nextMessage, startIngress, webSocket, wsOpen,
-  type EdgeRequest, type Ingress,
-} from '../helpers/ingress.js';
+import { agentToken, startIngress, type Ingress } from '../helpers/ingress.js';
+import { edgeErrorCode, edgeRequest, nextMessage, webSocket, wsOpen, type EdgeRequest } from '../helpers/ingress-client.js';
 import { killServers } from '../helpers/serve.js';
 import { removeTempDirs } from '../helpers/temp.js';
 import { until } from '../helpers/wait.js';

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain .mjs script without types
 import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
-import { httpsGet, ingressPort, localCa } from '../helpers/ingress-client.js';
+import { edgeRequest, ingressPort, localCa } from '../helpers/ingress-client.js';
 import { startTestServer, TEST_SECRET_KEY, type TestServer } from '../helpers/server.js';
 import { eventually } from '../helpers/wait.js';
 
@@ -33,12 +33,12 @@ describe.skipIf(!available)('the ingress on PostgreSQL', () => {
     const backend = (await a.post('/backends/http_response', { body: 'v1' })).body.id;
     const edge = (await a.post('/edges/https', { hostports: ['shared.example.com:443'] })).body.id;
     await a.post(`/edges/https/${edge}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: backend } });
-    const fromB = () => httpsGet(ingressPort(b, 443), 'shared.example.com', '/', { ca: localCa(b) });
-    await eventually(async () => expect((await fromB()).body).toBe('v1'), 5000);
+    const fromB = () => edgeRequest({ port: ingressPort(b, 443), host: 'shared.example.com', ca: localCa(b) });
+    await eventually(async () => expect((await fromB()).text).toBe('v1'), 5000);
     await a.patch(`/backends/http_response/${backend}`, { body: 'v2' });
-    await eventually(async () => expect((await fromB()).body).toBe('v2'), 5000);
+    await eventually(async () => expect((await fromB()).text).toBe('v2'), 5000);
     // The instance that wrote serves the change on its next request.
-    expect((await httpsGet(ingressPort(a, 443), 'shared.example.com', '/', { ca: localCa(a) })).body).toBe('v2');
+    expect((await edgeRequest({ port: ingressPort(a, 443), host: 'shared.example.com', ca: localCa(a) })).text).toBe('v2');
   });
 
   it('lets only one of two racing instances put its kind of edge on a free port', async () => {

@@ -29,7 +29,7 @@ const listen = async <T extends net.Server>(server: T) => {
 
 /** Sends `text` on a connection and returns what came back before it went quiet or closed; then closes it. */
 async function roundTrip(socket: net.Socket, text: string) {
-  const r = await exchange(socket, text, 1500);
+  const r = await exchange(socket, text, { quietMs: 1500 });
   socket.destroy();
   return r;
 }
@@ -78,7 +78,7 @@ afterAll(async () => {
 describe('TCP edges', () => {
   it('carry a connection\'s bytes both ways through the agent, and log one line for it', async () => {
     const r = await roundTrip(net.connect(ingressPort(s, 20000), '127.0.0.1'), 'ping over tcp');
-    expect(r.data).toBe('ping over tcp');
+    expect(r.text).toBe('ping over tcp');
     await until(() => s.logs.some((l) => l.includes('"msg":"ingress connection"') && l.includes(tcpEdge) && l.includes('"bytes_in":13')), 5000);
     const line = JSON.parse(s.logs.find((l) => l.includes('"msg":"ingress connection"') && l.includes(tcpEdge))!);
     expect(line).toMatchObject({ kind: 'tcp', edge: tcpEdge, public_port: 20000, client_ip: '127.0.0.1', bytes_in: 13, bytes_out: 13 });
@@ -87,7 +87,7 @@ describe('TCP edges', () => {
 
   it('close a connection their ip_restriction denies, without reaching the upstream', async () => {
     const r = await roundTrip(net.connect(ingressPort(s, 20001), '127.0.0.1'), 'let me in');
-    expect(r).toMatchObject({ data: '', closed: true });
+    expect(r).toMatchObject({ text: '', closed: true });
     await until(() => s.logs.some((l) => l.includes('"refused":"ip_restriction"')), 5000);
   });
 });
@@ -96,13 +96,13 @@ describe('TLS edges', () => {
   it('pass TLS through untouched by SNI when terminate_at is upstream: the client sees the upstream\'s certificate', async () => {
     const socket = await tlsConnect(ingressPort(s, 9443), { servername: 'pass.example.com', ca: upstreamRoot.cert });
     expect(socket.getPeerCertificate().subject.CN).toBe('the upstream itself');
-    expect((await roundTrip(socket, 'through to the upstream')).data).toBe('through to the upstream');
+    expect((await roundTrip(socket, 'through to the upstream')).text).toBe('through to the upstream');
   });
 
   it('terminate at the edge with the local CA\'s certificate and carry the plaintext', async () => {
     const socket = await tlsConnect(ingressPort(s, 9443), { servername: 'term.example.com', ca });
     expect(socket.getPeerCertificate().issuer.CN).toBe('edgeform local ingress CA');
-    expect((await roundTrip(socket, 'decrypted at the edge')).data).toBe('decrypted at the edge');
+    expect((await roundTrip(socket, 'decrypted at the edge')).text).toBe('decrypted at the edge');
   });
 
   it('refuse a handshake below min_version', async () => {
@@ -118,11 +118,11 @@ describe('TLS edges', () => {
     const stranger = pki.issue('p256', { subject: [['CN', 'stranger']], extendedKeyUsage: ['clientAuth'] }, strangerRoot);
     const port = ingressPort(s, 9443);
     const accepted = await tlsConnect(port, { servername: 'mtls.example.com', ca, cert: good.cert, key: good.key });
-    expect((await roundTrip(accepted, 'signed in by certificate')).data).toBe('signed in by certificate');
+    expect((await roundTrip(accepted, 'signed in by certificate')).text).toBe('signed in by certificate');
     for (const client of [{}, { cert: stranger.cert, key: stranger.key }]) {
       // TLS 1.3 finishes the client's side before the server checks its certificate: the refusal is the connection closing unanswered.
-      const refused = await tlsConnect(port, { servername: 'mtls.example.com', ca, ...client }).then((sock) => roundTrip(sock, 'let me in'), (e: Error) => ({ data: '', closed: true, error: e.message }));
-      expect(refused.data).toBe('');
+      const refused = await tlsConnect(port, { servername: 'mtls.example.com', ca, ...client }).then((sock) => roundTrip(sock, 'let me in'), (e: Error) => ({ text: '', closed: true, error: e.message }));
+      expect(refused.text).toBe('');
       expect(refused.closed).toBe(true);
     }
   });

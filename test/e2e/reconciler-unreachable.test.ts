@@ -8,7 +8,7 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { manifestKinds } from '../../reconciler/manifest/kinds.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { closedPort } from '../helpers/ports.js';
+import { freePort } from '../helpers/ports.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { manifestDir } from '../helpers/cli.js';
 import { bigManifest, census, COMPLETE as complete, stackRunner, type StackRunner } from '../helpers/reconciler.js';
@@ -73,7 +73,7 @@ describe('reconciler: an unreachable API', () => {
     { command: ['apply', '--auto-approve'], reason: 'an apply reads before it writes' },
     { command: ['destroy', '--auto-approve'], reason: 'so does destroy' },
   ])('$command.0 at an address that refuses connections: exit 1, saying where it looked and what to do ($reason)', async ({ command }) => {
-    const url = `http://127.0.0.1:${await closedPort()}`;
+    const url = `http://127.0.0.1:${await freePort()}`;
     const out = await r.run([...command, '-f', dir, '--api-url', url]);
     expect(out.code).toBe(1);
     expect(out.stderr).toBe(`Error: cannot reach the API at ${url} (connection refused): is the edgeform server running at ${url}? Start it with "edgeform serve", or set --api-url or EDGEFORM_API_URL to where it runs\n`);
@@ -81,7 +81,7 @@ describe('reconciler: an unreachable API', () => {
   });
 
   it('export at an address that refuses connections: the same error, in one JSON document with --json for plan', async () => {
-    const url = `http://127.0.0.1:${await closedPort()}`;
+    const url = `http://127.0.0.1:${await freePort()}`;
     const exported = await r.run(['export', '--api-url', url]);
     expect(exported.code).toBe(1);
     expect(exported.stderr).toContain(`cannot reach the API at ${url} (connection refused)`);

@@ -1,35 +1,18 @@
 // The ingress as a user meets it: `edgeform serve --ingress PUBLIC=127.0.0.1:PORT` as a real
-// process, manifests applied with `edgeform apply -f`, and clients that speak to the
-// listeners over real sockets the way curl does (node:https and node:http2 with the CA from
-// `<data-dir>/ingress-ca.pem`, TLS sockets, WebSockets, the curl binary with --connect-to).
-import { execFile } from 'node:child_process';
+// process, with its API and its local CA (`<data-dir>/ingress-ca.pem`), and manifests
+// applied with `edgeform apply -f`. The clients that speak to its listeners the way curl
+// does are in ingress-client.ts.
 import fs from 'node:fs';
-import http from 'node:http';
-import https from 'node:https';
-import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import tls from 'node:tls';
-import { Agent, WebSocket } from 'undici';
-import { ERRORS } from '../../server/http/errors.js';
 import type { CliResult } from './cli.js';
 import { runCliProcess } from './cli-process.js';
+import { freePort } from './ports.js';
 import { serve, type Serving } from './serve.js';
 import { tempDir } from './temp.js';
-import { h2Get, tlsConnect } from './ingress-client.js';
 import { until } from './wait.js';
 
-export { tlsConnect };
-
 export const INGRESS_TOKEN = 'ingresstoken0123456789abcdefghijklmnopqrstuvw';
-
-/** A port nothing listens on right now (the kernel's pick, released at once). */
-export async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 export interface ApiReply { status: number; body: any }
 
@@ -110,155 +93,6 @@ export async function agentToken(ing: Ingress): Promise<string> {
   const r = await ing.api('POST', '/credentials', { acl: [] });
   if (r.status !== 201) throw new Error(JSON.stringify(r.body));
   return r.body.token;
-}
-
-export interface EdgeRequest {
-  /** The loopback port to connect to. */
-  port: number;
-  /** Host header and (unless `servername` says otherwise) SNI. */
-  host: string;
-  path?: string;
-  method?: string;
-  headers?: Record<string, string | string[]>;
-  body?: string | Buffer;
-  ca?: string | string[];
-  /** SNI; null sends none. Default: `host`. */
-  servername?: string | null;
-  /** Skip certificate checks (for what is not about certificates: unknown hosts, no SNI). */
-  insecure?: boolean;
-  cert?: string;
-  key?: string;
-  minVersion?: tls.SecureVersion;
-  maxVersion?: tls.SecureVersion;
-  /** A keep-alive agent (default: a new connection). */
-  agent?: https.Agent;
-}
-
-export interface EdgeReply {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  body: Buffer;
-  text: string;
-  /** The certificate the server presented. */
-  peer?: tls.PeerCertificate;
-}
-
-/** One HTTPS/1.1 request, as `curl --connect-to host:443:127.0.0.1:port https://host/path` sends it. */
-export function edgeRequest(o: EdgeRequest): Promise<EdgeReply> {
-  return new Promise((resolve, reject) => {
-    const servername = o.servername === null ? undefined : (o.servername ?? o.host);
-    const req = https.request({
-      host: '127.0.0.1',
-      port: o.port,
-      path: o.path ?? '/',
-      method: o.method ?? 'GET',
-      headers: { host: o.host, ...o.headers },
-      servername: servername ?? '',
-      ca: o.ca,
-      cert: o.cert,
-      key: o.key,
-      minVersion: o.minVersion,
-      maxVersion: o.maxVersion,
-      rejectUnauthorized: !o.insecure,
-      // The name checked is the one the client asked for, as curl checks it.
-      checkServerIdentity: (_h, cert) => tls.checkServerIdentity(servername ?? o.host, cert),
-      agent: o.agent ?? false,
-    }, (res) => {
-      const peer = (res.socket as tls.TLSSocket).getPeerCertificate?.();
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const body = Buffer.concat(chunks);
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body, text: body.toString(), peer });
-      });
-      res.on('error', reject);
-    });
-    req.setTimeout(20_000, () => req.destroy(new Error('no answer within 20 s')));
-    req.on('error', reject);
-    req.end(o.body);
-  });
-}
-
-/** A TLS connection (resolves once the handshake is done, or rejects with why it failed). */
-
-/** Writes `bytes` and reads until the peer closes or `want` bytes came (bounded at 10 s). */
-export function exchange(socket: net.Socket, bytes: string | Buffer, want = Infinity): Promise<{ data: Buffer; closed: boolean }> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let n = 0;
-    const done = (closed: boolean) => { clearTimeout(timer); socket.removeAllListeners('data'); resolve({ data: Buffer.concat(chunks), closed }); };
-    const timer = setTimeout(() => done(false), 10_000);
-    socket.on('data', (c: Buffer) => { chunks.push(c); n += c.length; if (n >= want) done(false); });
-    socket.once('close', () => done(true));
-    socket.on('error', () => {});
-    if (bytes.length) socket.write(bytes);
-  });
-}
-
-/** The socket a curl-like client opens for `host`: TCP to the loopback port, TLS with SNI. */
-function connector(port: number, host: string, ca: string, alpn: string[]) {
-  return () => tls.connect({ host: '127.0.0.1', port, servername: host, ca, ALPNProtocols: alpn });
-}
-
-/** One HTTP/2 request (ALPN h2); also reports the protocol the server chose. */
-export async function h2Request(port: number, host: string, ca: string, p: string): Promise<{ status: number; body: string; alpn: string | false | null }> {
-  const { status, body, alpn } = await h2Get(port, host, p, ca);
-  return { status, body, alpn };
-}
-
-/** An undici WebSocket to wss://host/path through the loopback port (RFC 6455 framing by undici). */
-export function webSocket(port: number, host: string, ca: string, p: string): WebSocket {
-  const dispatcher = new Agent({
-    connect: (_opts, cb) => {
-      const s = connector(port, host, ca, ['http/1.1'])();
-      s.once('secureConnect', () => cb(null, s));
-      s.once('error', (e) => cb(e, null));
-    },
-  });
-  return new WebSocket(`wss://${host}${p}`, { dispatcher });
-}
-
-/** The first message on a WebSocket (or why none came, within 10 s). */
-export function nextMessage(ws: WebSocket): Promise<Buffer | string> {
-  ws.binaryType = 'arraybuffer';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('no message within 10 s')), 10_000);
-    ws.addEventListener('message', (e) => { clearTimeout(timer); resolve(typeof e.data === 'string' ? e.data : Buffer.from(e.data as ArrayBuffer)); }, { once: true });
-    ws.addEventListener('error', (e) => { clearTimeout(timer); reject(new Error(`websocket error: ${(e as any).message ?? e.type}`)); }, { once: true });
-    ws.addEventListener('close', (e) => { clearTimeout(timer); reject(new Error(`websocket closed ${e.code} ${e.reason}`)); }, { once: true });
-  });
-}
-
-export function wsOpen(ws: WebSocket): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('not open within 10 s')), 10_000);
-    ws.addEventListener('open', () => { clearTimeout(timer); resolve(); }, { once: true });
-    ws.addEventListener('error', (e) => { clearTimeout(timer); reject(new Error(`websocket refused: ${(e as any).message ?? e.type}`)); }, { once: true });
-  });
-}
-
-/** The real curl binary (-sS); resolves with its exit code and output, never rejects. */
-export function curl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile('curl', ['-sS', '--max-time', '20', ...args], { maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
-      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
-}
-
-/**
- * An answer made at the edge: its status, and a code from the error registry, sent in the
- * `edgeform-error-code` header and written in the short page, whose status is the reply's.
- */
-export function edgeErrorCode(r: EdgeReply, status: number): string {
-  if (r.status !== status) throw new Error(`expected ${status}, got ${r.status}: ${r.text.slice(0, 300)}`);
-  const code = String(r.headers['edgeform-error-code'] ?? '');
-  if (!/^ERR_SERVICE_\d+$/.test(code)) throw new Error(`no edgeform-error-code header on the ${status}: ${JSON.stringify(r.headers)}`);
-  if (!r.text.includes(code)) throw new Error(`the ${status} page does not name ${code}: ${r.text.slice(0, 300)}`);
-  const entry = (ERRORS as Record<string, { status: number }>)[code];
-  if (!entry) throw new Error(`${code} is not in the error registry (server/http/errors.ts)`);
-  if (entry.status !== status) throw new Error(`${code} is registered with status ${entry.status}, answered ${status}`);
-  return code;
 }
 
 /** Requests in flight at once for `total` requests; returns every reply. */
