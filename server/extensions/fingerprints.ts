@@ -11,6 +11,7 @@ import { ApiError } from '../http/errors.js';
 import { parseInput } from '../http/validation.js';
 import type { SecretBox } from '../store/secret-box.js';
 import { extraRoute } from '../resources/routes.js';
+import { SlidingWindows } from '../policy/sliding-window.js';
 
 export const FINGERPRINTS_PATH = '/_edgeform/fingerprints';
 /** The prefix of a keyed fingerprint (`k1.` + 22 base64url characters). */
@@ -48,35 +49,11 @@ export function keyedFingerprint(box: SecretBox, stack: string, address: string,
 }
 
 /**
- * Each API key's budget of fingerprints: a bucket of `perHour` that refills continuously.
- * In memory per server instance, as the API rate limit is.
+ * Each API key's budget of fingerprints: `perHour` in any sliding hour, counted by the
+ * window the API rate limit uses. In memory per server instance, as the API rate limit is.
  */
-class Budget {
-  private readonly buckets = new Map<string, { tokens: number; at: number }>();
-
-  /** Takes `n` fingerprints from the key's bucket; returns 0, or the seconds until they would be there. */
-  take(key: string, n: number, perHour: number, now = Date.now()): number {
-    if (perHour <= 0) return 0;
-    if (this.buckets.size > 10_000) this.forget(perHour, now);
-    const rate = perHour / 3_600_000;
-    const b = this.buckets.get(key) ?? { tokens: perHour, at: now };
-    b.tokens = Math.min(perHour, b.tokens + (now - b.at) * rate);
-    b.at = now;
-    this.buckets.set(key, b);
-    if (b.tokens >= n) {
-      b.tokens -= n;
-      return 0;
-    }
-    return Math.max(1, Math.ceil((n - b.tokens) / rate / 1000));
-  }
-
-  /** Drops full buckets (idle keys), so deleted keys cost no memory. */
-  private forget(perHour: number, now: number) {
-    for (const [k, b] of this.buckets) if (b.tokens + ((now - b.at) * perHour) / 3_600_000 >= perHour) this.buckets.delete(k);
-  }
-}
-
-const budget = new Budget();
+const budget = new SlidingWindows();
+const HOUR_MS = 3_600_000;
 
 extraRoute({
   method: 'POST',
@@ -93,7 +70,7 @@ extraRoute({
     if (body.items.length > limit && limit > 0) {
       throw new ApiError('ERR_SERVICE_228', `items: ${body.items.length} fingerprints exceed this server's budget of ${limit} per API key per hour; ask for fewer at once`, { field: 'items' });
     }
-    const wait = budget.take(ctx.caller.keyId, body.items.length, limit);
+    const wait = limit > 0 ? budget.take(ctx.caller.keyId, limit, HOUR_MS, Date.now(), body.items.length) : 0;
     if (wait > 0) {
       throw new ApiError('ERR_SERVICE_228', `too many secret fingerprints for this API key (${limit} per hour); retry in ${wait} s`, { retry_after: wait }, { 'Retry-After': String(wait) });
     }

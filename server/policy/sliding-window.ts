@@ -56,10 +56,12 @@ export class SlidingWindows {
   }
 
   /**
-   * Counts a request against `key` (a window of `widthMs`, `capacity` requests) at `now` (ms).
-   * Returns 0 when it is let through, else the whole seconds until it would be (at least 1).
+   * Counts a request of `n` units (1 by default) against `key` (a window of `widthMs`,
+   * `capacity` units) at `now` (ms). Returns 0 when it is let through, else the whole seconds
+   * until it would be (at least 1). `n` above `capacity` never fits: a RangeError.
    */
-  take(key: string, capacity: number, widthMs: number, now: number): number {
+  take(key: string, capacity: number, widthMs: number, now: number, n = 1): number {
+    if (n > capacity) throw new RangeError(`${n} units can never fit a capacity of ${capacity}`);
     const cells = this.cells;
     const slot = this.slots.get(key);
     let at = slot === undefined ? -1 : slot * STRIDE;
@@ -92,11 +94,13 @@ export class SlidingWindows {
     const start = c[at + START];
     const prev = c[at + PREV];
     const curr = c[at + CURR];
-    if (fits(prev, curr, capacity, widthMs, now - start)) {
-      c[at + CURR] = curr + 1;
+    // n units fit where one would with n - 1 fewer in the capacity.
+    const room = capacity - (n - 1);
+    if (fits(prev, curr, room, widthMs, now - start)) {
+      c[at + CURR] = curr + n;
       return 0;
     }
-    return retryAfter(prev, curr, capacity, widthMs, start, now);
+    return retryAfter(prev, curr, room, widthMs, start, now);
   }
 
   private allocate(now: number): number {

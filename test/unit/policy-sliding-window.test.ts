@@ -17,16 +17,17 @@ class Model {
     const curr = k.accepted.filter((x) => x >= start && x <= t).length;
     return (prev * (widthMs - (t - start))) / widthMs + curr;
   }
-  take(key: string, capacity: number, widthMs: number, now: number): number {
+  /** `n` units at once: they fit when the estimate plus `n - 1` is below the capacity (one unit: the estimate is). */
+  take(key: string, capacity: number, widthMs: number, now: number, n = 1): number {
     let k = this.keys.get(key);
     const windowOf = (t: number) => Math.floor((t - k!.origin) / widthMs);
     if (!k || windowOf(now) >= windowOf(k.seen.at(-1)!) + 2) this.keys.set(key, (k = { origin: now, seen: [], accepted: [] }));
     k.seen.push(now);
-    if (this.estimate(k, widthMs, now) < capacity) {
-      k.accepted.push(now);
+    if (this.estimate(k, widthMs, now) + n - 1 < capacity) {
+      for (let i = 0; i < n; i++) k.accepted.push(now);
       return 0;
     }
-    for (let s = 1; ; s++) if (this.estimate(k, widthMs, now + s * 1000) < capacity) return s;
+    for (let s = 1; ; s++) if (this.estimate(k, widthMs, now + s * 1000) + n - 1 < capacity) return s;
   }
 }
 
@@ -82,6 +83,39 @@ describe('sliding window', () => {
       decisions.push(want);
     }
     // The runs exercised both outcomes.
+    expect(decisions.some((d) => d === 0)).toBe(true);
+    expect(decisions.some((d) => d > 0)).toBe(true);
+  });
+
+  it('takes n units at once, all or none, as the secret-fingerprint budget does (capacity 3 per hour)', () => {
+    const w = new SlidingWindows();
+    const hour = 3_600_000;
+    expect(w.take('k', 3, hour, 0, 2)).toBe(0);
+    // 2 of 3 taken: 2 more do not fit until the hour has passed, and refused, they take nothing; 1 still does.
+    expect(w.take('k', 3, hour, 1000, 2)).toBe(hour / 1000);
+    expect(w.take('k', 3, hour, 1000, 1)).toBe(0);
+    expect(w.take('k', 3, hour, 2000, 1)).toBeGreaterThan(0);
+    expect(() => w.take('k', 3, hour, 2000, 4)).toThrow(RangeError);
+  });
+
+  it.each([
+    { seed: 7, capacity: 10, width: 60_000, keys: 2, gap: 5000, most: 4 },
+    { seed: 8, capacity: 60, width: 600_000, keys: 1, gap: 120_000, most: 20 },
+    { seed: 9, capacity: 5, width: 60_000, keys: 1, gap: 30_000, most: 5 },
+  ])('agrees with the reference model when requests take up to $most units (seed $seed)', ({ seed, capacity, width, keys, gap, most }) => {
+    const next = random(seed);
+    const real = new SlidingWindows();
+    const model = new Model();
+    let now = 0;
+    const decisions: number[] = [];
+    for (let i = 0; i < 600; i++) {
+      now += next() < 0.25 ? width - (now % width) : Math.floor(next() * gap);
+      const key = `k${Math.floor(next() * keys)}`;
+      const n = 1 + Math.floor(next() * most);
+      const want = model.take(key, capacity, width, now, n);
+      expect(real.take(key, capacity, width, now, n), `request ${i} of ${n} at ${now} ms on ${key}`).toBe(want);
+      decisions.push(want);
+    }
     expect(decisions.some((d) => d === 0)).toBe(true);
     expect(decisions.some((d) => d > 0)).toBe(true);
   });
