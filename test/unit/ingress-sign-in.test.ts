@@ -18,7 +18,8 @@ describe('sealed cookies', () => {
     expect(sealer.open('session:r1', sealed)).toEqual({ subject: 'u1' });
     expect(sealer.open('session:r2', sealed)).toBeUndefined();
     expect(new CookieSealer(randomBytes(32)).open('session:r1', sealed)).toBeUndefined();
-    for (const i of [3, 10, 20, sealed.length - 1]) {
+    // Not the last character: its low bits are base64 padding, so A and B there can decode alike.
+    for (const i of [3, 10, 20, sealed.length - 2]) {
       const c = sealed[i] === 'A' ? 'B' : 'A';
       expect(sealer.open('session:r1', sealed.slice(0, i) + c + sealed.slice(i + 1)), `byte ${i}`).toBeUndefined();
     }

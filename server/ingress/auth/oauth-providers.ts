@@ -9,6 +9,9 @@
 // Setting only _URL moves every endpoint under it (the API to <url><apiUnder>, for GitHub
 // Enterprise and GitLab), which is what a self-hosted instance or a test double needs.
 import type { OAUTH_PROVIDERS } from '../../../provider/catalog/route-modules.js';
+import type { FullDoc } from '../types.js';
+import { githubExtras } from './github.js';
+import type { OAuthExtras } from './oauth.js';
 
 export type OAuthProviderName = (typeof OAUTH_PROVIDERS)[number];
 
@@ -43,6 +46,8 @@ export interface OAuthProviderSpec {
   apiHeaders?: (clientId: string) => Record<string, string>;
   /** Reads the user from the user-info answer (JSON). */
   user(info: Record<string, unknown>): ProviderUser;
+  /** More calls and lists beyond user-info, from the route's provider member and the API base (GitHub's). */
+  extras?(m: FullDoc[string], api: string): OAuthExtras;
 }
 
 const str = (v: unknown) => (typeof v === 'string' && v ? v : typeof v === 'number' ? String(v) : undefined);
@@ -59,6 +64,7 @@ export const OAUTH_PROVIDER_TABLE: Record<OAuthProviderName, OAuthProviderSpec> 
     authorizeParams: { allow_signup: 'false' },
     apiHeaders: () => ({ accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28' }),
     user: (u) => ({ subject: str(u.id), emails: [], name: str(u.name) ?? str(u.login), login: str(u.login) }),
+    extras: githubExtras,
   },
   // https://developers.facebook.com/docs/facebook-login/guides/advanced/manual-flow
   // /me returns `email` only when the user has a confirmed one and granted the permission.

@@ -48,12 +48,10 @@ async function tokenAnswer(res: Response): Promise<Record<string, unknown>> {
   throw new Error(`the token endpoint answered ${res.status} with something other than JSON`);
 }
 
-/**
- * @param config the route's oauth module (auth_check_interval), @param m its provider member
- * (scopes and allow lists), @param extras what the provider adds (github.ts).
- */
-export function oauthProvider(config: FullDoc[string], m: FullDoc[string], app: OAuthApp, s: OAuthSettings, timeoutMs: () => number, extras: OAuthExtras = {}): SignInProvider {
+/** `config` is the route's oauth module (auth_check_interval), `m` its provider member (scopes and allow lists). */
+export function oauthProvider(config: FullDoc[string], m: FullDoc[string], app: OAuthApp, s: OAuthSettings, timeoutMs: () => number): SignInProvider {
   const spec = OAUTH_PROVIDER_TABLE[s.provider];
+  const extras = spec.extras?.(m, s.api) ?? {};
   const ends = oauthEndpoints(s);
   const scopes = [...new Set([...spec.scopes, ...(extras.scopes ?? []), ...((m.scopes as string[]) ?? [])])];
   const keepToken = Number(config?.auth_check_interval) > 0;

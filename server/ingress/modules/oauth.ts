@@ -2,7 +2,6 @@
 // auth/oauth-providers.ts, run by auth/oauth.ts) before its backend is reached. A route
 // without client_id uses the server's managed app for that provider, or is refused with
 // ERR_SERVICE_805; a provider setting that is not an https URL is refused with ERR_SERVICE_820.
-import { githubExtras } from '../auth/github.js';
 import { oauthProvider } from '../auth/oauth.js';
 import { OAUTH_PROVIDER_TABLE, oauthSettings, settingName, type OAuthProviderName } from '../auth/oauth-providers.js';
 import { signInFilter } from '../auth/sign-in-filter.js';
@@ -33,6 +32,5 @@ export const oauth: FilterFactory = (config, route, deps) => {
   if (!app) {
     return refuseAll(errorAnswer('ERR_SERVICE_805', `This route signs in with ${label} through the server's managed app, and this server has none: set the route's client_id and client_secret, or set ${settingName(name, 'CLIENT_ID')} and ${settingName(name, 'CLIENT_SECRET')} on the server.`));
   }
-  const extras = name === 'github' ? githubExtras(m, settings.api) : {};
-  return signInFilter(config, route, deps, oauthProvider(config, m, app, settings, () => deps.signInTimeoutMs ?? 10_000, extras));
+  return signInFilter(config, route, deps, oauthProvider(config, m, app, settings, () => deps.signInTimeoutMs ?? 10_000));
 };
