@@ -72,6 +72,8 @@ export const ERRORS = {
   ERR_SERVICE_803: { status: 502, summary: 'The identity provider could not be reached, or answered too slowly or with something other than its documented endpoints; try again later.' },
   ERR_SERVICE_804: { status: 403, summary: 'The signed-in user is not allowed by the route (email_addresses, email_domains, organizations or teams).' },
   ERR_SERVICE_805: { status: 501, summary: 'The OAuth route has no client_id and this server has no managed app for its provider; set the route\'s client_id and client_secret, or configure the managed app (docs/ingress.md). The backend was not reached.' },
+  // OAuth at the edge (server/ingress/auth/oauth*.ts, docs/ingress.md "oauth").
+  ERR_SERVICE_820: { status: 502, summary: 'A server setting of the OAuth route\'s provider (`EDGEFORM_OAUTH_<PROVIDER>_URL`, `_TOKEN_URL` or `_API_URL`) is not an https URL (plain http only on a loopback address); the server\'s operator must correct it. The backend was not reached.' },
   // The ingress's listeners and edges (server/ingress, docs/ingress.md).
   ERR_SERVICE_700: { status: 409, summary: 'The hostport\'s port is held by edges of another kind: HTTPS, TCP and TLS edges cannot share a public port, and a TCP port carries one edge.' },
   ERR_SERVICE_702: { status: 400, summary: 'The request to an edge is not valid HTTP.' },

@@ -22,6 +22,9 @@ export class SignInRefused extends Error {
   }
 }
 
+/** Thrown by a re-check when the session cannot be checked any more (an expired or revoked token): the user signs in again. */
+export class SignInAgain extends Error {}
+
 export interface SignInProvider {
   readonly name: string;
   /** Where to send the browser, and what its callback will need (kept in the sealed flow cookie). */
@@ -61,9 +64,9 @@ export function signInFilter(config: FullDoc[string], route: FullDoc, deps: Ingr
   };
   const redirectUri = (ex: Exchange) => `https://${ex.host}${ex.publicPort === 443 ? '' : `:${ex.publicPort}`}${CALLBACK_PATH}`;
 
-  async function startSignIn(ex: Exchange) {
+  async function startSignIn(ex: Exchange, extra: string[] = []) {
     if (ex.method !== 'GET' && ex.method !== 'HEAD') {
-      refuse(ex, 'ERR_SERVICE_800', 'This route requires sign-in: open it in a browser to sign in first.', 'no session on a non-GET request');
+      refuse(ex, 'ERR_SERVICE_800', 'This route requires sign-in: open it in a browser to sign in first.', 'no session on a non-GET request', extra);
       return;
     }
     const state = `${route.id}${STATE_ROUTE_SEPARATOR}${randomBytes(24).toString('base64url')}`;
@@ -74,7 +77,7 @@ export function signInFilter(config: FullDoc[string], route: FullDoc, deps: Ingr
       return providerFailed(ex, e);
     }
     const flow: Flow = { ...started.flow, state, back: sameSiteBack(ex.path), at: deps.now() };
-    redirectTo(ex, started.url, [setCookie(flowCookie, sealer.seal(flowBind, flow), FLOW_MS / 1000)]);
+    redirectTo(ex, started.url, [...extra, setCookie(flowCookie, sealer.seal(flowBind, flow), FLOW_MS / 1000)]);
   }
 
   function providerFailed(ex: Exchange, e: unknown) {
@@ -133,6 +136,10 @@ export function signInFilter(config: FullDoc[string], route: FullDoc, deps: Ingr
           checked = now;
         } catch (e) {
           const gone = [setCookie(sessionCookie, '', 0)];
+          if (e instanceof SignInAgain) {
+            deps.log({ level: 'info', msg: 'ingress session not accepted', route: route.id, module: provider.name, reason: `re-check: ${e.message}` });
+            return startSignIn(ex, gone);
+          }
           if (e instanceof SignInRefused) return refuse(ex, e.code, e.message, `re-check: ${e.message}`, gone);
           return refuse(ex, 'ERR_SERVICE_803', 'The identity provider could not be reached to check your sign-in again; try again later.', `re-check: ${(e as Error)?.message ?? e}`);
         }
