@@ -2,7 +2,6 @@
 // stdout even for a mistyped option, a wrong --api-url or a manifest given as a saved plan
 // is told what to type instead, a mistyped folder declares no deletions, and an apply that
 // waits (a rate limit) keeps saying so.
-import { manifestKinds } from '../../reconciler/manifest/kinds.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { manifestDir, runCli } from '../helpers/cli.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -120,9 +119,10 @@ describe('against a server', () => {
 describe('progress while apply waits on the rate limit', () => {
   let s: TestServer;
   beforeAll(async () => {
-    // The plan's reads (one list per kind a stack can manage, and the rules'), then one
-    // request per 2 s for the key: the apply's creates wait seconds for Retry-After.
-    s = await startTestServer({ apiRateLimit: manifestKinds.length + 2, apiRateWindowMs: 2000 });
+    // The stack lock and the plan's reads (the kinds holding the stack's resources, the
+    // policies and their rules), then nothing more for 2 s: the apply's creates wait
+    // seconds for Retry-After.
+    s = await startTestServer({ apiRateLimit: 4, apiRateWindowMs: 2000 });
   });
   afterAll(async () => {
     await s?.close();

@@ -91,11 +91,15 @@ describe('user_agent_filter', () => {
 describe('oauth, oidc and saml', () => {
   it.each([
     ['saml', { enabled: true }],
-    ['oauth', { enabled: true, provider: { google: {} } }],
   ] as const)('%s (%j) answers 501 with a code and never reaches the backend', async (name, config) => {
     const r = await run(FILTERS[name]!(config, { id: 'rt' }, fakeDeps()), { method: 'GET' });
     expect(r).toMatchObject({ reached: false, status: 501, code: 'ERR_SERVICE_784' });
     expect(String(r.answer!.body)).toContain('later release');
+  });
+  it('oauth without client_id on a server with no managed app answers 501 naming the settings, never the backend', async () => {
+    const r = await run(FILTERS.oauth!({ enabled: true, provider: { google: {} } }, { id: 'rt' }, fakeDeps()), { method: 'GET' });
+    expect(r).toMatchObject({ reached: false, status: 501, code: 'ERR_SERVICE_805' });
+    expect(String(r.answer!.body)).toContain('EDGEFORM_OAUTH_GOOGLE_CLIENT_ID');
   });
   it('oidc cannot be built without the server key, so the chain refuses the route instead of serving it', () => {
     expect(() => FILTERS.oidc!({ enabled: true, issuer: 'https://id.example.com', client_id: 'c', client_secret: 's' }, { id: 'rt' }, fakeDeps())).toThrow(/server key/);
