@@ -89,8 +89,11 @@ describe('user_agent_filter', () => {
 });
 
 describe('oauth, oidc and saml', () => {
+  it('saml without its request-signing key or a public base URL refuses with a code (502) and never reaches the backend', async () => {
+    const r = await run(FILTERS.saml!({ enabled: true }, { id: 'rt' }, fakeDeps()), { method: 'GET' });
+    expect(r).toMatchObject({ reached: false, status: 502, code: 'ERR_SERVICE_817' });
+  });
   it.each([
-    ['saml', { enabled: true }],
     ['oauth', { enabled: true, provider: { google: {} } }],
   ] as const)('%s (%j) answers 501 with a code and never reaches the backend', async (name, config) => {
     const r = await run(FILTERS[name]!(config, { id: 'rt' }, fakeDeps()), { method: 'GET' });

@@ -116,8 +116,15 @@ export function samlProvider(config: FullDoc[string], route: FullDoc, deps: Ingr
     },
     removeAsync: async (k) => k,
   };
+  const idpOf = () => {
+    try {
+      return parseIdpMetadata(String(config.idp_metadata));
+    } catch (e) {
+      throw refused('ERR_SERVICE_817', `The route's idp_metadata cannot be used to sign in (${(e as Error).message}); fix idp_metadata.`);
+    }
+  };
   const options = (generateUniqueId: () => string): SamlConfig => {
-    const idp = parseIdpMetadata(String(config.idp_metadata));
+    const idp = idpOf();
     if (!idp.certificates.length) throw refused('ERR_SERVICE_817', 'The route\'s idp_metadata has no signing certificate, so no assertion can be verified; add the IdP\'s KeyDescriptor to idp_metadata.');
     return {
       entryPoint: idp.ssoUrl, idpCert: idp.certificates, idpIssuer: idp.entityId || undefined,
@@ -166,7 +173,7 @@ export function samlProvider(config: FullDoc[string], route: FullDoc, deps: Ingr
     if (!response || !/^[A-Za-z0-9+/=\s]+$/.test(response)) throw refused('ERR_SERVICE_806', 'The POST carries no base64 SAMLResponse; the sign-in was refused.');
     const xml = Buffer.from(response, 'base64').toString('utf8').trim();
     if (!SAML_RESPONSE_ROOT.test(xml.slice(0, 4096)) || /<!(DOCTYPE|ENTITY)/i.test(xml)) throw refused('ERR_SERVICE_806', 'The SAMLResponse is not a SAML Response document (or declares a DOCTYPE); the sign-in was refused.');
-    const idp = parseIdpMetadata(String(config.idp_metadata));
+    const idp = idpOf();
     let profile: Profile | null;
     try {
       ({ profile } = await new SAML(options(ids.make)).validatePostResponseAsync({ SAMLResponse: response }));
