@@ -73,8 +73,21 @@ export function parseIdpMetadata(xml: string): IdpMetadata {
   return out;
 }
 
+/** Signed metadata by its inputs: it is served without an API key, so one RSA signature per route, not per request. */
+const signed = new Map<string, string>();
+
 /** The SP's EntityDescriptor, signed with the route's request-signing key, for the IdP to trust the route. */
 export function serviceProviderMetadata(urls: SamlUrls, nameIdFormat: string | undefined, signing: { certificate_pem: string; private_key_pem: string }): string {
+  const key = JSON.stringify([urls, nameIdFormat, signing.certificate_pem]);
+  let xml = signed.get(key);
+  if (xml === undefined) {
+    if (signed.size >= 1024) signed.clear();
+    signed.set(key, (xml = signMetadata(urls, nameIdFormat, signing)));
+  }
+  return xml;
+}
+
+function signMetadata(urls: SamlUrls, nameIdFormat: string | undefined, signing: { certificate_pem: string; private_key_pem: string }): string {
   return generateServiceProviderMetadata({
     issuer: urls.entity_id,
     callbackUrl: urls.assertion_consumer_service_url,
