@@ -10,6 +10,7 @@ import type { Metrics } from './metrics.js';
 import { parseJsonBody } from './body.js';
 import { answerProtocolErrors } from './protocol.js';
 import { clientKey, RateLimiter } from './rate-limit.js';
+import { SAML_PATH_PREFIX, samlEndpoints } from './saml-endpoints.js';
 import { answerClientError, API_KEY_HEADER, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
 
 export const VERSION_HEADER = 'service-version';
@@ -101,7 +102,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     // A request on a kept-alive connection after SIGTERM: refuse it so the client retries elsewhere.
     if (closing || opts.isClosing?.()) throw new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry', {}, { Connection: 'close', 'Retry-After': '1' });
     const path = request.url.split('?')[0].replace(/\/+$/, '') || '/';
-    if (PUBLIC.has(path)) return;
+    // The SAML SP URLs are called by identity providers and browsers (saml-endpoints.ts).
+    if (PUBLIC.has(path) || path.startsWith(SAML_PATH_PREFIX)) return;
     const auth = request.headers.authorization;
     const bearer = auth && /^Bearer\s+(\S+)\s*$/i.exec(auth);
     const challenge = { 'WWW-Authenticate': 'Bearer' };
@@ -166,6 +168,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     }
   });
   app.get('/openapi.json', async () => opts.openapi());
+  app.register(samlEndpoints, { server: opts.server });
   app.get('/metrics', async (_request, reply) => {
     if (!opts.metrics) throw new ApiError('ERR_SERVICE_301', 'no such path: GET /metrics');
     const { contentType, text } = await opts.metrics.render();

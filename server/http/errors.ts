@@ -62,7 +62,6 @@ export const ERRORS = {
   ERR_SERVICE_781: { status: 403, summary: 'The request\'s User-Agent is not allowed by the route\'s user agent filter.' },
   ERR_SERVICE_782: { status: 403, summary: 'The webhook request has no valid signature from the route\'s provider (missing header, wrong secret or altered body).' },
   ERR_SERVICE_783: { status: 403, summary: 'The webhook request\'s signed timestamp is outside the provider\'s tolerance (a replay, or a clock far off).' },
-  ERR_SERVICE_784: { status: 501, summary: 'The route requires OAuth or SAML sign-in, which the ingress does not perform yet (a later release); the backend was not reached.' },
   ERR_SERVICE_786: { status: 401, summary: 'The webhook request has no valid signature from the route\'s provider, which expects 401 for it (Xero\'s intent to receive).' },
   ERR_SERVICE_751: { status: 400, summary: 'The WebSocket handshake is malformed (Sec-WebSocket-Key of 16 bytes and Sec-WebSocket-Version: 13 are required).' },
   // Sign-in at the edge (server/ingress/auth, docs/ingress.md "Sign-in at the edge").
@@ -74,6 +73,19 @@ export const ERRORS = {
   ERR_SERVICE_805: { status: 501, summary: 'The OAuth route has no client_id and this server has no managed app for its provider; set the route\'s client_id and client_secret, or configure the managed app (docs/ingress.md). The backend was not reached.' },
   // OAuth at the edge (server/ingress/auth/oauth*.ts, docs/ingress.md "oauth").
   ERR_SERVICE_820: { status: 502, summary: 'A server setting of the OAuth route\'s provider (`EDGEFORM_OAUTH_<PROVIDER>_URL`, `_TOKEN_URL` or `_API_URL`) is not an https URL (plain http only on a loopback address); the server\'s operator must correct it. The backend was not reached.' },
+  // SAML sign-in at the edge (server/ingress/auth/saml.ts) and its SP endpoints (server/http/saml-endpoints.ts).
+  ERR_SERVICE_806: { status: 400, summary: 'The SAML response could not be read: no SAMLResponse, not base64, not XML (or a DOCTYPE), or no assertion, ID or NameID. The sign-in was refused.' },
+  ERR_SERVICE_807: { status: 403, summary: 'The SAML assertion is not signed by the route\'s identity provider (unsigned, altered, signed with another key, or issued by another entity); the sign-in was refused.' },
+  ERR_SERVICE_808: { status: 403, summary: 'The SAML assertion\'s audience is not the route\'s entity_id (an assertion for another service provider); the sign-in was refused.' },
+  ERR_SERVICE_809: { status: 403, summary: 'The SAML assertion is outside its validity window (NotBefore/NotOnOrAfter, with 60 s of clock skew, or issued over an hour ago); the sign-in was refused.' },
+  ERR_SERVICE_810: { status: 403, summary: 'The SAML assertion (or the edge\'s ticket made from it) was already used to sign in: a replayed response. Start again from the page you wanted.' },
+  ERR_SERVICE_811: { status: 403, summary: 'The identity provider started the sign-in itself (no InResponseTo) and the route\'s allow_idp_initiated is false.' },
+  ERR_SERVICE_812: { status: 403, summary: 'The signed-in user is in none of the SAML route\'s authorized_groups (read from the assertion\'s group attribute, docs/ingress.md).' },
+  ERR_SERVICE_813: { status: 403, summary: 'The SAML assertion\'s NameID is missing or not in the route\'s nameid_format.' },
+  ERR_SERVICE_814: { status: 403, summary: 'The identity provider answered with a SAML error status (the user was not authenticated there); the sign-in was refused.' },
+  ERR_SERVICE_815: { status: 503, summary: 'The edge remembers the maximum number of recent SAML assertions (to refuse replays) and accepts no new one until some expire; retry in a few minutes.' },
+  ERR_SERVICE_816: { status: 404, summary: 'No HTTPS edge route with this id has a SAML module (the path is a SAML metadata, ACS or SLO URL).' },
+  ERR_SERVICE_817: { status: 502, summary: 'The route\'s SAML sign-in cannot start: idp_metadata has no HTTP-Redirect SingleSignOnService or no signing certificate, or the route has no request-signing key. The backend was not reached.' },
   // The ingress's listeners and edges (server/ingress, docs/ingress.md).
   ERR_SERVICE_700: { status: 409, summary: 'The hostport\'s port is held by edges of another kind: HTTPS, TCP and TLS edges cannot share a public port, and a TCP port carries one edge.' },
   ERR_SERVICE_702: { status: 400, summary: 'The request to an edge is not valid HTTP.' },

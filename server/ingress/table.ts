@@ -84,6 +84,9 @@ export async function loadSnapshot(ctx: ServerContext): Promise<SnapshotRow[]> {
   const rows = await ctx.db.read.resource.findMany({ where: { kind: { in: TABLE_KINDS } } });
   return rows.map((row) => {
     const stored = toStored(ctx, row as Row);
-    return { id: stored.id, kind: stored.kind, parentId: stored.parentId, createdAt: stored.createdAt, doc: mergeSecrets(stored.body, stored.secretFields), computed: stored.computed };
+    const doc = mergeSecrets(stored.body, stored.secretFields);
+    // A SAML route signs its requests with the key the server keeps sealed for it (resources/edges.ts).
+    if (stored.kind === httpsEdgeRoute.kind && doc.saml && stored.internal.saml) doc.saml = { ...doc.saml, request_signing: stored.internal.saml };
+    return { id: stored.id, kind: stored.kind, parentId: stored.parentId, createdAt: stored.createdAt, doc, computed: stored.computed };
   });
 }

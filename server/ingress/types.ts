@@ -78,6 +78,8 @@ export interface IngressDeps {
   box?: import('../store/secret-box.js').SecretBox;
   /** How long sign-in waits for each identity-provider call before ERR_SERVICE_803 (default 10 s). */
   signInTimeoutMs?: number;
+  /** The server's public base URL: a SAML route's entity id and ACS are under it (auth/saml-metadata.ts). */
+  publicUrl?: string;
 }
 
 /** An answer produced at the edge (module refusal, http_response backend, error page). */

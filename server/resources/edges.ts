@@ -4,6 +4,7 @@
 // certificate whose private key stays sealed with the route).
 import { httpsEdge, httpsEdgeRoute } from '../../provider/catalog/edges.js';
 import { generateKeyAsync, issueCertificate } from '../crypto/x509-build.js';
+import { samlUrls } from '../ingress/auth/saml-metadata.js';
 import { behaviour, type Doc, type StoredResource } from './behaviours.js';
 
 behaviour(httpsEdge.kind, {
@@ -53,11 +54,8 @@ behaviour(httpsEdgeRoute.kind, {
   },
   read: ({ row, out, ctx }) => {
     if (!out.saml) return;
-    const base = `${ctx.publicUrl}/saml/${row.id}`;
-    out.saml.entity_id = base;
-    out.saml.metadata_url = `${base}/metadata`;
-    out.saml.assertion_consumer_service_url = `${base}/acs`;
-    out.saml.single_logout_url = `${base}/slo`;
+    // Served by the API server (server/http/saml-endpoints.ts) and by the edge (docs/ingress.md, SAML).
+    Object.assign(out.saml, samlUrls(ctx.publicUrl, row.id));
     out.saml.request_signing_certificate_pem = row.computed[CERTIFICATE] ?? legacyCertificate(row);
   },
 });

@@ -305,8 +305,15 @@ describe('modules at the edge', () => {
     expectNoEdgeContent(on.text);
   });
 
-  // oauth without a client_id on a server with no managed app, and saml (not built yet): 501.
-  it.each(['/oauth', '/saml'])('%s answers 501 with a code, never the unprotected backend', async (p) => {
+  // saml whose idp_metadata has no signing certificate: 502 (ERR_SERVICE_817).
+  it('/saml answers 502 with a code, never the unprotected backend', async () => {
+    const r = await get('app.example.com', '/saml');
+    expect(edgeErrorCode(r, 502)).toBe('ERR_SERVICE_817');
+    expectNoEdgeContent(r.text);
+  });
+
+  // oauth without a client_id on a server with no managed app: 501.
+  it.each(['/oauth'])('%s answers 501 with a code, never the unprotected backend', async (p) => {
     const r = await get('app.example.com', p);
     edgeErrorCode(r, 501);
     expectNoEdgeContent(r.text);

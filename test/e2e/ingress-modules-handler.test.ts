@@ -70,11 +70,10 @@ describe('route modules in the HTTP handler', () => {
     expect((await ing.get('/hook', { method: 'POST', body, headers: { 'content-type': 'application/json' } })).status).toBe(403);
   });
 
-  it('saml: 501 with a code saying sign-in comes later, never the unprotected backend', async () => {
+  it('saml that cannot start (no signing key at this ingress, unusable idp_metadata): 502 with a code, never the unprotected backend', async () => {
     const r = await ing.get('/saml');
-    expect(r.status).toBe(501);
-    expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_784');
-    expect(r.text).toContain('later release');
+    expect(r.status).toBe(502);
+    expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_817');
     expect(r.text).not.toContain('reached the backend');
   });
 });

@@ -66,7 +66,7 @@ beforeAll(async () => {
   await route('/idp-down', { oidc: { issuer: `http://127.0.0.1:${await freePort()}`, client_id: 'edge', client_secret: 'oidc-secret' } });
   await route('/sso', { saml: { idp_metadata: '<EntityDescriptor xmlns="urn:oasis:names:tc:SAML:2.0:metadata" entityID="https://idp.example.com"/>' } });
   // The table follows the store on the next request; wait until the last route answers.
-  await until(async () => (await get('/sso')).status === 501);
+  await until(async () => (await get('/sso')).status === 502);
 }, 60_000);
 
 afterAll(async () => {
@@ -135,11 +135,11 @@ describe('access and webhook modules behind --ingress', () => {
     expect(r.text).not.toContain('reached the backend');
   });
 
-  it('a saml route answers 501 with a code saying sign-in comes later', async () => {
+  it('a saml route whose idp_metadata names no IdP SSO service answers 502 with a code, never the backend', async () => {
     const r = await get('/sso');
-    expect(r.status).toBe(501);
-    expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_784');
-    expect(r.text).toContain('later release');
+    expect(r.status).toBe(502);
+    expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_817');
+    expect(r.text).toContain('idp_metadata');
     expect(r.text).not.toContain('reached the backend');
   });
 });

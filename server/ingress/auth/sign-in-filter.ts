@@ -33,6 +33,12 @@ export interface SignInProvider {
   finish(callbackUrl: URL, flow: Record<string, string>, redirectUri: string): Promise<Identity>;
   /** Checks a signed-in user again (auth_check_interval); throws SignInRefused when no longer allowed. */
   recheck?(data: Record<string, string>): Promise<void>;
+  /**
+   * Answers the callback path in place of the state check and finish() (SAML: the IdP POSTs
+   * there, and the browser comes back with a GET). `flow` is this browser's sealed flow, if
+   * any. Returns who signed in and where to send them, or undefined once it answered itself.
+   */
+  callback?(ex: Exchange, flow: Record<string, string> | undefined): Promise<{ identity: Identity; back: string } | undefined>;
 }
 
 interface Flow extends Record<string, string | number> {
@@ -89,6 +95,16 @@ export function signInFilter(config: FullDoc[string], route: FullDoc, deps: Ingr
     const url = new URL(ex.path, redirectUri(ex));
     const flow = sealer.open<Flow>(flowBind, cookies.get(flowCookie));
     const clear = [setCookie(flowCookie, '', 0)];
+    if (provider.callback) {
+      const live = flow && typeof flow.at === 'number' && deps.now() - flow.at <= FLOW_MS ? (flow as unknown as Record<string, string>) : undefined;
+      let done;
+      try {
+        done = await provider.callback(ex, live);
+      } catch (e) {
+        return providerFailed(ex, e);
+      }
+      return done && signedIn(ex, done.identity, done.back, clear);
+    }
     if (!flow || typeof flow.at !== 'number' || deps.now() - flow.at > FLOW_MS) {
       return refuse(ex, 'ERR_SERVICE_801', 'This sign-in was not started from this browser or took too long; open the page you wanted again.', 'no valid sign-in cookie', clear);
     }
@@ -101,10 +117,14 @@ export function signInFilter(config: FullDoc[string], route: FullDoc, deps: Ingr
     } catch (e) {
       return providerFailed(ex, e);
     }
+    signedIn(ex, who, String(flow.back), clear);
+  }
+
+  function signedIn(ex: Exchange, who: Identity, back: string, clear: string[]) {
     const now = deps.now();
     const session: Session = { subject: who.subject, email: who.email, name: who.name, recheck: who.recheck, created: now, seen: now, checked: now };
     deps.log({ level: 'info', msg: 'ingress sign-in', route: route.id, module: provider.name, subject: who.subject });
-    redirectTo(ex, String(flow.back), [...clear, setCookie(sessionCookie, sealer.seal(sessionBind, session), cookieAgeSeconds(session, limits, now))]);
+    redirectTo(ex, sameSiteBack(back), [...clear, setCookie(sessionCookie, sealer.seal(sessionBind, session), cookieAgeSeconds(session, limits, now))]);
   }
 
   return {

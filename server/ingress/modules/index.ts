@@ -10,7 +10,7 @@ import { requestHeaders } from './request-headers.js';
 import { responseHeaders } from './response-headers.js';
 import { oauth } from './oauth.js';
 import { oidc } from './oidc.js';
-import { signInNotYet } from './sign-in.js';
+import { saml } from './saml.js';
 import { trafficPolicy } from './traffic-policy.js';
 import { userAgentFilter } from './user-agent-filter.js';
 import { webhookVerification } from './webhook-verification.js';
@@ -22,7 +22,7 @@ export const FILTERS: Partial<Record<ModuleName, FilterFactory>> = {
   traffic_policy: trafficPolicy,
   oauth,
   oidc,
-  saml: signInNotYet('saml'),
+  saml,
   webhook_verification: webhookVerification,
   circuit_breaker: circuitBreaker,
   request_headers: requestHeaders,
