@@ -23,6 +23,8 @@ export interface HotReads {
   page(kind: string, limit: number, beforeId?: string): Promise<ResourceRow[]>;
   /** The rows of `kind` whose parent is one of `parentIds`, in id order. */
   children(kind: string, parentIds: string[]): Promise<ResourceRow[]>;
+  /** Every row of a kind, in id order (read-time fields that match rows of another kind). */
+  ofKind(kind: string): Promise<ResourceRow[]>;
 }
 
 /** The columns every statement selects, in the schema's names. */

@@ -3,9 +3,9 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { COLUMNS, type HotReads, type ResourceRow } from './hot-reads.js';
 
-type Raw = { id: string; kind: string; parentId: string | null; createdAt: string; updatedAt: string; data: string; sealed: string | null };
+export type Raw = { id: string; kind: string; parentId: string | null; createdAt: string; updatedAt: string; data: string; sealed: string | null };
 
-const toRow = (r: Raw): ResourceRow => ({ ...r, createdAt: new Date(r.createdAt), updatedAt: new Date(r.updatedAt), data: JSON.parse(r.data) });
+export const toRow = (r: Raw): ResourceRow => ({ ...r, createdAt: new Date(r.createdAt), updatedAt: new Date(r.updatedAt), data: JSON.parse(r.data) });
 
 /** Children statements by how many parents they take (a page has up to 100). */
 const PARENT_BATCH = 100;
@@ -14,6 +14,7 @@ export function hotReadsSqlite(db: BetterSqlite3.Database): HotReads {
   const one = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "id" = ?`);
   const first = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "kind" = ? ORDER BY "id" DESC LIMIT ?`);
   const after = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "kind" = ? AND "id" < ? ORDER BY "id" DESC LIMIT ?`);
+  const all = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "kind" = ? ORDER BY "id"`);
   const byParents = new Map<number, BetterSqlite3.Statement>();
   const childrenOf = (n: number) => {
     let stmt = byParents.get(n);
@@ -31,6 +32,9 @@ export function hotReadsSqlite(db: BetterSqlite3.Database): HotReads {
     async page(kind, limit, beforeId) {
       const rows = (beforeId === undefined ? first.all(kind, limit) : after.all(kind, beforeId, limit)) as Raw[];
       return rows.map(toRow);
+    },
+    async ofKind(kind) {
+      return (all.all(kind) as Raw[]).map(toRow);
     },
     async children(kind, parentIds) {
       const out: ResourceRow[] = [];
