@@ -81,9 +81,9 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     server.publicUrl = config.publicUrl ?? listening;
     const worker = new DeliveryWorker(server, log, `edgeform/${version}`, config.delivery);
     let ingress: RunningIngress | undefined;
-    // Every committed write wakes the event worker and, with an ingress, reloads its table.
-    server.afterCommit = () => {
-      worker.kick();
+    // Every committed write that queued deliveries wakes the event worker; with an ingress, every one reloads its table.
+    server.afterCommit = (change) => {
+      if (change?.deliveries !== false) worker.kick();
       ingress?.changed();
     };
     worker.start();

@@ -43,8 +43,7 @@ async function keepLastAdminKey({ row, tx }: { row: StoredResource; ctx: Ctx; tx
     const ownerId = row.body.owner_id as string;
     // Two deletes of the admin's last two keys queue here (NO KEY UPDATE conflicts with itself,
     // not with the KEY SHARE every write of the caller holds), so the second sees the first.
-    await tx.lock([ownerId], 'NO KEY UPDATE');
-    const owner = await tx.resource(ownerId);
+    const [owner] = await tx.lock([ownerId], 'NO KEY UPDATE');
     if (owner?.kind !== user.kind || (owner.data as { computed: { admin?: boolean } }).computed.admin !== true) return;
     const keys = await tx.countReferrers(ownerId, 'owner_id', apiKey.kind);
     if (keys <= 1) {

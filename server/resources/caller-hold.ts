@@ -15,10 +15,10 @@ export async function holdCaller(ctx: Ctx, w: Writes): Promise<void> {
   // No key: an operator command run with shell access (edgeform admin create-key).
   if (!caller?.keyId) return;
   const bot = kindOfId(caller.ownerId)?.kind === botUser.kind;
-  await w.lock([caller.keyId], 'KEY SHARE');
   // Only a bot's row says whether its keys work; a user's may change while its keys write.
-  await w.lock([caller.ownerId], bot ? 'SHARE' : 'KEY SHARE');
-  const rows = await w.resources([caller.keyId, caller.ownerId]);
+  const rows = bot
+    ? [...(await w.lock([caller.keyId], 'KEY SHARE')), ...(await w.lock([caller.ownerId], 'SHARE'))]
+    : await w.lock([caller.keyId, caller.ownerId], 'KEY SHARE');
   const owner = rows.find((r) => r.id === caller.ownerId);
   if (!rows.some((r) => r.id === caller.keyId) || !owner) throw invalidKey();
   if (!ownerActive(owner)) throw inactiveBotKey();

@@ -101,15 +101,18 @@ export async function findStored(ctx: ServerContext, id: string): Promise<Stored
 
 /** A resource, 404 if missing. */
 async function load(ctx: Ctx, db: Rows, kind: KindEntry, id: string, parentId?: string): Promise<StoredResource> {
-  const row = await db.resource(id);
+  return checked(ctx, kind, id, parentId, await db.resource(id));
+}
+
+function checked(ctx: Ctx, kind: KindEntry, id: string, parentId: string | undefined, row: Row | undefined): StoredResource {
   if (!row || row.kind !== kind.kind || (parentId !== undefined && row.parentId !== parentId)) throw notFound(label(kind), id);
   return toStored(ctx, row);
 }
 
 /** A resource in a write transaction, its row locked first; 404 if missing. */
 async function loadLocked(ctx: Ctx, w: Writes, kind: KindEntry, id: string, parentId: string | undefined, lock: LockMode): Promise<StoredResource> {
-  await w.lock([id], lock);
-  return load(ctx, w, kind, id, parentId);
+  const [row] = await w.lock([id], lock);
+  return checked(ctx, kind, id, parentId, row);
 }
 
 /** The parent id of a new child, checked to exist and locked so it keeps existing until the commit. */
@@ -118,8 +121,7 @@ async function resolveParent(w: Writes, kind: KindEntry, body: Doc, pathParams: 
   if (!parent) return null;
   const parentKind = kindOf(parent.kind);
   const parentId = parent.in === 'path' ? pathParams[parent.field] : body[parent.field];
-  await w.lock([parentId], 'KEY SHARE');
-  const row = await w.resource(parentId);
+  const [row] = parentId ? await w.lock([parentId], 'KEY SHARE') : [];
   if (!row || row.kind !== parent.kind) {
     if (parent.in === 'path') throw notFound(label(parentKind), parentId);
     throw new ApiError('ERR_SERVICE_107', `${parent.field}: ${label(parentKind)} ${parentId} does not exist`, { field: parent.field, id: parentId });
@@ -139,8 +141,7 @@ async function checkRefs(w: Writes, kind: KindEntry, body: Doc, prior?: StoredRe
     if (found.path === kind.parent?.field) continue;
     const ids = [...new Set(found.ids)].filter((id) => !known.has(id));
     if (!ids.length) continue;
-    await w.lock(ids, found.ref.acyclic ? 'SHARE' : 'KEY SHARE');
-    const rows = await w.resources(ids);
+    const rows = await w.lock(ids, found.ref.acyclic ? 'SHARE' : 'KEY SHARE');
     for (const id of ids) {
       const row = rows.find((r) => r.id === id);
       if (!row || !found.ref.to.includes(row.kind)) {
@@ -188,7 +189,7 @@ async function cycleBack(w: Writes, start: string, path: string, ids: string[]):
   return undefined;
 }
 
-async function writeRefs(w: Writes, kind: KindEntry, id: string, body: Doc) {
+async function writeRefs(w: Writes, kind: KindEntry, id: string, body: Doc, fresh = false) {
   const rows = new Map<string, { fromId: string; path: string; toId: string; onDelete: string; heldId: string | null }>();
   for (const found of collectRefs(kind.fields, body)) {
     if (found.path === kind.parent?.field) continue;
@@ -196,7 +197,7 @@ async function writeRefs(w: Writes, kind: KindEntry, id: string, body: Doc) {
     const heldId = (toId: string) => (found.ref.onDelete === 'keep' ? null : toId);
     for (const toId of found.ids) rows.set(`${found.path} ${toId}`, { fromId: id, path: found.path, toId, onDelete: found.ref.onDelete, heldId: heldId(toId) });
   }
-  await w.setRefs(id, [...rows.values()]);
+  await w.setRefs(id, [...rows.values()], fresh);
 }
 
 function uniqueKeys(kind: KindEntry, body: Doc, parentId: string | null) {
@@ -211,7 +212,7 @@ function uniqueKeys(kind: KindEntry, body: Doc, parentId: string | null) {
   return keys;
 }
 
-async function writeKeys(w: Writes, kind: KindEntry, id: string, body: Doc, parentId: string | null) {
+async function writeKeys(w: Writes, kind: KindEntry, id: string, body: Doc, parentId: string | null, fresh = false) {
   const keys = uniqueKeys(kind, body, parentId);
   if (keys.length) {
     const taken = await w.takenKeys(keys, id);
@@ -227,7 +228,7 @@ async function writeKeys(w: Writes, kind: KindEntry, id: string, body: Doc, pare
       });
     }
   }
-  await w.setKeys(id, keys);
+  await w.setKeys(id, keys, fresh);
 }
 
 function sealFor(ctx: Ctx, secretFields: Record<string, unknown>, internal: Doc) {
@@ -247,14 +248,17 @@ function sealFor(ctx: Ctx, secretFields: Record<string, unknown>, internal: Doc)
 async function transact<T>(ctx: Ctx, kind: KindEntry, fn: (w: Writes) => Promise<T>, what: 'write' | 'delete' = 'write'): Promise<T> {
   const store = ctx.db.writes;
   for (let attempt = 1; ; attempt++) {
+    let deliveries = false;
     try {
       const out = await store.transaction(async (w) => {
-        await holdCaller(ctx, w);
-        return fn(w);
+        // Only a write that queued deliveries wakes the delivery worker (a pass is two queries).
+        const tracked: Writes = { ...w, insertDeliveries: (rows) => { deliveries ||= rows.length > 0; return w.insertDeliveries(rows); } };
+        await holdCaller(ctx, tracked);
+        return fn(tracked);
       });
       // Before the answer goes out: the next request with a deleted key is refused.
       if (behaviourOf(kind.kind).guardsCallers) ctx.callers?.forget();
-      ctx.afterCommit?.();
+      ctx.afterCommit?.({ deliveries });
       return out;
     } catch (e) {
       const failure = store.failure(e);
@@ -308,11 +312,12 @@ export async function createResource(ctx: Ctx, kind: KindEntry, input: unknown, 
       id, kind: kind.kind, parentId, createdAt: now, updatedAt: now, data: { body: pub, computed: prepared.computed ?? {} }, sealed: sealFor(ctx, secretFields, prepared.internal ?? {}),
     });
     await failAfterInsertForTests(kind.type);
-    await writeRefs(w, kind, id, body);
-    await writeKeys(w, kind, id, body, parentId);
+    await writeRefs(w, kind, id, body, true);
+    await writeKeys(w, kind, id, body, parentId, true);
     const once = (await b.created?.({ kind, id, body, ctx, tx: w })) ?? {};
     const row: StoredResource = { id, kind: kind.kind, parentId, createdAt: now, body: pub, computed: prepared.computed ?? {}, secretFields, internal: prepared.internal ?? {} };
-    const [out] = await present(ctx, w, kind, [row]);
+    // A resource made in this transaction has no children to embed yet.
+    const [out] = await present(ctx, { ...w, children: async () => [] }, kind, [row]);
     await emit(w, kind, 'created', out);
     return { ...out, ...once };
   });
@@ -445,8 +450,7 @@ async function deleteTree(ctx: Ctx, w: Writes, kind: KindEntry, row: StoredResou
       throw new ApiError('ERR_SERVICE_321', `${label(kind)} ${row.id} is still referenced by ${ids.slice(0, 10).join(', ')}${ids.length > 10 ? ` and ${ids.length - 10} more` : ''}; remove those references first`, { referrers: ids });
     }
     for (const fromId of new Set(referrers.filter((r) => r.onDelete === 'cascade').map((r) => r.fromId))) {
-      await w.lock([fromId], 'UPDATE');
-      const dependent = await w.resource(fromId);
+      const [dependent] = await w.lock([fromId], 'UPDATE');
       if (dependent) await deleteTree(ctx, w, kindOf(dependent.kind), toStored(ctx, dependent));
     }
   }

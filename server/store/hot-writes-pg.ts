@@ -8,7 +8,7 @@ import type { KeyRow, RefRow, WriteFailure, Writes, WriteStore } from './hot-wri
 import type { LockMode } from './locks.js';
 
 const MODES: LockMode[] = ['KEY SHARE', 'SHARE', 'NO KEY UPDATE', 'UPDATE'];
-const LOCKS = new Map(MODES.map((m) => [m, { name: `edgeform_w_lock_${m.replace(/ /g, '_').toLowerCase()}`, text: `SELECT "id" FROM "Resource" WHERE "id" = ANY($1) ORDER BY "id" FOR ${m}` }]));
+const LOCKS = new Map(MODES.map((m) => [m, { name: `edgeform_w_lock_${m.replace(/ /g, '_').toLowerCase()}`, text: `${SELECT} WHERE "id" = ANY($1) ORDER BY "id" FOR ${m}` }]));
 
 const iso = (d: Date) => d.toISOString();
 
@@ -35,7 +35,7 @@ function writes(client: PoolClient): Writes {
     async lock(ids, mode) {
       const unique = [...new Set(ids.filter(Boolean))];
       const lock = LOCKS.get(mode)!;
-      if (unique.length) await q(lock.name, lock.text, [unique]);
+      return unique.length ? rows(lock.name, lock.text, [unique]) : [];
     },
     async lockChildren(parentIds) {
       if (parentIds.length) await q('edgeform_w_lock_children', 'SELECT "id" FROM "Resource" WHERE "parentId" = ANY($1) ORDER BY "id" FOR UPDATE', [parentIds]);
@@ -59,8 +59,8 @@ function writes(client: PoolClient): Writes {
     async referrers(toIds) {
       return toIds.length ? q<RefRow>('edgeform_w_referrers', 'SELECT "fromId", "path", "toId", "onDelete", "heldId" FROM "Reference" WHERE "toId" = ANY($1)', [toIds]) : [];
     },
-    async setRefs(fromId, refs) {
-      await q('edgeform_w_refs_clear', 'DELETE FROM "Reference" WHERE "fromId" = $1', [fromId]);
+    async setRefs(fromId, refs, fresh) {
+      if (!fresh) await q('edgeform_w_refs_clear', 'DELETE FROM "Reference" WHERE "fromId" = $1', [fromId]);
       if (!refs.length) return;
       const col = <K extends keyof RefRow>(k: K) => refs.map((r) => r[k]);
       await q('edgeform_w_refs_insert', 'INSERT INTO "Reference" ("fromId", "path", "toId", "onDelete", "heldId") SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])',
@@ -76,8 +76,8 @@ function writes(client: PoolClient): Writes {
         'SELECT u."scope", u."value", u."resourceId" FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k("scope", "value", "n") JOIN "UniqueKey" AS u ON u."scope" = k."scope" AND u."value" = k."value" WHERE u."resourceId" <> $3 ORDER BY k."n"',
         [keys.map((k) => k.scope), keys.map((k) => k.value), resourceId]);
     },
-    async setKeys(resourceId, keys) {
-      await q('edgeform_w_keys_clear', 'DELETE FROM "UniqueKey" WHERE "resourceId" = $1', [resourceId]);
+    async setKeys(resourceId, keys, fresh) {
+      if (!fresh) await q('edgeform_w_keys_clear', 'DELETE FROM "UniqueKey" WHERE "resourceId" = $1', [resourceId]);
       if (!keys.length) return;
       await q('edgeform_w_keys_insert', 'INSERT INTO "UniqueKey" ("scope", "value", "resourceId") SELECT k."scope", k."value", $3 FROM unnest($1::text[], $2::text[]) AS k("scope", "value")',
         [keys.map((k) => k.scope), keys.map((k) => k.value), resourceId]);

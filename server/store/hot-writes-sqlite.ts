@@ -54,7 +54,9 @@ export function hotWritesSqlite(db: BetterSqlite3.Database, writer: SqliteWriter
     async childrenOfParent(parentId) {
       return rows(`${SELECT} WHERE "parentId" = ? ORDER BY "id" DESC`, [parentId]);
     },
-    async lock() {},
+    async lock(ids) {
+      return byIds([...new Set(ids.filter(Boolean))]);
+    },
     async lockChildren() {},
     async lockName() {},
     async insert(r) {
@@ -75,8 +77,8 @@ export function hotWritesSqlite(db: BetterSqlite3.Database, writer: SqliteWriter
       if (!toIds.length) return [];
       return st(`SELECT "fromId", "path", "toId", "onDelete", "heldId" FROM "Reference" WHERE "toId" IN (${marks(toIds.length)})`).all(...toIds) as RefRow[];
     },
-    async setRefs(fromId, refs) {
-      st('DELETE FROM "Reference" WHERE "fromId" = ?').run(fromId);
+    async setRefs(fromId, refs, fresh) {
+      if (!fresh) st('DELETE FROM "Reference" WHERE "fromId" = ?').run(fromId);
       const insert = st('INSERT INTO "Reference" ("fromId", "path", "toId", "onDelete", "heldId") VALUES (?, ?, ?, ?, ?)');
       for (const r of refs) insert.run(r.fromId, r.path, r.toId, r.onDelete, r.heldId);
     },
@@ -89,8 +91,8 @@ export function hotWritesSqlite(db: BetterSqlite3.Database, writer: SqliteWriter
       const find = st('SELECT "scope", "value", "resourceId" FROM "UniqueKey" WHERE "scope" = ? AND "value" = ? AND "resourceId" <> ?');
       return keys.flatMap((k) => (find.all(k.scope, k.value, resourceId) as KeyRow[]));
     },
-    async setKeys(resourceId, keys) {
-      st('DELETE FROM "UniqueKey" WHERE "resourceId" = ?').run(resourceId);
+    async setKeys(resourceId, keys, fresh) {
+      if (!fresh) st('DELETE FROM "UniqueKey" WHERE "resourceId" = ?').run(resourceId);
       const insert = st('INSERT INTO "UniqueKey" ("scope", "value", "resourceId") VALUES (?, ?, ?)');
       for (const k of keys) insert.run(k.scope, k.value, resourceId);
     },

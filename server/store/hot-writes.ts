@@ -30,8 +30,12 @@ export interface KeyRow { scope: string; value: string; resourceId: string }
 
 /** The statements of one write transaction. */
 export interface Writes extends EventWrites {
-  /** Row locks (locks.ts) on these resources, in id order; nothing on SQLite, whose transaction already holds the one write lock. */
-  lock(ids: string[], mode: LockMode): Promise<void>;
+  /**
+   * Row locks (locks.ts) on these resources, in id order, returning the rows that exist as
+   * they are once locked (one statement for both). SQLite's transaction already holds the
+   * one write lock: there it only reads them.
+   */
+  lock(ids: string[], mode: LockMode): Promise<ResourceRow[]>;
   /** Locks the children of these resources FOR UPDATE (about to be deleted with them). */
   lockChildren(parentIds: string[]): Promise<void>;
   /** A lock on a name until the commit (PostgreSQL's advisory lock; nothing on SQLite). */
@@ -46,14 +50,14 @@ export interface Writes extends EventWrites {
   refsFrom(fromIds: string[], path: string): Promise<{ fromId: string; toId: string }[]>;
   /** References to any of these resources. */
   referrers(toIds: string[]): Promise<RefRow[]>;
-  /** Replaces the references a resource makes. */
-  setRefs(fromId: string, refs: RefRow[]): Promise<void>;
+  /** Replaces the references a resource makes (`fresh`: a resource created in this transaction, which has none yet). */
+  setRefs(fromId: string, refs: RefRow[], fresh?: boolean): Promise<void>;
   /** How many resources of `fromKind` reference `toId` at `path`. */
   countReferrers(toId: string, path: string, fromKind: string): Promise<number>;
   /** The keys among these that another resource than `resourceId` holds, in the order asked. */
   takenKeys(keys: { scope: string; value: string }[], resourceId: string): Promise<KeyRow[]>;
-  /** Replaces the unique keys a resource holds. */
-  setKeys(resourceId: string, keys: { scope: string; value: string }[]): Promise<void>;
+  /** Replaces the unique keys a resource holds (`fresh`: created in this transaction, none yet). */
+  setKeys(resourceId: string, keys: { scope: string; value: string }[], fresh?: boolean): Promise<void>;
   /** Up to `take` keys of a scope whose value ends with `suffix`, held by another resource than `resourceId`. */
   keysEndingWith(scope: string, suffix: string, resourceId: string, take: number): Promise<KeyRow[]>;
   insertToken(digest: string, resourceId: string): Promise<void>;
