@@ -8,6 +8,7 @@ import { newIdBody } from '../store/ids.js';
 import { ApiError } from './errors.js';
 import type { Metrics } from './metrics.js';
 import { parseJsonBody } from './body.js';
+import { logLine } from './log-lines.js';
 import { answerProtocolErrors } from './protocol.js';
 import { clientKey, RateLimiter } from './rate-limit.js';
 import { answerClientError, API_KEY_HEADER, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
@@ -75,7 +76,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     if (wait > 0) return new ApiError('ERR_SERVICE_227', `too many failed authentications from this address; retry in ${wait} s`, { retry_after: wait }, { 'Retry-After': String(wait) });
     return error;
   };
-  const log = opts.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const log = opts.log ?? logLine;
 
   let closing = false;
   app.addHook('preClose', (done) => {

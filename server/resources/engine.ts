@@ -51,40 +51,72 @@ const refUri = (ctx: Ctx) => (id: string) => {
   return kind ? uriOf(ctx, kind, id) : '';
 };
 
-const readKeys = new WeakMap<KindEntry, string[]>();
-/** The read form's keys in order, once per kind. */
-const readKeysOf = (kind: KindEntry) => readKeys.get(kind) ?? readKeys.set(kind, Object.keys(kind.read.shape)).get(kind)!;
+/** What shaping a kind's read form needs, worked out once per kind (a GET did it per request). */
+interface ShapePlan {
+  /** The read form's keys in order. */
+  keys: string[];
+  /** Kinds embedded in this one's read form. */
+  children: KindEntry[];
+  /** The path parameter naming the parent, shown in the read form. */
+  parentField?: string;
+  /** The kind's path with its parent left to fill in, split around the parent's place. */
+  pathParts: [string, string];
+}
+
+const plans = new WeakMap<KindEntry, ShapePlan>();
+function planOf(kind: KindEntry): ShapePlan {
+  let plan = plans.get(kind);
+  if (!plan) {
+    const inPath = kind.parent?.in === 'path' ? kind.parent.field : undefined;
+    const at = inPath ? kind.path.indexOf(`{${inPath}}`) : -1;
+    plan = {
+      keys: Object.keys(kind.read.shape),
+      children: catalog.filter((k) => k.parent?.kind === kind.kind && k.parent.embedded),
+      parentField: inPath,
+      pathParts: at < 0 ? [kind.path, ''] : [kind.path.slice(0, at), kind.path.slice(at + inPath!.length + 2)],
+    };
+    plans.set(kind, plan);
+  }
+  return plan;
+}
 
 /**
  * Shapes stored resources into their read forms (embedding children where the catalog says).
  * `db`: what they are read from, the hot reads outside a write (ctx.db.hot), the transaction inside one.
  */
 export async function present(ctx: Ctx, db: Rows, kind: KindEntry, rows: StoredResource[], extra: Doc = {}): Promise<Doc[]> {
-  const embedded: Record<string, Map<string, Doc[]>> = {};
-  for (const child of catalog.filter((k) => k.parent?.kind === kind.kind && k.parent.embedded)) {
+  const plan = planOf(kind);
+  const embedded: [string, Map<string, Doc[]>][] = [];
+  for (const child of plan.children) {
     const childRows = rows.length ? await db.children(child.kind, rows.map((r) => r.id)) : [];
     const stored = childRows.map((r) => toStored(ctx, r));
     const shaped = await present(ctx, db, child, stored);
     const byParent = new Map<string, Doc[]>();
-    stored.forEach((r, i) => byParent.set(r.parentId!, [...(byParent.get(r.parentId!) ?? []), shaped[i]]));
-    embedded[child.parent!.nestAs] = byParent;
+    stored.forEach((r, i) => {
+      const list = byParent.get(r.parentId!);
+      if (list) list.push(shaped[i]);
+      else byParent.set(r.parentId!, [shaped[i]]);
+    });
+    embedded.push([child.parent!.nestAs, byParent]);
   }
   const b = behaviourOf(kind.kind);
+  const refs = { uriOf: refUri(ctx) };
+  const base = `${ctx.publicUrl}${plan.pathParts[0]}`;
+  const hasExtra = Object.keys(extra).length > 0;
   const out: Doc[] = [];
   for (const row of rows) {
-    const values: Doc = {
-      id: row.id,
-      uri: uriOf(ctx, kind, row.id, row.parentId),
-      created_at: rfc3339(row.createdAt),
-      ...(kind.parent?.in === 'path' ? { [kind.parent.field]: row.parentId } : {}),
-      ...toReadFields(kind.fields, row.body, { uriOf: refUri(ctx) }),
-      ...row.computed,
-      ...Object.fromEntries(Object.entries(embedded).map(([k, m]) => [k, m.get(row.id) ?? []])),
-      ...extra,
-    };
-    await b.read?.({ kind, row, out: values, ctx, rows: db });
+    // Later sources win, as they always have: the body's fields, then computed ones, embedded children, extra.
+    const values = toReadFields(kind.fields, row.body, refs);
+    if (!('id' in values)) values.id = row.id;
+    if (!('uri' in values)) values.uri = plan.parentField ? `${base}${row.parentId ?? ''}${plan.pathParts[1]}/${row.id}` : `${base}/${row.id}`;
+    if (!('created_at' in values)) values.created_at = rfc3339(row.createdAt);
+    if (plan.parentField && !(plan.parentField in values)) values[plan.parentField] = row.parentId;
+    Object.assign(values, row.computed);
+    for (const [k, m] of embedded) values[k] = m.get(row.id) ?? [];
+    if (hasExtra) Object.assign(values, extra);
+    if (b.read) await b.read({ kind, row, out: values, ctx, rows: db });
     const shaped: Doc = {};
-    for (const k of readKeysOf(kind)) {
+    for (const k of plan.keys) {
       const v = values[k];
       if (!(kind.spec.omitUnset && v == null)) shaped[k] = v === undefined ? null : v;
     }
