@@ -1,7 +1,7 @@
 // The hot reads on SQLite: statements prepared once on the read-only connection (db.ts),
 // run synchronously by better-sqlite3. Dates are stored as RFC 3339 text, JSON as text.
 import type BetterSqlite3 from 'better-sqlite3';
-import { COLUMNS, type HotReads, type ResourceRow } from './hot-reads.js';
+import { BY_PARENT, COLUMNS, type HotReads, type ResourceRow } from './hot-reads.js';
 
 export type Raw = { id: string; kind: string; parentId: string | null; createdAt: string; updatedAt: string; data: string; sealed: string | null };
 
@@ -9,6 +9,9 @@ export const toRow = (r: Raw): ResourceRow => ({ ...r, createdAt: new Date(r.cre
 
 /** Children statements by how many parents they take (a page has up to 100). */
 const PARENT_BATCH = 100;
+
+/** The children of `n` parents, of one kind, in id order. */
+export const childrenSql = (n: number) => `SELECT ${COLUMNS} FROM "Resource" ${BY_PARENT} WHERE "kind" = ? AND "parentId" IN (${Array(n).fill('?').join(', ')}) ORDER BY "id"`;
 
 export function hotReadsSqlite(db: BetterSqlite3.Database): HotReads {
   const one = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "id" = ?`);
@@ -19,7 +22,7 @@ export function hotReadsSqlite(db: BetterSqlite3.Database): HotReads {
   const childrenOf = (n: number) => {
     let stmt = byParents.get(n);
     if (!stmt) {
-      stmt = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "kind" = ? AND "parentId" IN (${Array(n).fill('?').join(', ')}) ORDER BY "id"`);
+      stmt = db.prepare(childrenSql(n));
       byParents.set(n, stmt);
     }
     return stmt;

@@ -6,7 +6,7 @@
 // prepared once and run synchronously; values are stored as Prisma stores them (dates as
 // RFC 3339 text with +00:00, JSON as text).
 import BetterSqlite3 from 'better-sqlite3';
-import { COLUMNS } from './hot-reads.js';
+import { BY_PARENT, COLUMNS } from './hot-reads.js';
 import { type Raw, toRow } from './hot-sqlite.js';
 import { MAX_WAIT_MS, type KeyRow, type RefRow, type WriteFailure, type Writes, type WriteStore } from './hot-writes.js';
 import type { SqliteWriter } from './sqlite-writer.js';
@@ -46,13 +46,13 @@ export function hotWritesSqlite(db: BetterSqlite3.Database, writer: SqliteWriter
       return byIds([...new Set(ids)]);
     },
     async children(kind, parentIds) {
-      return parentIds.length ? rows(`${SELECT} WHERE "kind" = ? AND "parentId" IN (${marks(parentIds.length)}) ORDER BY "id"`, [kind, ...parentIds]) : [];
+      return parentIds.length ? rows(`${SELECT} ${BY_PARENT} WHERE "kind" = ? AND "parentId" IN (${marks(parentIds.length)}) ORDER BY "id"`, [kind, ...parentIds]) : [];
     },
     async ofKind(kind) {
       return rows(`${SELECT} WHERE "kind" = ? ORDER BY "id"`, [kind]);
     },
     async childrenOfParent(parentId) {
-      return rows(`${SELECT} WHERE "parentId" = ? ORDER BY "id" DESC`, [parentId]);
+      return rows(`${SELECT} ${BY_PARENT} WHERE "parentId" = ? ORDER BY "id" DESC`, [parentId]);
     },
     async lock(ids) {
       return byIds([...new Set(ids.filter(Boolean))]);
