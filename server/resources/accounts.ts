@@ -99,8 +99,11 @@ const CHALLENGE = { 'WWW-Authenticate': 'Bearer' };
 export const invalidKey = () => new ApiError('ERR_SERVICE_202', 'the API key is not valid; it may have been deleted', {}, CHALLENGE);
 export const inactiveBotKey = () => new ApiError('ERR_SERVICE_203', 'the API key belongs to an inactive bot user; activate the bot or use another key', {}, CHALLENGE);
 
-/** Resolves a bearer token to its key and owner, or undefined; through the server's caller cache when it has one. */
-export function authenticate(server: ServerContext, token: string): Promise<Authenticated | undefined> {
+/**
+ * Resolves a bearer token to its key and owner, or undefined; through the server's caller
+ * cache when it has one, whose hits come back at once rather than as a promise.
+ */
+export function authenticate(server: ServerContext, token: string): Authenticated | Promise<Authenticated | undefined> {
   const lookup = () => lookUpKey(server.db.read as unknown as Tx, token);
   return server.callers ? server.callers.resolve(token, lookup) : lookup();
 }

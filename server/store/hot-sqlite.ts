@@ -5,7 +5,7 @@ import { BY_PARENT, COLUMNS, type HotReads, type ResourceRow } from './hot-reads
 
 export type Raw = { id: string; kind: string; parentId: string | null; createdAt: string; updatedAt: string; data: string; sealed: string | null };
 
-export const toRow = (r: Raw): ResourceRow => ({ ...r, createdAt: new Date(r.createdAt), updatedAt: new Date(r.updatedAt), data: JSON.parse(r.data) });
+export const toRow = (r: Raw): ResourceRow => ({ id: r.id, kind: r.kind, parentId: r.parentId, createdAt: new Date(r.createdAt), updatedAt: new Date(r.updatedAt), data: JSON.parse(r.data), sealed: r.sealed });
 
 /** Children statements by how many parents they take (a page has up to 100). */
 const PARENT_BATCH = 100;
