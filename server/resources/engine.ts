@@ -6,7 +6,7 @@ import { collectRefs, mergeSecrets, splitSecrets, toReadFields } from '../../pro
 import { ApiError, notFound } from '../http/errors.js';
 import { parseInput } from '../http/validation.js';
 import { newId } from '../store/ids.js';
-import type { Rows, Writes } from '../store/hot-writes.js';
+import type { RefRow, Rows, Writes } from '../store/hot-writes.js';
 import type { LockMode } from '../store/locks.js';
 import { failAfterInsertForTests } from '../store/test-hooks.js';
 import { emit, rfc3339 } from '../events/outbox.js';
@@ -221,15 +221,28 @@ async function cycleBack(w: Writes, start: string, path: string, ids: string[]):
   return undefined;
 }
 
-async function writeRefs(w: Writes, kind: KindEntry, id: string, body: Doc, fresh = false) {
-  const rows = new Map<string, { fromId: string; path: string; toId: string; onDelete: string; heldId: string | null }>();
+/** The Reference rows a document makes. */
+function refRows(kind: KindEntry, id: string, body: Doc): RefRow[] {
+  const rows = new Map<string, RefRow>();
   for (const found of collectRefs(kind.fields, body)) {
     if (found.path === kind.parent?.field) continue;
     // heldId is the foreign key: every reference but a "keep" one holds its target in place.
     const heldId = (toId: string) => (found.ref.onDelete === 'keep' ? null : toId);
     for (const toId of found.ids) rows.set(`${found.path} ${toId}`, { fromId: id, path: found.path, toId, onDelete: found.ref.onDelete, heldId: heldId(toId) });
   }
-  await w.setRefs(id, [...rows.values()], fresh);
+  return [...rows.values()];
+}
+
+const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+
+/**
+ * Stores the references of `body`. `prior`: the document it replaces (nothing is written when
+ * it made the same references, as a PATCH of a description does), or 'fresh' for a new resource.
+ */
+async function writeRefs(w: Writes, kind: KindEntry, id: string, body: Doc, prior: Doc | 'fresh') {
+  const rows = refRows(kind, id, body);
+  if (prior !== 'fresh' && sameJson(rows, refRows(kind, id, prior))) return;
+  await w.setRefs(id, rows, prior === 'fresh');
 }
 
 function uniqueKeys(kind: KindEntry, body: Doc, parentId: string | null) {
@@ -244,8 +257,11 @@ function uniqueKeys(kind: KindEntry, body: Doc, parentId: string | null) {
   return keys;
 }
 
-async function writeKeys(w: Writes, kind: KindEntry, id: string, body: Doc, parentId: string | null, fresh = false) {
+/** Takes the unique keys of `body` (409 when another resource holds one); `prior` as for writeRefs. */
+async function writeKeys(w: Writes, kind: KindEntry, id: string, body: Doc, parentId: string | null, prior: Doc | 'fresh') {
   const keys = uniqueKeys(kind, body, parentId);
+  const fresh = prior === 'fresh';
+  if (!fresh && sameJson(keys, uniqueKeys(kind, prior, parentId))) return;
   if (keys.length) {
     const taken = await w.takenKeys(keys, id);
     if (taken.length) {
@@ -344,8 +360,8 @@ export async function createResource(ctx: Ctx, kind: KindEntry, input: unknown, 
       id, kind: kind.kind, parentId, createdAt: now, updatedAt: now, data: { body: pub, computed: prepared.computed ?? {} }, sealed: sealFor(ctx, secretFields, prepared.internal ?? {}),
     });
     await failAfterInsertForTests(kind.type);
-    await writeRefs(w, kind, id, body, true);
-    await writeKeys(w, kind, id, body, parentId, true);
+    await writeRefs(w, kind, id, body, 'fresh');
+    await writeKeys(w, kind, id, body, parentId, 'fresh');
     const once = (await b.created?.({ kind, id, body, ctx, tx: w })) ?? {};
     const row: StoredResource = { id, kind: kind.kind, parentId, createdAt: now, body: pub, computed: prepared.computed ?? {}, secretFields, internal: prepared.internal ?? {} };
     // A resource made in this transaction has no children to embed yet.
@@ -385,8 +401,8 @@ async function rewrite(ctx: Ctx, kind: KindEntry, id: string, parentId: string |
     const computed = prepared.computed ?? prior.computed;
     const internal = prepared.internal ?? prior.internal;
     await w.update(id, new Date(), { body: pub, computed }, sealFor(ctx, secretFields, internal));
-    await writeRefs(w, kind, id, body);
-    await writeKeys(w, kind, id, body, prior.parentId);
+    await writeRefs(w, kind, id, body, full);
+    await writeKeys(w, kind, id, body, prior.parentId, full);
     const [out] = await present(ctx, w, kind, [{ ...prior, body: pub, computed, secretFields, internal }]);
     await emit(w, kind, 'updated', out);
     return out;

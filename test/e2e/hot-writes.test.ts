@@ -50,6 +50,23 @@ describe.each(DATABASES)('the engine writes on $db', ({ db, skip }) => {
     expect(await prisma.uniqueKey.count({ where: { resourceId: { in: [edge.id, route.id] } } })).toBe(0);
   });
 
+  it.skipIf(skip)('a PATCH keeps references and keys it does not change, and replaces those it does', async () => {
+    const prisma = s.server.db.prisma;
+    const [a, b] = [(await s.post('/ip_policies', {})).body, (await s.post('/ip_policies', {})).body];
+    const edge = (await s.post('/edges/https', { hostports: ['patch-a.example.com:443'] })).body;
+    const route = (await s.post(`/edges/https/${edge.id}/routes`, { match_type: 'path_prefix', match: '/p', ip_restriction: { ip_policy_ids: [a.id] } })).body;
+    const refs = () => prisma.reference.findMany({ where: { fromId: route.id }, select: { toId: true } });
+    await s.patch(`/edges/https/${edge.id}/routes/${route.id}`, { description: 'only this' });
+    expect(await refs()).toEqual([{ toId: a.id }]);
+    await s.put(`/edges/https/${edge.id}/routes/${route.id}/ip_restriction`, { ip_policy_ids: [b.id] });
+    expect(await refs()).toEqual([{ toId: b.id }]);
+    await s.patch(`/edges/https/${edge.id}`, { description: 'same hostports' });
+    expect((await s.post('/edges/https', { hostports: ['patch-a.example.com:443'] })).status).toBe(409);
+    await s.patch(`/edges/https/${edge.id}`, { hostports: ['patch-b.example.com:443'] });
+    expect((await s.post('/edges/https', { hostports: ['patch-a.example.com:443'] })).status).toBe(201);
+    expect((await s.post('/edges/https', { hostports: ['patch-b.example.com:443'] })).status).toBe(409);
+  });
+
   it.skipIf(skip)("an API key's token is stored, authenticates, and goes with the key", async () => {
     const key = (await s.post('/api_keys', { description: 'written token' })).body;
     expect(await s.server.db.prisma.token.count({ where: { resourceId: key.id } })).toBe(1);
