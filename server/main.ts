@@ -6,6 +6,7 @@ import type { ServerConfig } from './config.js';
 import { DeliveryWorker } from './events/delivery.js';
 import { Gateway } from './gateway/gateway.js';
 import { buildApp } from './http/app.js';
+import { logLine } from './http/log-lines.js';
 import { Metrics } from './http/metrics.js';
 import { startIngress, type RunningIngress } from './ingress/start.js';
 import { drainable, DRAIN_DEFAULTS } from './http/drain.js';
@@ -36,7 +37,7 @@ export interface RunningServer {
 }
 
 export async function startServer(config: ServerConfig): Promise<RunningServer> {
-  const log = config.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const log = config.log ?? logLine;
   const logFields = (fields: Record<string, unknown>) => log(JSON.stringify({ time: new Date().toISOString(), level: 'info', ...fields }));
   // A malformed key is refused before the database is touched.
   configuredKey(config);
@@ -56,7 +57,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       apiRateLimit: config.apiRateLimit,
       apiRateWindowMs: config.apiRateWindowMs,
       authFailureLimit: config.authFailureLimit,
-      log: config.log,
+      log,
       openapi: () => (openapi ??= openapiDocument(routes, server.publicUrl, version)),
       metrics,
     });
@@ -81,9 +82,9 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     server.publicUrl = config.publicUrl ?? listening;
     const worker = new DeliveryWorker(server, log, `edgeform/${version}`, config.delivery);
     let ingress: RunningIngress | undefined;
-    // Every committed write wakes the event worker and, with an ingress, reloads its table.
-    server.afterCommit = () => {
-      worker.kick();
+    // Every committed write that queued deliveries wakes the event worker; with an ingress, every one reloads its table.
+    server.afterCommit = (change) => {
+      if (change?.deliveries !== false) worker.kick();
       ingress?.changed();
     };
     worker.start();

@@ -5,7 +5,7 @@
 // destinations, which also keep them readable.
 import { eventDestination, eventSubscription } from '../../provider/catalog/events.js';
 import type { KindEntry } from '../../provider/catalog/index.js';
-import type { Tx } from '../resources/context.js';
+import type { EventWrites } from '../store/hot-writes.js';
 import { newId } from '../store/ids.js';
 
 type Doc = Record<string, any>;
@@ -14,10 +14,10 @@ export type EventAction = 'created' | 'updated' | 'deleted';
 export const rfc3339 = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, 'Z');
 
 /** Records `<type>_<action>.v0` for a kind that emits events; `object` is the read form. */
-export async function emit(tx: Tx, kind: KindEntry, action: EventAction, object: Doc) {
+export async function emit(tx: EventWrites, kind: KindEntry, action: EventAction, object: Doc) {
   if (!kind.spec.events) return;
   const type = `${kind.type}_${action}.v0`;
-  const subscriptions = await tx.resource.findMany({ where: { kind: eventSubscription.kind } });
+  const subscriptions = await tx.ofKind(eventSubscription.kind);
   const targets = new Set<string>();
   for (const s of subscriptions) {
     const body = (s.data as { body: Doc }).body;
@@ -25,13 +25,11 @@ export async function emit(tx: Tx, kind: KindEntry, action: EventAction, object:
   }
   // Subscriptions only ever see events from their creation on, so an event nobody wants is not kept.
   if (!targets.size) return;
-  const destinations = await tx.resource.findMany({ where: { id: { in: [...targets] }, kind: eventDestination.kind } });
+  const destinations = (await tx.resources([...targets])).filter((d) => d.kind === eventDestination.kind);
   const now = new Date();
-  const event = await tx.event.create({ data: { id: newId('ev'), type, resourceId: object.id, payload: { type, created_at: rfc3339(now), object }, createdAt: now } });
-  await tx.delivery.createMany({
-    // A `log` destination's events too: the delivery worker writes each to the server's log once committed.
-    data: destinations.map((d) => ({ destinationId: d.id, eventSeq: event.seq, nextAttemptAt: now, deliveredAt: null })),
-  });
+  const seq = await tx.insertEvent({ id: newId('ev'), type, resourceId: object.id, payload: { type, created_at: rfc3339(now), object }, createdAt: now });
+  // A `log` destination's events too: the delivery worker writes each to the server's log once committed.
+  await tx.insertDeliveries(destinations.map((d) => ({ destinationId: d.id, eventSeq: seq, nextAttemptAt: now })));
 }
 
 /** A `log` destination keeps its events for GET /event_destinations/{id}/events instead of sending them. */

@@ -9,6 +9,7 @@ import { emit, rfc3339 } from '../events/outbox.js';
 import type { Doc } from '../resources/behaviours.js';
 import type { Ctx, ServerContext, Tx } from '../resources/context.js';
 import { present } from '../resources/engine.js';
+import { prismaRows } from '../store/prisma-rows.js';
 
 export interface SessionRow {
   id: string;
@@ -42,7 +43,7 @@ const stored = (r: Row) => {
 };
 
 async function shaped(ctx: ServerContext, tx: Tx, kind: KindEntry, rows: Row[]) {
-  return present(asCtx(ctx), tx, kind, rows.map(stored));
+  return present(asCtx(ctx), prismaRows(tx), kind, rows.map(stored));
 }
 
 /** UniqueKey scope of agents' endpoints: one session at a time holds a hostname (or a TCP host:port). */
@@ -160,9 +161,9 @@ async function writeSession(ctx: ServerContext, instanceId: string, s: SessionRo
       }
     }
     const [session] = await shaped(ctx, tx, tunnelSession, [await tx.resource.findUniqueOrThrow({ where: { id: s.id } })]);
-    await emit(tx, tunnelSession, 'created', session);
+    await emit(prismaRows(tx), tunnelSession, 'created', session);
     const rows = await tx.resource.findMany({ where: { parentId: s.id }, orderBy: { id: 'asc' } });
-    for (const t of await shaped(ctx, tx, tunnel, rows)) await emit(tx, tunnel, 'created', t);
+    for (const t of await shaped(ctx, tx, tunnel, rows)) await emit(prismaRows(tx), tunnel, 'created', t);
   }, TX);
   ctx.afterCommit?.();
   return taken;
@@ -182,7 +183,7 @@ export async function deleteSessions(ctx: ServerContext, ids: string[]) {
     await tx.resource.deleteMany({ where: { id: { in: endpoints.map((e) => e.id) } } });
     await tx.resource.deleteMany({ where: { id: { in: tunnels.map((t) => t.id) } } });
     await tx.resource.deleteMany({ where: { id: { in: sessions.map((s) => s.id) } } });
-    for (const [kind, doc] of events) await emit(tx, kind, 'deleted', doc);
+    for (const [kind, doc] of events) await emit(prismaRows(tx), kind, 'deleted', doc);
   }, TX);
   ctx.afterCommit?.();
 }

@@ -5,7 +5,8 @@ import { tunnelGroupBackend } from '../../provider/catalog/backends.js';
 import { credential } from '../../provider/catalog/accounts.js';
 import { endpoint, tunnel, tunnelSession } from '../../provider/catalog/tunnels.js';
 import { behaviour, type Doc } from '../resources/behaviours.js';
-import type { Ctx, Tx } from '../resources/context.js';
+import type { Ctx } from '../resources/context.js';
+import type { Rows } from '../store/hot-writes.js';
 import { uriOf } from '../resources/engine.js';
 
 type Labels = Record<string, string>;
@@ -15,9 +16,8 @@ export const labelsMatch = (wanted: Labels | undefined, have: Labels | undefined
 
 const refTo = (ctx: Ctx, kind: Parameters<typeof uriOf>[1], id: string) => ({ id, uri: uriOf(ctx, kind, id) });
 
-async function rowsOf(tx: Tx, kind: string) {
-  const rows = await tx.resource.findMany({ where: { kind }, select: { id: true, data: true }, orderBy: { id: 'asc' } });
-  return rows.map((r) => ({ id: r.id, data: r.data as { body: Doc; computed: Doc } }));
+async function rowsOf(rows: Rows, kind: string) {
+  return (await rows.ofKind(kind)).map((r) => ({ id: r.id, data: r.data as { body: Doc; computed: Doc } }));
 }
 
 behaviour(tunnelSession.kind, {
@@ -27,19 +27,19 @@ behaviour(tunnelSession.kind, {
 });
 
 behaviour(tunnel.kind, {
-  read: async ({ row, out, ctx, tx }) => {
+  read: async ({ row, out, ctx, rows }) => {
     out.tunnel_session = refTo(ctx, tunnelSession, row.parentId!);
     if (row.computed.endpoint_id) out.endpoint = refTo(ctx, endpoint, row.computed.endpoint_id);
     if (row.computed.labels) {
-      const backends = await rowsOf(tx, tunnelGroupBackend.kind);
+      const backends = await rowsOf(rows, tunnelGroupBackend.kind);
       out.backends = backends.filter((b) => labelsMatch(b.data.body.labels, row.computed.labels)).map((b) => refTo(ctx, tunnelGroupBackend, b.id));
     }
   },
 });
 
 behaviour(tunnelGroupBackend.kind, {
-  read: async ({ row, out, ctx, tx }) => {
-    const tunnels = await rowsOf(tx, tunnel.kind);
+  read: async ({ row, out, ctx, rows }) => {
+    const tunnels = await rowsOf(rows, tunnel.kind);
     out.tunnels = tunnels.filter((t) => labelsMatch(row.body.labels, t.data.computed.labels)).map((t) => refTo(ctx, tunnel, t.id));
   },
 });

@@ -1,13 +1,14 @@
 // The Fastify application: wire conventions (operation ids, version header, auth, rate
 // limit, content type, errors, request log) around the route table.
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
-import { authenticate, inactiveBotKey, invalidKey } from '../resources/accounts.js';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { authenticate, inactiveBotKey, invalidKey, type Authenticated } from '../resources/accounts.js';
 import type { Caller, Ctx, ServerContext } from '../resources/context.js';
 import type { ApiRoute, Method } from '../resources/routes.js';
 import { newIdBody } from '../store/ids.js';
 import { ApiError } from './errors.js';
 import type { Metrics } from './metrics.js';
 import { parseJsonBody } from './body.js';
+import { logLine } from './log-lines.js';
 import { answerProtocolErrors } from './protocol.js';
 import { clientKey, RateLimiter } from './rate-limit.js';
 import { SAML_PATH_PREFIX, samlEndpoints } from './saml-endpoints.js';
@@ -76,7 +77,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     if (wait > 0) return new ApiError('ERR_SERVICE_227', `too many failed authentications from this address; retry in ${wait} s`, { retry_after: wait }, { 'Retry-After': String(wait) });
     return error;
   };
-  const log = opts.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const log = opts.log ?? logLine;
 
   let closing = false;
   app.addHook('preClose', (done) => {
@@ -96,19 +97,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     }
   });
 
-  app.addHook('onRequest', async (request, reply) => {
-    request.startedAt = process.hrtime.bigint();
-    reply.header(OPERATION_HEADER, request.id);
-    // A request on a kept-alive connection after SIGTERM: refuse it so the client retries elsewhere.
-    if (closing || opts.isClosing?.()) throw new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry', {}, { Connection: 'close', 'Retry-After': '1' });
-    const path = request.url.split('?')[0].replace(/\/+$/, '') || '/';
-    // The SAML SP URLs are called by identity providers and browsers (saml-endpoints.ts).
-    if (PUBLIC.has(path) || path.startsWith(SAML_PATH_PREFIX)) return;
-    const auth = request.headers.authorization;
-    const bearer = auth && /^Bearer\s+(\S+)\s*$/i.exec(auth);
-    const challenge = { 'WWW-Authenticate': 'Bearer' };
-    if (!bearer) throw new ApiError('ERR_SERVICE_201', 'send Authorization: Bearer <API key token>', {}, challenge);
-    const found = await authenticate(opts.server, bearer[1]);
+  /** The checks after authentication; `found` is who the token is, if anyone. */
+  const admit = (request: FastifyRequest, reply: FastifyReply, found: Authenticated | undefined) => {
     // A valid key is never refused for its address's failures: a guesser sharing it (a NAT, a proxy) cannot lock others out.
     if (!found) throw refuse(request, invalidKey());
     if (!found.active) throw refuse(request, inactiveBotKey());
@@ -122,16 +112,50 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     request.caller = { keyId: found.keyId, ownerId: found.ownerId, admin: found.admin };
     // Which key this is, so a client can avoid deleting the key it runs on (docs/api.md).
     reply.header(API_KEY_HEADER, found.keyId);
+  };
+
+  // Callback-style hooks: a cached caller (most requests) is admitted without a promise.
+  app.addHook('onRequest', (request, reply, done) => {
+    let pending: Promise<Authenticated | undefined> | undefined;
+    try {
+      request.startedAt = process.hrtime.bigint();
+      reply.header(OPERATION_HEADER, request.id);
+      // A request on a kept-alive connection after SIGTERM: refuse it so the client retries elsewhere.
+      if (closing || opts.isClosing?.()) throw new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry', {}, { Connection: 'close', 'Retry-After': '1' });
+      const path = request.url.split('?')[0].replace(/\/+$/, '') || '/';
+      // The SAML SP URLs are called by identity providers and browsers (saml-endpoints.ts).
+      if (PUBLIC.has(path) || path.startsWith(SAML_PATH_PREFIX)) return done();
+      const auth = request.headers.authorization;
+      const bearer = auth && /^Bearer\s+(\S+)\s*$/i.exec(auth);
+      if (!bearer) throw new ApiError('ERR_SERVICE_201', 'send Authorization: Bearer <API key token>', {}, { 'WWW-Authenticate': 'Bearer' });
+      const found = authenticate(opts.server, bearer[1]);
+      if (!(found instanceof Promise)) {
+        admit(request, reply, found);
+        return done();
+      }
+      pending = found;
+    } catch (e) {
+      return done(e as Error);
+    }
+    pending.then((found) => {
+      try {
+        admit(request, reply, found);
+      } catch (e) {
+        return done(e as Error);
+      }
+      done();
+    }, (e: Error) => done(e));
   });
 
   // A request with no body has no content type to judge: a DELETE or POST that names one
   // (text/plain, a form) but sends nothing is read as sending nothing.
-  app.addHook('preParsing', async (request) => {
+  app.addHook('preParsing', (request, _reply, payload, done) => {
     const h = request.headers;
     if (h['transfer-encoding'] === undefined && (h['content-length'] === undefined || h['content-length'] === '0')) delete h['content-type'];
+    done(null, payload);
   });
 
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const ms = Number(process.hrtime.bigint() - request.startedAt) / 1e6;
     // The route's template (never the path a client chose) keeps the metric's labels bounded.
     opts.metrics?.observeApi(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, ms / 1000);
@@ -144,6 +168,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
       duration_ms: Math.round(ms * 10) / 10,
       operation_id: request.id,
     }));
+    done();
   });
 
   app.setErrorHandler((error, request, reply) => {

@@ -1,9 +1,9 @@
 // Behaviour of users, bots, API keys and credentials: ownership rules and tokens.
 import { apiKey, botUser, credential, user } from '../../provider/catalog/accounts.js';
 import { ApiError } from '../http/errors.js';
-import { lockResources } from '../store/locks.js';
 import { digestMatches, digestOf, newToken } from '../http/tokens.js';
 import { behaviour, type StoredResource } from './behaviours.js';
+import type { Writes } from '../store/hot-writes.js';
 import type { Ctx, ServerContext, Tx } from './context.js';
 
 /**
@@ -26,9 +26,9 @@ function ownedByCaller(what: string) {
       }
       return { body: { ...body, owner_id: owner } };
     },
-    async created({ id, tx }: { id: string; tx: Tx }) {
+    async created({ id, tx }: { id: string; tx: Writes }) {
       const token = newToken();
-      await tx.token.create({ data: { digest: digestOf(token), resourceId: id } });
+      await tx.insertToken(digestOf(token), id);
       return { token };
     },
     deleting({ row, ctx }: { row: StoredResource; ctx: Ctx }) {
@@ -39,14 +39,13 @@ function ownedByCaller(what: string) {
 
 // Without a key of the admin user nobody can name another owner, manage bots or recover, and
 // no restart brings one back (the bootstrap runs only on an empty database): keep the last one.
-async function keepLastAdminKey({ row, ctx, tx }: { row: StoredResource; ctx: Ctx; tx: Tx }) {
+async function keepLastAdminKey({ row, tx }: { row: StoredResource; ctx: Ctx; tx: Writes }) {
     const ownerId = row.body.owner_id as string;
     // Two deletes of the admin's last two keys queue here (NO KEY UPDATE conflicts with itself,
     // not with the KEY SHARE every write of the caller holds), so the second sees the first.
-    await lockResources(tx, ctx.db.provider, [ownerId], 'NO KEY UPDATE');
-    const owner = await tx.resource.findUnique({ where: { id: ownerId } });
+    const [owner] = await tx.lock([ownerId], 'NO KEY UPDATE');
     if (owner?.kind !== user.kind || (owner.data as { computed: { admin?: boolean } }).computed.admin !== true) return;
-    const keys = await tx.reference.count({ where: { toId: ownerId, path: 'owner_id', from: { kind: apiKey.kind } } });
+    const keys = await tx.countReferrers(ownerId, 'owner_id', apiKey.kind);
     if (keys <= 1) {
       throw new ApiError('ERR_SERVICE_327', `API key ${row.id} is the last key of the admin user ${ownerId}; create another key for the admin user first (POST /api_keys), or use "edgeform admin create-key" on the server's machine`, { id: row.id, owner_id: ownerId });
     }
@@ -100,8 +99,11 @@ const CHALLENGE = { 'WWW-Authenticate': 'Bearer' };
 export const invalidKey = () => new ApiError('ERR_SERVICE_202', 'the API key is not valid; it may have been deleted', {}, CHALLENGE);
 export const inactiveBotKey = () => new ApiError('ERR_SERVICE_203', 'the API key belongs to an inactive bot user; activate the bot or use another key', {}, CHALLENGE);
 
-/** Resolves a bearer token to its key and owner, or undefined; through the server's caller cache when it has one. */
-export function authenticate(server: ServerContext, token: string): Promise<Authenticated | undefined> {
+/**
+ * Resolves a bearer token to its key and owner, or undefined; through the server's caller
+ * cache when it has one, whose hits come back at once rather than as a promise.
+ */
+export function authenticate(server: ServerContext, token: string): Authenticated | Promise<Authenticated | undefined> {
   const lookup = () => lookUpKey(server.db.read as unknown as Tx, token);
   return server.callers ? server.callers.resolve(token, lookup) : lookup();
 }

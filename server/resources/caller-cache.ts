@@ -20,12 +20,19 @@ export class CallerCache<T> {
 
   constructor(private readonly ttlMs = TTL_MS, private readonly maxEntries = MAX_ENTRIES) {}
 
-  /** The cached answer for `token`, else `lookup`'s (remembered when it found someone). */
-  async resolve(token: string, lookup: () => Promise<T | undefined>, now = Date.now()): Promise<T | undefined> {
+  /**
+   * The cached answer for `token`, at once (no promise: most requests are answered from
+   * here), else a promise of `lookup`'s (remembered when it found someone).
+   */
+  resolve(token: string, lookup: () => Promise<T | undefined>, now = Date.now()): T | Promise<T | undefined> {
     const digest = digestOf(token);
     const hit = this.entries.get(digest);
     if (hit && hit.until > now) return hit.found;
     if (hit) this.entries.delete(digest);
+    return this.lookUp(digest, lookup, now);
+  }
+
+  private async lookUp(digest: string, lookup: () => Promise<T | undefined>, now: number): Promise<T | undefined> {
     const generation = this.generation;
     const found = await lookup();
     if (found !== undefined && generation === this.generation) {

@@ -6,19 +6,19 @@
 // them; later writes see the change and are refused like the request would have been).
 import { botUser } from '../../provider/catalog/accounts.js';
 import { kindOfId } from '../../provider/catalog/index.js';
-import { lockResources } from '../store/locks.js';
 import { inactiveBotKey, invalidKey, ownerActive } from './accounts.js';
-import type { Ctx, Tx } from './context.js';
+import type { Writes } from '../store/hot-writes.js';
+import type { Ctx } from './context.js';
 
-export async function holdCaller(ctx: Ctx, tx: Tx): Promise<void> {
+export async function holdCaller(ctx: Ctx, w: Writes): Promise<void> {
   const caller = ctx.caller;
   // No key: an operator command run with shell access (edgeform admin create-key).
   if (!caller?.keyId) return;
   const bot = kindOfId(caller.ownerId)?.kind === botUser.kind;
-  await lockResources(tx, ctx.db.provider, [caller.keyId], 'KEY SHARE');
   // Only a bot's row says whether its keys work; a user's may change while its keys write.
-  await lockResources(tx, ctx.db.provider, [caller.ownerId], bot ? 'SHARE' : 'KEY SHARE');
-  const rows = await tx.resource.findMany({ where: { id: { in: [caller.keyId, caller.ownerId] } }, select: { id: true, kind: true, data: true } });
+  const rows = bot
+    ? [...(await w.lock([caller.keyId], 'KEY SHARE')), ...(await w.lock([caller.ownerId], 'SHARE'))]
+    : await w.lock([caller.keyId, caller.ownerId], 'KEY SHARE');
   const owner = rows.find((r) => r.id === caller.ownerId);
   if (!rows.some((r) => r.id === caller.keyId) || !owner) throw invalidKey();
   if (!ownerActive(owner)) throw inactiveBotKey();

@@ -22,10 +22,19 @@ export interface ServerContext {
   gateway?: { command(sessionId: string, action: 'stop' | 'restart' | 'update'): Promise<void> };
   /** Who bearer tokens authenticate as, briefly remembered (caller-cache.ts); absent: looked up every time. */
   callers?: CallerCache<Authenticated>;
-  /** Called after every committed write; wakes the event delivery worker. */
-  afterCommit?: () => void;
+  /**
+   * Called after every committed write: reloads the ingress's table and, unless the write
+   * says it queued no delivery, wakes the event delivery worker.
+   */
+  afterCommit?: (change?: Committed) => void;
   /** How long a stack lock lives without renewal, in seconds (server/extensions/stack-locks.ts). */
   stackLockLeaseSeconds?: number;
+}
+
+/** What a committed write tells afterCommit. */
+export interface Committed {
+  /** Whether it queued event deliveries (false: the delivery worker has nothing new to look for). */
+  deliveries: boolean;
 }
 
 export interface Ctx extends ServerContext {

@@ -7,16 +7,16 @@ import { kindOfId } from '../../provider/catalog/index.js';
 import { ApiError } from '../http/errors.js';
 import { hostOf, portOf } from '../ingress/table.js';
 import { behaviour, type Doc } from './behaviours.js';
-import type { Ctx, Tx } from './context.js';
+import type { Writes } from '../store/hot-writes.js';
 import { label } from './engine.js';
 
 const EDGES = [httpsEdge, tcpEdge, tlsEdge];
 
-async function checkPorts(ctx: Ctx, tx: Tx, kind: string, id: string, body: Doc) {
+async function checkPorts(tx: Writes, kind: string, id: string, body: Doc) {
   const ports = [...new Set(((body.hostports ?? []) as string[]).map(portOf))].sort((a, b) => a - b);
   for (const port of ports) {
-    if (ctx.db.provider === 'postgresql') await tx.$queryRawUnsafe('SELECT pg_advisory_xact_lock(hashtext($1))::text AS locked', `edgeform-port:${port}`);
-    const held = await tx.uniqueKey.findMany({ where: { scope: 'hostport', value: { endsWith: `:${port}` }, NOT: { resourceId: id } }, take: 50 });
+    await tx.lockName(`edgeform-port:${port}`);
+    const held = await tx.keysEndingWith('hostport', `:${port}`, id, 50);
     for (const h of held) {
       const other = kindOfId(h.resourceId);
       // The very same hostport is the unique check's to refuse (ERR_SERVICE_320).
@@ -36,11 +36,11 @@ async function checkPorts(ctx: Ctx, tx: Tx, kind: string, id: string, body: Doc)
 for (const edge of EDGES) {
   behaviour(edge.kind, {
     // In the write transaction on update; on create, created() runs in it.
-    prepare: async ({ kind, id, body, prior, ctx, tx }) => {
-      if (prior) await checkPorts(ctx, tx, kind.kind, id, body);
+    prepare: async ({ kind, id, body, prior, tx }) => {
+      if (prior && tx) await checkPorts(tx, kind.kind, id, body);
     },
-    created: async ({ kind, id, body, ctx, tx }) => {
-      await checkPorts(ctx, tx, kind.kind, id, body);
+    created: async ({ kind, id, body, tx }) => {
+      await checkPorts(tx, kind.kind, id, body);
     },
   });
 }

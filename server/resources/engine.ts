@@ -6,17 +6,16 @@ import { collectRefs, mergeSecrets, splitSecrets, toReadFields } from '../../pro
 import { ApiError, notFound } from '../http/errors.js';
 import { parseInput } from '../http/validation.js';
 import { newId } from '../store/ids.js';
-import { lockChildren, lockResources, type LockMode } from '../store/locks.js';
+import type { RefRow, Rows, Writes } from '../store/hot-writes.js';
+import type { LockMode } from '../store/locks.js';
 import { failAfterInsertForTests } from '../store/test-hooks.js';
 import { emit, rfc3339 } from '../events/outbox.js';
 import { behaviourOf, type Doc, type StoredResource } from './behaviours.js';
 import { holdCaller } from './caller-hold.js';
-import type { Ctx, ServerContext, Tx } from './context.js';
+import type { Ctx, ServerContext } from './context.js';
 
-type Db = Tx;
 export type Row = { id: string; kind: string; parentId: string | null; createdAt: Date; updatedAt: Date; data: unknown; sealed: string | null };
 
-const TX = { maxWait: 15_000, timeout: 30_000 };
 /** Attempts of a write transaction that PostgreSQL aborted as a deadlock victim. */
 const ATTEMPTS = 5;
 
@@ -52,45 +51,72 @@ const refUri = (ctx: Ctx) => (id: string) => {
   return kind ? uriOf(ctx, kind, id) : '';
 };
 
-const readKeys = new WeakMap<KindEntry, string[]>();
-/** The read form's keys in order, once per kind. */
-const readKeysOf = (kind: KindEntry) => readKeys.get(kind) ?? readKeys.set(kind, Object.keys(kind.read.shape)).get(kind)!;
-
-/** Reads outside a write go through the hot reads (server/store/hot-reads.ts); inside one, through its transaction. */
-const outsideWrite = (ctx: ServerContext, db: Db) => db === (ctx.db.read as unknown as Db);
-
-function childrenOf(ctx: ServerContext, db: Db, child: KindEntry, parentIds: string[]): Promise<Row[]> {
-  if (outsideWrite(ctx, db)) return ctx.db.hot.children(child.kind, parentIds);
-  return db.resource.findMany({ where: { kind: child.kind, parentId: { in: parentIds } }, orderBy: { id: 'asc' } }) as Promise<Row[]>;
+/** What shaping a kind's read form needs, worked out once per kind (a GET did it per request). */
+interface ShapePlan {
+  /** The read form's keys in order. */
+  keys: string[];
+  /** Kinds embedded in this one's read form. */
+  children: KindEntry[];
+  /** The path parameter naming the parent, shown in the read form. */
+  parentField?: string;
+  /** The kind's path with its parent left to fill in, split around the parent's place. */
+  pathParts: [string, string];
 }
 
-/** Shapes stored resources into their read forms (embedding children where the catalog says). */
-export async function present(ctx: Ctx, db: Db, kind: KindEntry, rows: StoredResource[], extra: Doc = {}): Promise<Doc[]> {
-  const embedded: Record<string, Map<string, Doc[]>> = {};
-  for (const child of catalog.filter((k) => k.parent?.kind === kind.kind && k.parent.embedded)) {
-    const childRows = rows.length ? await childrenOf(ctx, db, child, rows.map((r) => r.id)) : [];
-    const stored = childRows.map((r) => toStored(ctx, r as Row));
+const plans = new WeakMap<KindEntry, ShapePlan>();
+function planOf(kind: KindEntry): ShapePlan {
+  let plan = plans.get(kind);
+  if (!plan) {
+    const inPath = kind.parent?.in === 'path' ? kind.parent.field : undefined;
+    const at = inPath ? kind.path.indexOf(`{${inPath}}`) : -1;
+    plan = {
+      keys: Object.keys(kind.read.shape),
+      children: catalog.filter((k) => k.parent?.kind === kind.kind && k.parent.embedded),
+      parentField: inPath,
+      pathParts: at < 0 ? [kind.path, ''] : [kind.path.slice(0, at), kind.path.slice(at + inPath!.length + 2)],
+    };
+    plans.set(kind, plan);
+  }
+  return plan;
+}
+
+/**
+ * Shapes stored resources into their read forms (embedding children where the catalog says).
+ * `db`: what they are read from, the hot reads outside a write (ctx.db.hot), the transaction inside one.
+ */
+export async function present(ctx: Ctx, db: Rows, kind: KindEntry, rows: StoredResource[], extra: Doc = {}): Promise<Doc[]> {
+  const plan = planOf(kind);
+  const embedded: [string, Map<string, Doc[]>][] = [];
+  for (const child of plan.children) {
+    const childRows = rows.length ? await db.children(child.kind, rows.map((r) => r.id)) : [];
+    const stored = childRows.map((r) => toStored(ctx, r));
     const shaped = await present(ctx, db, child, stored);
     const byParent = new Map<string, Doc[]>();
-    stored.forEach((r, i) => byParent.set(r.parentId!, [...(byParent.get(r.parentId!) ?? []), shaped[i]]));
-    embedded[child.parent!.nestAs] = byParent;
+    stored.forEach((r, i) => {
+      const list = byParent.get(r.parentId!);
+      if (list) list.push(shaped[i]);
+      else byParent.set(r.parentId!, [shaped[i]]);
+    });
+    embedded.push([child.parent!.nestAs, byParent]);
   }
   const b = behaviourOf(kind.kind);
+  const refs = { uriOf: refUri(ctx) };
+  const base = `${ctx.publicUrl}${plan.pathParts[0]}`;
+  const hasExtra = Object.keys(extra).length > 0;
   const out: Doc[] = [];
   for (const row of rows) {
-    const values: Doc = {
-      id: row.id,
-      uri: uriOf(ctx, kind, row.id, row.parentId),
-      created_at: rfc3339(row.createdAt),
-      ...(kind.parent?.in === 'path' ? { [kind.parent.field]: row.parentId } : {}),
-      ...toReadFields(kind.fields, row.body, { uriOf: refUri(ctx) }),
-      ...row.computed,
-      ...Object.fromEntries(Object.entries(embedded).map(([k, m]) => [k, m.get(row.id) ?? []])),
-      ...extra,
-    };
-    await b.read?.({ kind, row, out: values, ctx, tx: db });
+    // Later sources win, as they always have: the body's fields, then computed ones, embedded children, extra.
+    const values = toReadFields(kind.fields, row.body, refs);
+    if (!('id' in values)) values.id = row.id;
+    if (!('uri' in values)) values.uri = plan.parentField ? `${base}${row.parentId ?? ''}${plan.pathParts[1]}/${row.id}` : `${base}/${row.id}`;
+    if (!('created_at' in values)) values.created_at = rfc3339(row.createdAt);
+    if (plan.parentField && !(plan.parentField in values)) values[plan.parentField] = row.parentId;
+    Object.assign(values, row.computed);
+    for (const [k, m] of embedded) values[k] = m.get(row.id) ?? [];
+    if (hasExtra) Object.assign(values, extra);
+    if (b.read) await b.read({ kind, row, out: values, ctx, rows: db });
     const shaped: Doc = {};
-    for (const k of readKeysOf(kind)) {
+    for (const k of plan.keys) {
       const v = values[k];
       if (!(kind.spec.omitUnset && v == null)) shaped[k] = v === undefined ? null : v;
     }
@@ -105,22 +131,29 @@ export async function findStored(ctx: ServerContext, id: string): Promise<Stored
   return row ? toStored(ctx, row) : undefined;
 }
 
-/** A resource, 404 if missing; `lock` locks its row first (in a write transaction). */
-async function load(ctx: Ctx, db: Db, kind: KindEntry, id: string, parentId?: string, lock?: LockMode): Promise<StoredResource> {
-  if (lock) await lockResources(db, ctx.db.provider, [id], lock);
-  const row = outsideWrite(ctx, db) ? await ctx.db.hot.resource(id) : await db.resource.findUnique({ where: { id } });
+/** A resource, 404 if missing. */
+async function load(ctx: Ctx, db: Rows, kind: KindEntry, id: string, parentId?: string): Promise<StoredResource> {
+  return checked(ctx, kind, id, parentId, await db.resource(id));
+}
+
+function checked(ctx: Ctx, kind: KindEntry, id: string, parentId: string | undefined, row: Row | undefined): StoredResource {
   if (!row || row.kind !== kind.kind || (parentId !== undefined && row.parentId !== parentId)) throw notFound(label(kind), id);
-  return toStored(ctx, row as Row);
+  return toStored(ctx, row);
+}
+
+/** A resource in a write transaction, its row locked first; 404 if missing. */
+async function loadLocked(ctx: Ctx, w: Writes, kind: KindEntry, id: string, parentId: string | undefined, lock: LockMode): Promise<StoredResource> {
+  const [row] = await w.lock([id], lock);
+  return checked(ctx, kind, id, parentId, row);
 }
 
 /** The parent id of a new child, checked to exist and locked so it keeps existing until the commit. */
-async function resolveParent(ctx: Ctx, db: Db, kind: KindEntry, body: Doc, pathParams: Record<string, string>): Promise<string | null> {
+async function resolveParent(w: Writes, kind: KindEntry, body: Doc, pathParams: Record<string, string>): Promise<string | null> {
   const parent = kind.parent;
   if (!parent) return null;
   const parentKind = kindOf(parent.kind);
   const parentId = parent.in === 'path' ? pathParams[parent.field] : body[parent.field];
-  await lockResources(db, ctx.db.provider, [parentId], 'KEY SHARE');
-  const row = await db.resource.findUnique({ where: { id: parentId }, select: { kind: true } });
+  const [row] = parentId ? await w.lock([parentId], 'KEY SHARE') : [];
   if (!row || row.kind !== parent.kind) {
     if (parent.in === 'path') throw notFound(label(parentKind), parentId);
     throw new ApiError('ERR_SERVICE_107', `${parent.field}: ${label(parentKind)} ${parentId} does not exist`, { field: parent.field, id: parentId });
@@ -134,14 +167,13 @@ async function resolveParent(ctx: Ctx, db: Db, kind: KindEntry, body: Doc, pathP
  * was deleted meanwhile is reported missing). Targets of acyclic references are locked
  * against change too, for the cycle check.
  */
-async function checkRefs(ctx: Ctx, db: Db, kind: KindEntry, body: Doc, prior?: StoredResource) {
+async function checkRefs(w: Writes, kind: KindEntry, body: Doc, prior?: StoredResource) {
   const known = new Set(prior ? collectRefs(kind.fields, prior.body).flatMap((r) => r.ids) : []);
   for (const found of collectRefs(kind.fields, body)) {
     if (found.path === kind.parent?.field) continue;
     const ids = [...new Set(found.ids)].filter((id) => !known.has(id));
     if (!ids.length) continue;
-    await lockResources(db, ctx.db.provider, ids, found.ref.acyclic ? 'SHARE' : 'KEY SHARE');
-    const rows = await db.resource.findMany({ where: { id: { in: ids } }, select: { id: true, kind: true } });
+    const rows = await w.lock(ids, found.ref.acyclic ? 'SHARE' : 'KEY SHARE');
     for (const id of ids) {
       const row = rows.find((r) => r.id === id);
       if (!row || !found.ref.to.includes(row.kind)) {
@@ -152,7 +184,7 @@ async function checkRefs(ctx: Ctx, db: Db, kind: KindEntry, body: Doc, prior?: S
   // Only an existing resource can be reached from what it references.
   if (prior) {
     for (const found of collectRefs(kind.fields, body).filter((r) => r.ref.acyclic)) {
-      const cycle = await cycleBack(ctx, db, prior.id, found.path, found.ids);
+      const cycle = await cycleBack(w, prior.id, found.path, found.ids);
       if (cycle) {
         const reason = `would make a cycle: ${cycle.join(' -> ')}; a ${label(kind)} may not contain itself, directly or through others`;
         throw new ApiError('ERR_SERVICE_103', `${found.path}: ${reason}`, { field: found.path, reason });
@@ -166,7 +198,7 @@ async function checkRefs(ctx: Ctx, db: Db, kind: KindEntry, body: Doc, prior?: S
  * Each resource walked is locked against change first: two writers closing one cycle from
  * both ends wait for each other (one is the deadlock victim and retries, then sees the cycle).
  */
-async function cycleBack(ctx: Ctx, db: Db, start: string, path: string, ids: string[]): Promise<string[] | undefined> {
+async function cycleBack(w: Writes, start: string, path: string, ids: string[]): Promise<string[] | undefined> {
   const via = new Map<string, string>(ids.map((id) => [id, start]));
   let frontier = [...new Set(ids)];
   const chain = (id: string) => {
@@ -176,8 +208,8 @@ async function cycleBack(ctx: Ctx, db: Db, start: string, path: string, ids: str
   };
   while (frontier.length) {
     if (frontier.includes(start)) return chain(start);
-    await lockResources(db, ctx.db.provider, frontier, 'SHARE');
-    const edges = await db.reference.findMany({ where: { fromId: { in: frontier }, path } });
+    await w.lock(frontier, 'SHARE');
+    const edges = await w.refsFrom(frontier, path);
     frontier = [];
     for (const e of edges) {
       if (via.has(e.toId) && e.toId !== start) continue;
@@ -189,16 +221,28 @@ async function cycleBack(ctx: Ctx, db: Db, start: string, path: string, ids: str
   return undefined;
 }
 
-async function writeRefs(db: Db, kind: KindEntry, id: string, body: Doc) {
-  await db.reference.deleteMany({ where: { fromId: id } });
-  const rows = new Map<string, { fromId: string; path: string; toId: string; onDelete: string; heldId: string | null }>();
+/** The Reference rows a document makes. */
+function refRows(kind: KindEntry, id: string, body: Doc): RefRow[] {
+  const rows = new Map<string, RefRow>();
   for (const found of collectRefs(kind.fields, body)) {
     if (found.path === kind.parent?.field) continue;
     // heldId is the foreign key: every reference but a "keep" one holds its target in place.
     const heldId = (toId: string) => (found.ref.onDelete === 'keep' ? null : toId);
     for (const toId of found.ids) rows.set(`${found.path} ${toId}`, { fromId: id, path: found.path, toId, onDelete: found.ref.onDelete, heldId: heldId(toId) });
   }
-  if (rows.size) await db.reference.createMany({ data: [...rows.values()] });
+  return [...rows.values()];
+}
+
+const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+
+/**
+ * Stores the references of `body`. `prior`: the document it replaces (nothing is written when
+ * it made the same references, as a PATCH of a description does), or 'fresh' for a new resource.
+ */
+async function writeRefs(w: Writes, kind: KindEntry, id: string, body: Doc, prior: Doc | 'fresh') {
+  const rows = refRows(kind, id, body);
+  if (prior !== 'fresh' && sameJson(rows, refRows(kind, id, prior))) return;
+  await w.setRefs(id, rows, prior === 'fresh');
 }
 
 function uniqueKeys(kind: KindEntry, body: Doc, parentId: string | null) {
@@ -213,12 +257,13 @@ function uniqueKeys(kind: KindEntry, body: Doc, parentId: string | null) {
   return keys;
 }
 
-async function writeKeys(db: Db, kind: KindEntry, id: string, body: Doc, parentId: string | null) {
+/** Takes the unique keys of `body` (409 when another resource holds one); `prior` as for writeRefs. */
+async function writeKeys(w: Writes, kind: KindEntry, id: string, body: Doc, parentId: string | null, prior: Doc | 'fresh') {
   const keys = uniqueKeys(kind, body, parentId);
+  const fresh = prior === 'fresh';
+  if (!fresh && sameJson(keys, uniqueKeys(kind, prior, parentId))) return;
   if (keys.length) {
-    const taken = await db.uniqueKey.findMany({
-      where: { OR: keys.map((k) => ({ scope: k.scope, value: k.value })), NOT: { resourceId: id } },
-    });
+    const taken = await w.takenKeys(keys, id);
     if (taken.length) {
       const t = taken[0];
       const k = keys.find((x) => x.scope === t.scope && x.value === t.value)!;
@@ -231,18 +276,11 @@ async function writeKeys(db: Db, kind: KindEntry, id: string, body: Doc, parentI
       });
     }
   }
-  await db.uniqueKey.deleteMany({ where: { resourceId: id } });
-  if (keys.length) await db.uniqueKey.createMany({ data: keys.map((k) => ({ scope: k.scope, value: k.value, resourceId: id })) });
+  await w.setKeys(id, keys, fresh);
 }
 
 function sealFor(ctx: Ctx, secretFields: Record<string, unknown>, internal: Doc) {
   return Object.keys(secretFields).length || Object.keys(internal).length ? ctx.box.seal(JSON.stringify({ fields: secretFields, internal })) : null;
-}
-
-/** A deadlock or serialization failure: P2034 from a query, P2010 with the driver's cause from a raw one (a row lock). */
-function conflictOf(e: unknown): boolean {
-  const err = e as { code?: string; meta?: { driverAdapterError?: { cause?: { kind?: string } } } };
-  return err.code === 'P2034' || (err.code === 'P2010' && err.meta?.driverAdapterError?.cause?.kind === 'TransactionWriteConflict');
 }
 
 /**
@@ -255,29 +293,33 @@ function conflictOf(e: unknown): boolean {
  * Tells the server after each commit (events may wait), and forgets cached callers after
  * a write of a kind that guards them.
  */
-async function transact<T>(ctx: Ctx, kind: KindEntry, fn: (tx: Tx) => Promise<T>, what: 'write' | 'delete' = 'write'): Promise<T> {
+async function transact<T>(ctx: Ctx, kind: KindEntry, fn: (w: Writes) => Promise<T>, what: 'write' | 'delete' = 'write'): Promise<T> {
+  const store = ctx.db.writes;
   for (let attempt = 1; ; attempt++) {
+    let deliveries = false;
     try {
-      const out = await ctx.db.prisma.$transaction(async (tx) => {
-        await holdCaller(ctx, tx);
-        return fn(tx);
-      }, TX);
+      const out = await store.transaction(async (w) => {
+        // Only a write that queued deliveries wakes the delivery worker (a pass is two queries).
+        const tracked: Writes = { ...w, insertDeliveries: (rows) => { deliveries ||= rows.length > 0; return w.insertDeliveries(rows); } };
+        await holdCaller(ctx, tracked);
+        return fn(tracked);
+      });
       // Before the answer goes out: the next request with a deleted key is refused.
       if (behaviourOf(kind.kind).guardsCallers) ctx.callers?.forget();
-      ctx.afterCommit?.();
+      ctx.afterCommit?.({ deliveries });
       return out;
     } catch (e) {
-      const code = conflictOf(e) ? 'P2034' : (e as { code?: string }).code;
-      if (code === 'P2034' && attempt < ATTEMPTS) {
+      const failure = store.failure(e);
+      if (failure === 'conflict' && attempt < ATTEMPTS) {
         await new Promise((resolve) => setTimeout(resolve, Math.random() * 20 * attempt));
         continue;
       }
-      if (code === 'P2034') throw new ApiError('ERR_SERVICE_503', 'too many concurrent changes to the same resources; retry', {}, { 'Retry-After': '1' });
-      // Waited longer than TX allows for the database (SQLite: the one writer) or ran past it.
-      if (code === 'P2028') throw new ApiError('ERR_SERVICE_503', 'the server is busy with other writes; retry', {}, { 'Retry-After': '1' });
-      if (code === 'P2002') throw new ApiError('ERR_SERVICE_320', 'a unique value in this request was taken by a concurrent request; retry to see which');
-      if (code === 'P2003' && what === 'delete') throw new ApiError('ERR_SERVICE_321', 'the resource was referenced by a concurrent request; remove those references first');
-      if (code === 'P2003') throw new ApiError('ERR_SERVICE_107', 'a resource this request refers to was deleted by a concurrent request');
+      if (failure === 'conflict') throw new ApiError('ERR_SERVICE_503', 'too many concurrent changes to the same resources; retry', {}, { 'Retry-After': '1' });
+      // Waited too long for the database (SQLite: the one writer, here or in another process).
+      if (failure === 'busy') throw new ApiError('ERR_SERVICE_503', 'the server is busy with other writes; retry', {}, { 'Retry-After': '1' });
+      if (failure === 'unique') throw new ApiError('ERR_SERVICE_320', 'a unique value in this request was taken by a concurrent request; retry to see which');
+      if (failure === 'reference' && what === 'delete') throw new ApiError('ERR_SERVICE_321', 'the resource was referenced by a concurrent request; remove those references first');
+      if (failure === 'reference') throw new ApiError('ERR_SERVICE_107', 'a resource this request refers to was deleted by a concurrent request');
       throw e;
     }
   }
@@ -307,35 +349,36 @@ export async function createResource(ctx: Ctx, kind: KindEntry, input: unknown, 
   const id = newId(kind.prefix);
   const b = behaviourOf(kind.kind);
   // Expensive preparation (key generation) runs before the write transaction opens.
-  const prepared = (await b.prepare?.({ kind, id, body: parsed, ctx, tx: ctx.db.read as unknown as Tx })) ?? {};
+  const prepared = (await b.prepare?.({ kind, id, body: parsed, ctx })) ?? {};
   const body = prepared.body ?? parsed;
-  return transact(ctx, kind, async (tx) => {
-    const parentId = await resolveParent(ctx, tx, kind, body, pathParams);
-    await checkRefs(ctx, tx, kind, body);
+  return transact(ctx, kind, async (w) => {
+    const parentId = await resolveParent(w, kind, body, pathParams);
+    await checkRefs(w, kind, body);
     const [pub, secretFields] = splitSecrets(kind.fields, body);
     const now = new Date();
-    await tx.resource.create({
-      data: { id, kind: kind.kind, parentId, createdAt: now, updatedAt: now, data: { body: pub, computed: prepared.computed ?? {} }, sealed: sealFor(ctx, secretFields, prepared.internal ?? {}) },
+    await w.insert({
+      id, kind: kind.kind, parentId, createdAt: now, updatedAt: now, data: { body: pub, computed: prepared.computed ?? {} }, sealed: sealFor(ctx, secretFields, prepared.internal ?? {}),
     });
     await failAfterInsertForTests(kind.type);
-    await writeRefs(tx, kind, id, body);
-    await writeKeys(tx, kind, id, body, parentId);
-    const once = (await b.created?.({ kind, id, body, ctx, tx })) ?? {};
+    await writeRefs(w, kind, id, body, 'fresh');
+    await writeKeys(w, kind, id, body, parentId, 'fresh');
+    const once = (await b.created?.({ kind, id, body, ctx, tx: w })) ?? {};
     const row: StoredResource = { id, kind: kind.kind, parentId, createdAt: now, body: pub, computed: prepared.computed ?? {}, secretFields, internal: prepared.internal ?? {} };
-    const [out] = await present(ctx, tx, kind, [row]);
-    await emit(tx, kind, 'created', out);
+    // A resource made in this transaction has no children to embed yet.
+    const [out] = await present(ctx, { ...w, children: async () => [] }, kind, [row]);
+    await emit(w, kind, 'created', out);
     return { ...out, ...once };
   });
 }
 
 export async function getResource(ctx: Ctx, kind: KindEntry, id: string, parentId?: string) {
-  const db = ctx.db.read as unknown as Tx;
+  const db = ctx.db.hot;
   const [out] = await present(ctx, db, kind, [await load(ctx, db, kind, id, parentId)]);
   return out;
 }
 
 export async function listResources(ctx: Ctx, kind: KindEntry, limit: number, beforeId?: string) {
-  const db = ctx.db.read as unknown as Tx;
+  const db = ctx.db.hot;
   const rows = await ctx.db.hot.page(kind.kind, limit + 1, beforeId || undefined);
   const page = rows.slice(0, limit).map((r) => toStored(ctx, r));
   return { items: await present(ctx, db, kind, page), more: rows.length > limit, lastId: page.at(-1)?.id };
@@ -347,21 +390,21 @@ export async function listResources(ctx: Ctx, kind: KindEntry, limit: number, be
  * each to the result of the one before: none is lost.
  */
 async function rewrite(ctx: Ctx, kind: KindEntry, id: string, parentId: string | undefined, change: (full: Doc) => Doc, basePath: (string | number)[] = []) {
-  return transact(ctx, kind, async (tx) => {
-    const prior = await load(ctx, tx, kind, id, parentId, 'NO KEY UPDATE');
+  return transact(ctx, kind, async (w) => {
+    const prior = await loadLocked(ctx, w, kind, id, parentId, 'NO KEY UPDATE');
     const full = mergeSecrets(prior.body, prior.secretFields);
     const parsed = parseInput(kind.create, change(full), basePath);
-    const prepared = (await behaviourOf(kind.kind).prepare?.({ kind, id, body: parsed, prior, ctx, tx })) ?? {};
+    const prepared = (await behaviourOf(kind.kind).prepare?.({ kind, id, body: parsed, prior, ctx, tx: w })) ?? {};
     const body = prepared.body ?? parsed;
-    await checkRefs(ctx, tx, kind, body, prior);
+    await checkRefs(w, kind, body, prior);
     const [pub, secretFields] = splitSecrets(kind.fields, body);
     const computed = prepared.computed ?? prior.computed;
     const internal = prepared.internal ?? prior.internal;
-    await tx.resource.update({ where: { id }, data: { updatedAt: new Date(), data: { body: pub, computed }, sealed: sealFor(ctx, secretFields, internal) } });
-    await writeRefs(tx, kind, id, body);
-    await writeKeys(tx, kind, id, body, prior.parentId);
-    const [out] = await present(ctx, tx, kind, [{ ...prior, body: pub, computed, secretFields, internal }]);
-    await emit(tx, kind, 'updated', out);
+    await w.update(id, new Date(), { body: pub, computed }, sealFor(ctx, secretFields, internal));
+    await writeRefs(w, kind, id, body, full);
+    await writeKeys(w, kind, id, body, prior.parentId, full);
+    const [out] = await present(ctx, w, kind, [{ ...prior, body: pub, computed, secretFields, internal }]);
+    await emit(w, kind, 'updated', out);
     return out;
   });
 }
@@ -425,11 +468,11 @@ export async function deleteModule(ctx: Ctx, kind: KindEntry, name: string, id: 
 
 /** Deletes a resource and its children, honouring each reference's delete rule. */
 export async function deleteResource(ctx: Ctx, kind: KindEntry, id: string, parentId?: string) {
-  await transact(ctx, kind, async (tx) => {
+  await transact(ctx, kind, async (w) => {
     // Locked first: of two overlapping deletes the second waits, then finds nothing (404).
-    const row = await load(ctx, tx, kind, id, parentId, 'UPDATE');
-    await behaviourOf(kind.kind).deleting?.({ kind, row, ctx, tx });
-    await deleteTree(ctx, tx, kind, row);
+    const row = await loadLocked(ctx, w, kind, id, parentId, 'UPDATE');
+    await behaviourOf(kind.kind).deleting?.({ kind, row, ctx, tx: w });
+    await deleteTree(ctx, w, kind, row);
   }, 'delete');
 }
 
@@ -437,32 +480,32 @@ export async function deleteResource(ctx: Ctx, kind: KindEntry, id: string, pare
  * Deletes a resource, its children (each with its own deleted event, newest first, before
  * the parent's) and what cascades from it. `checked`: an ancestor already vetted the subtree's referrers.
  */
-async function deleteTree(ctx: Ctx, tx: Tx, kind: KindEntry, row: StoredResource, checked = false) {
+async function deleteTree(ctx: Ctx, w: Writes, kind: KindEntry, row: StoredResource, checked = false) {
   if (!checked) {
     // The subtree is locked as it is walked: a new child or referrer of any of it waits for
     // this transaction, so the referrers read below are all there are.
     const subtree = [row.id];
     for (let i = 0; i < subtree.length; i++) {
-      await lockChildren(tx, ctx.db.provider, [subtree[i]]);
-      const children = await tx.resource.findMany({ where: { parentId: subtree[i] }, select: { id: true } });
+      await w.lockChildren([subtree[i]]);
+      const children = await w.childrenOfParent(subtree[i]);
       subtree.push(...children.map((c) => c.id));
     }
-    const referrers = await tx.reference.findMany({ where: { toId: { in: subtree }, fromId: { notIn: subtree } } });
+    const inside = new Set(subtree);
+    const referrers = (await w.referrers(subtree)).filter((r) => !inside.has(r.fromId));
     const restricting = referrers.filter((r) => r.onDelete === 'restrict');
     if (restricting.length) {
       const ids = [...new Set(restricting.map((r) => r.fromId))];
       throw new ApiError('ERR_SERVICE_321', `${label(kind)} ${row.id} is still referenced by ${ids.slice(0, 10).join(', ')}${ids.length > 10 ? ` and ${ids.length - 10} more` : ''}; remove those references first`, { referrers: ids });
     }
     for (const fromId of new Set(referrers.filter((r) => r.onDelete === 'cascade').map((r) => r.fromId))) {
-      await lockResources(tx, ctx.db.provider, [fromId], 'UPDATE');
-      const dependent = await tx.resource.findUnique({ where: { id: fromId } });
-      if (dependent) await deleteTree(ctx, tx, kindOf(dependent.kind), toStored(ctx, dependent as Row));
+      const [dependent] = await w.lock([fromId], 'UPDATE');
+      if (dependent) await deleteTree(ctx, w, kindOf(dependent.kind), toStored(ctx, dependent));
     }
   }
   // The parent's event shows it as it was, children included.
-  const [out] = await present(ctx, tx, kind, [row]);
-  const children = await tx.resource.findMany({ where: { parentId: row.id }, orderBy: { id: 'desc' } });
-  for (const child of children) await deleteTree(ctx, tx, kindOf(child.kind), toStored(ctx, child as Row), true);
-  await tx.resource.delete({ where: { id: row.id } });
-  await emit(tx, kind, 'deleted', out);
+  const [out] = await present(ctx, w, kind, [row]);
+  const children = await w.childrenOfParent(row.id);
+  for (const child of children) await deleteTree(ctx, w, kindOf(child.kind), toStored(ctx, child), true);
+  await w.remove(row.id);
+  await emit(w, kind, 'deleted', out);
 }

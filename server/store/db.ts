@@ -7,8 +7,11 @@ import type { SqlDriverAdapter, SqlDriverAdapterFactory } from '@prisma/driver-a
 import type { HotReads } from './hot-reads.js';
 import { hotReadsPg } from './hot-pg.js';
 import { hotReadsSqlite } from './hot-sqlite.js';
+import type { WriteStore } from './hot-writes.js';
+import { hotWritesPg } from './hot-writes-pg.js';
+import { hotWritesSqlite } from './hot-writes-sqlite.js';
 import { migratePostgres, migrateSqlite } from './migrate.js';
-import { serializedWriter } from './sqlite-writer.js';
+import { serializedWriter, SqliteWriter } from './sqlite-writer.js';
 import { cacheStatements } from './statement-cache.js';
 
 export type Provider = 'sqlite' | 'postgresql';
@@ -29,6 +32,8 @@ export interface Database {
   read: Db;
   /** The hot reads (get one, a page, children) as prepared statements on `read`'s own handle (hot-reads.ts). */
   hot: HotReads;
+  /** The engine's write transactions as prepared statements on `prisma`'s own handle (hot-writes.ts). */
+  writes: WriteStore;
   /** Where the data lives, for the start-up banner (no password). */
   where: string;
   migrated: string[];
@@ -103,14 +108,17 @@ export async function openDatabase(url: string): Promise<Database> {
     const { PrismaBetterSqlite3 } = await import('@prisma/adapter-better-sqlite3');
     // timeout is SQLite's busy_timeout: how long a writer waits for another process's writer.
     const connect = () => new PrismaBetterSqlite3({ url: `file:${file}`, timeout: 10_000 });
-    const prisma = new SqliteClient({ ...CLIENT_OPTIONS, adapter: serializedWriter(withStatementCache(connect()), { every: OPTIMIZE_EVERY, script: OPTIMIZE }) });
+    const writer = new SqliteWriter({ every: OPTIMIZE_EVERY, script: OPTIMIZE });
+    const writeHandle = capturing<import('better-sqlite3').Database>(withStatementCache(connect()));
+    const prisma = new SqliteClient({ ...CLIENT_OPTIONS, adapter: serializedWriter(writeHandle.factory, writer) });
     await prisma.$executeRawUnsafe('PRAGMA foreign_keys = ON');
     for (const pragma of OPTIMIZE.split('; ')) await prisma.$queryRawUnsafe(pragma);
     const reader = capturing<import('better-sqlite3').Database>(connect());
     const read = new SqliteClient({ ...CLIENT_OPTIONS, adapter: reader.factory });
     await read.$executeRawUnsafe('PRAGMA query_only = ON');
     const hot = hotReadsSqlite(reader.handle());
-    return { provider, prisma, read, hot, where: file, migrated, close: async () => { await read.$disconnect(); await prisma.$disconnect(); } };
+    const writes = hotWritesSqlite(writeHandle.handle(), writer);
+    return { provider, prisma, read, hot, writes, where: file, migrated, close: async () => { await read.$disconnect(); await prisma.$disconnect(); } };
   }
   const migrated = await migratePostgres(url);
   const { PrismaPg } = await import('@prisma/adapter-pg');
@@ -118,5 +126,5 @@ export async function openDatabase(url: string): Promise<Database> {
   const pool = capturing<import('pg').Pool>(new PrismaPg({ connectionString: url }));
   const prisma = new PrismaClient({ ...CLIENT_OPTIONS, adapter: pool.factory }) as unknown as Db;
   await prisma.$connect();
-  return { provider, prisma, read: prisma, hot: hotReadsPg(pool.handle()), where: url.replace(/\/\/[^@]*@/, '//'), migrated, close: () => prisma.$disconnect() };
+  return { provider, prisma, read: prisma, hot: hotReadsPg(pool.handle()), writes: hotWritesPg(pool.handle()), where: url.replace(/\/\/[^@]*@/, '//'), migrated, close: () => prisma.$disconnect() };
 }

@@ -6,10 +6,10 @@ import type { HotReads, ResourceRow } from './hot-reads.js';
 
 // to_char, not ::text, whose form follows the session's DateStyle.
 const ISO = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`;
-const SELECT = `SELECT "id", "kind", "parentId", to_char("createdAt", ${ISO}) AS "createdAt", to_char("updatedAt", ${ISO}) AS "updatedAt", "data", "sealed" FROM "Resource"`;
-type Raw = Omit<ResourceRow, 'createdAt' | 'updatedAt'> & { createdAt: string; updatedAt: string };
+export const SELECT = `SELECT "id", "kind", "parentId", to_char("createdAt", ${ISO}) AS "createdAt", to_char("updatedAt", ${ISO}) AS "updatedAt", "data", "sealed" FROM "Resource"`;
+export type Raw = Omit<ResourceRow, 'createdAt' | 'updatedAt'> & { createdAt: string; updatedAt: string };
 
-const toRow = (r: Raw): ResourceRow => ({ ...r, createdAt: new Date(r.createdAt), updatedAt: new Date(r.updatedAt) });
+export const toRow = (r: Raw): ResourceRow => ({ ...r, createdAt: new Date(r.createdAt), updatedAt: new Date(r.updatedAt) });
 
 export function hotReadsPg(pool: Pool): HotReads {
   const run = async (name: string, text: string, values: unknown[]) => ((await pool.query({ name, text, values })).rows as Raw[]).map(toRow);
@@ -22,6 +22,9 @@ export function hotReadsPg(pool: Pool): HotReads {
       return beforeId === undefined
         ? run('edgeform_hot_first', `${SELECT} WHERE "kind" = $1 ORDER BY "id" DESC LIMIT $2`, [kind, limit])
         : run('edgeform_hot_after', `${SELECT} WHERE "kind" = $1 AND "id" < $2 ORDER BY "id" DESC LIMIT $3`, [kind, beforeId, limit]);
+    },
+    ofKind(kind) {
+      return run('edgeform_hot_kind', `${SELECT} WHERE "kind" = $1 ORDER BY "id"`, [kind]);
     },
     children(kind, parentIds) {
       return run('edgeform_hot_children', `${SELECT} WHERE "kind" = $1 AND "parentId" = ANY($2) ORDER BY "id"`, [kind, parentIds]);

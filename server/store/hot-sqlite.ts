@@ -1,24 +1,28 @@
 // The hot reads on SQLite: statements prepared once on the read-only connection (db.ts),
 // run synchronously by better-sqlite3. Dates are stored as RFC 3339 text, JSON as text.
 import type BetterSqlite3 from 'better-sqlite3';
-import { COLUMNS, type HotReads, type ResourceRow } from './hot-reads.js';
+import { BY_PARENT, COLUMNS, type HotReads, type ResourceRow } from './hot-reads.js';
 
-type Raw = { id: string; kind: string; parentId: string | null; createdAt: string; updatedAt: string; data: string; sealed: string | null };
+export type Raw = { id: string; kind: string; parentId: string | null; createdAt: string; updatedAt: string; data: string; sealed: string | null };
 
-const toRow = (r: Raw): ResourceRow => ({ ...r, createdAt: new Date(r.createdAt), updatedAt: new Date(r.updatedAt), data: JSON.parse(r.data) });
+export const toRow = (r: Raw): ResourceRow => ({ id: r.id, kind: r.kind, parentId: r.parentId, createdAt: new Date(r.createdAt), updatedAt: new Date(r.updatedAt), data: JSON.parse(r.data), sealed: r.sealed });
 
 /** Children statements by how many parents they take (a page has up to 100). */
 const PARENT_BATCH = 100;
+
+/** The children of `n` parents, of one kind, in id order. */
+export const childrenSql = (n: number) => `SELECT ${COLUMNS} FROM "Resource" ${BY_PARENT} WHERE "kind" = ? AND "parentId" IN (${Array(n).fill('?').join(', ')}) ORDER BY "id"`;
 
 export function hotReadsSqlite(db: BetterSqlite3.Database): HotReads {
   const one = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "id" = ?`);
   const first = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "kind" = ? ORDER BY "id" DESC LIMIT ?`);
   const after = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "kind" = ? AND "id" < ? ORDER BY "id" DESC LIMIT ?`);
+  const all = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "kind" = ? ORDER BY "id"`);
   const byParents = new Map<number, BetterSqlite3.Statement>();
   const childrenOf = (n: number) => {
     let stmt = byParents.get(n);
     if (!stmt) {
-      stmt = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "kind" = ? AND "parentId" IN (${Array(n).fill('?').join(', ')}) ORDER BY "id"`);
+      stmt = db.prepare(childrenSql(n));
       byParents.set(n, stmt);
     }
     return stmt;
@@ -31,6 +35,9 @@ export function hotReadsSqlite(db: BetterSqlite3.Database): HotReads {
     async page(kind, limit, beforeId) {
       const rows = (beforeId === undefined ? first.all(kind, limit) : after.all(kind, beforeId, limit)) as Raw[];
       return rows.map(toRow);
+    },
+    async ofKind(kind) {
+      return (all.all(kind) as Raw[]).map(toRow);
     },
     async children(kind, parentIds) {
       const out: ResourceRow[] = [];

@@ -6,11 +6,12 @@
 // end, and each transaction takes SQLite's write lock before its first read (as BEGIN
 // IMMEDIATE would), waiting up to the busy timeout for another process's writer instead of
 // failing with SQLITE_BUSY halfway through. Reads that need not wait use the read
-// connection (db.ts).
+// connection (db.ts). The engine's own write transactions (hot-writes-sqlite.ts) run on the
+// same connection and take their turn in the same queue (SqliteWriter).
 import type { IsolationLevel, SqlDriverAdapter, SqlDriverAdapterFactory, SqlQuery, Transaction } from '@prisma/driver-adapter-utils';
 
 /** A FIFO lock: `run` calls wait for each other, in arrival order. */
-class Queue {
+export class Queue {
   private tail: Promise<void> = Promise.resolve();
 
   /** Resolves once every earlier holder has released; returns the release function. */
@@ -41,13 +42,28 @@ const TAKE_WRITE_LOCK: SqlQuery = { sql: 'DELETE FROM "Setting" WHERE 0', args: 
 /** A script the writer runs after every `every` committed transactions, in turn with the writes. */
 export interface Upkeep { every: number; script: string }
 
+/** The write connection's turn-taking and upkeep, shared by Prisma's adapter and the engine's transactions. */
+export class SqliteWriter {
+  readonly queue = new Queue();
+  private commits = 0;
+
+  constructor(private readonly upkeep?: Upkeep) {}
+
+  /** Counts a committed transaction; every `upkeep.every`-th runs the upkeep script through `run` (in turn). */
+  committed(run: (script: string) => Promise<unknown>) {
+    if (!this.upkeep || ++this.commits % this.upkeep.every !== 0) return;
+    // Failing upkeep fails no write; the next round tries again.
+    void run(this.upkeep.script).catch(() => {});
+  }
+}
+
 class SerializedAdapter implements SqlDriverAdapter {
   readonly provider;
   readonly adapterName;
-  private readonly queue = new Queue();
-  private commits = 0;
+  private readonly queue: Queue;
 
-  constructor(private readonly inner: SqlDriverAdapter, private readonly upkeep?: Upkeep) {
+  constructor(private readonly inner: SqlDriverAdapter, private readonly writer: SqliteWriter) {
+    this.queue = writer.queue;
     this.provider = inner.provider;
     this.adapterName = inner.adapterName;
   }
@@ -86,9 +102,7 @@ class SerializedAdapter implements SqlDriverAdapter {
   }
 
   private committed() {
-    if (!this.upkeep || ++this.commits % this.upkeep.every !== 0) return;
-    // Failing upkeep fails no write; the next round tries again.
-    void this.executeScript(this.upkeep.script).catch(() => {});
+    this.writer.committed((script) => this.executeScript(script));
   }
 
   getConnectionInfo() {
@@ -101,10 +115,10 @@ class SerializedAdapter implements SqlDriverAdapter {
 }
 
 /** Wraps a driver adapter factory so its connection admits one writer at a time. */
-export function serializedWriter(factory: SqlDriverAdapterFactory, upkeep?: Upkeep): SqlDriverAdapterFactory {
+export function serializedWriter(factory: SqlDriverAdapterFactory, writer: SqliteWriter): SqlDriverAdapterFactory {
   return {
     provider: factory.provider,
     adapterName: factory.adapterName,
-    connect: async () => new SerializedAdapter(await factory.connect(), upkeep),
+    connect: async () => new SerializedAdapter(await factory.connect(), writer),
   };
 }

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DATABASES, pgAvailable, serverOn } from '../helpers/databases.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { childrenSql } from '../../server/store/hot-sqlite.js';
 
 const available = pgAvailable;
 if (!available) console.warn('\n*** SKIPPING the hot reads on PostgreSQL: initdb is not on the PATH ***\n');
@@ -73,5 +74,17 @@ describe('SQLite planner statistics', () => {
     expect(stats.map((r) => r.idx)).toContain('Resource_parentId_idx');
     const plan = await s.server.db.prisma.$queryRawUnsafe<{ detail: string }[]>(`EXPLAIN QUERY PLAN SELECT "id" FROM "Resource" WHERE "kind" = 'HTTPSEdgeRoute' AND "parentId" IN ('${edge.id}') ORDER BY "id"`);
     expect(plan.map((r) => r.detail).join(' | ')).toMatch(/Resource_parentId_idx/);
+  });
+
+  it("the hot reads' child lookup uses the parent index also before any statistics exist", async () => {
+    const fresh = await startTestServer();
+    try {
+      // A new database: analyzed while empty, so the planner knows nothing of the rows to come.
+      for (let i = 0; i < 30; i++) await fresh.post('/ip_policies', { description: `fresh ${i}` });
+      const plan = await fresh.server.db.read.$queryRawUnsafe<{ detail: string }[]>(`EXPLAIN QUERY PLAN ${childrenSql(2)}`, 'IPPolicyRule', 'ipp_a', 'ipp_b');
+      expect(plan.map((r) => r.detail).join(' | ')).toMatch(/Resource_parentId_idx/);
+    } finally {
+      await fresh.close();
+    }
   });
 });

@@ -1,0 +1,125 @@
+// The engine's write transactions (server/store/hot-writes-sqlite.ts, hot-writes-pg.ts) on
+// both databases: what they store reads back through Prisma exactly as Prisma's own writes
+// did (dates, documents, references, keys, tokens, events and deliveries), a transaction
+// that throws leaves nothing behind, and the database's refusals are classified for the
+// engine's 409s and 400s.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DATABASES, serverOn } from '../helpers/databases.js';
+import type { TestServer } from '../helpers/server.js';
+
+describe.each(DATABASES)('the engine writes on $db', ({ db, skip }) => {
+  let server: Awaited<ReturnType<typeof serverOn>> | undefined;
+  let s: TestServer;
+  beforeAll(async () => {
+    if (skip) return;
+    server = await serverOn(db, 'writes');
+    s = server.s;
+  }, 120_000);
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it.skipIf(skip)('a created and patched row reads back through Prisma with the dates and document of the answer', async () => {
+    const created = (await s.post('/ip_policies', { description: 'written', metadata: '{"a":1}' })).body;
+    const row = await s.server.db.prisma.resource.findUnique({ where: { id: created.id } });
+    expect(row).toMatchObject({ kind: 'IPPolicy', parentId: null, sealed: null, data: { body: { description: 'written', metadata: '{"a":1}' }, computed: {} } });
+    expect(row!.createdAt.toISOString().replace(/\.\d{3}Z$/, 'Z')).toBe(created.created_at);
+    expect(row!.updatedAt).toEqual(row!.createdAt);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await s.patch(`/ip_policies/${created.id}`, { description: 'rewritten' });
+    const after = await s.server.db.prisma.resource.findUnique({ where: { id: created.id } });
+    expect(after!.createdAt).toEqual(row!.createdAt);
+    expect(after!.updatedAt.getTime()).toBeGreaterThan(row!.updatedAt.getTime());
+    expect(await s.server.db.hot.resource(created.id)).toEqual(after);
+  });
+
+  it.skipIf(skip)('references, unique keys and a parent are stored as rows, and a delete removes them with the resource', async () => {
+    const policy = (await s.post('/ip_policies', {})).body;
+    const rule = (await s.post('/ip_policy_rules', { ip_policy_id: policy.id, cidr: '198.51.100.0/24', action: 'allow' })).body;
+    const edge = (await s.post('/edges/https', { hostports: ['writes.example.com:443'] })).body;
+    const route = (await s.post(`/edges/https/${edge.id}/routes`, { match_type: 'path_prefix', match: '/w', ip_restriction: { ip_policy_ids: [policy.id] } })).body;
+    const prisma = s.server.db.prisma;
+    expect((await prisma.resource.findUnique({ where: { id: rule.id } }))!.parentId).toBe(policy.id);
+    expect(await prisma.reference.findMany({ where: { fromId: route.id } })).toEqual([
+      { fromId: route.id, path: 'ip_restriction.ip_policy_ids', toId: policy.id, onDelete: 'keep', heldId: null },
+    ]);
+    expect(await prisma.uniqueKey.findMany({ where: { resourceId: { in: [rule.id, edge.id, route.id] } }, orderBy: { resourceId: 'asc' } })).toHaveLength(3);
+    expect((await s.del(`/edges/https/${edge.id}`)).status).toBe(204);
+    expect(await prisma.resource.count({ where: { id: { in: [edge.id, route.id] } } })).toBe(0);
+    expect(await prisma.reference.count({ where: { fromId: route.id } })).toBe(0);
+    expect(await prisma.uniqueKey.count({ where: { resourceId: { in: [edge.id, route.id] } } })).toBe(0);
+  });
+
+  it.skipIf(skip)('a PATCH keeps references and keys it does not change, and replaces those it does', async () => {
+    const prisma = s.server.db.prisma;
+    const [a, b] = [(await s.post('/ip_policies', {})).body, (await s.post('/ip_policies', {})).body];
+    const edge = (await s.post('/edges/https', { hostports: ['patch-a.example.com:443'] })).body;
+    const route = (await s.post(`/edges/https/${edge.id}/routes`, { match_type: 'path_prefix', match: '/p', ip_restriction: { ip_policy_ids: [a.id] } })).body;
+    const refs = () => prisma.reference.findMany({ where: { fromId: route.id }, select: { toId: true } });
+    await s.patch(`/edges/https/${edge.id}/routes/${route.id}`, { description: 'only this' });
+    expect(await refs()).toEqual([{ toId: a.id }]);
+    await s.put(`/edges/https/${edge.id}/routes/${route.id}/ip_restriction`, { ip_policy_ids: [b.id] });
+    expect(await refs()).toEqual([{ toId: b.id }]);
+    await s.patch(`/edges/https/${edge.id}`, { description: 'same hostports' });
+    expect((await s.post('/edges/https', { hostports: ['patch-a.example.com:443'] })).status).toBe(409);
+    await s.patch(`/edges/https/${edge.id}`, { hostports: ['patch-b.example.com:443'] });
+    expect((await s.post('/edges/https', { hostports: ['patch-a.example.com:443'] })).status).toBe(201);
+    expect((await s.post('/edges/https', { hostports: ['patch-b.example.com:443'] })).status).toBe(409);
+  });
+
+  it.skipIf(skip)("an API key's token is stored, authenticates, and goes with the key", async () => {
+    const key = (await s.post('/api_keys', { description: 'written token' })).body;
+    expect(await s.server.db.prisma.token.count({ where: { resourceId: key.id } })).toBe(1);
+    expect((await s.get('/ip_policies', { token: key.token })).status).toBe(200);
+    expect((await s.del(`/api_keys/${key.id}`)).status).toBe(204);
+    expect(await s.server.db.prisma.token.count({ where: { resourceId: key.id } })).toBe(0);
+    expect((await s.get('/ip_policies', { token: key.token })).status).toBe(401);
+  });
+
+  it.skipIf(skip)('events and their deliveries are recorded in the transaction, and listed by a log destination', async () => {
+    const destination = (await s.post('/event_destinations', { target: { log: {} } })).body;
+    await s.post('/event_subscriptions', { sources: [{ type: 'ip_policy_created.v0' }, { type: 'ip_policy_deleted.v0' }], destination_ids: [destination.id] });
+    const policy = (await s.post('/ip_policies', { description: 'evented' })).body;
+    await s.del(`/ip_policies/${policy.id}`);
+    const events = await s.server.db.prisma.event.findMany({ where: { resourceId: policy.id }, orderBy: { seq: 'asc' } });
+    expect(events.map((e) => e.type)).toEqual(['ip_policy_created.v0', 'ip_policy_deleted.v0']);
+    expect((events[0].payload as { object: unknown }).object).toEqual(policy);
+    const deliveries = await s.server.db.prisma.delivery.findMany({ where: { eventSeq: { in: events.map((e) => e.seq) } }, orderBy: { eventSeq: 'asc' } });
+    expect(deliveries.map((d) => [d.destinationId, d.eventSeq])).toEqual(events.map((e) => [destination.id, e.seq]));
+    const listed = (await s.get(`/event_destinations/${destination.id}/events`)).body.events;
+    expect(listed.map((e: { type: string; object: { id: string } }) => [e.type, e.object.id])).toEqual([['ip_policy_deleted.v0', policy.id], ['ip_policy_created.v0', policy.id]]);
+  });
+
+  it.skipIf(skip)('a transaction that throws leaves nothing behind', async () => {
+    const now = new Date();
+    await expect(s.server.db.writes.transaction(async (w) => {
+      await w.insert({ id: 'ipp_rolledback0000000000000', kind: 'IPPolicy', parentId: null, createdAt: now, updatedAt: now, data: { body: {}, computed: {} }, sealed: null });
+      await w.setKeys('ipp_rolledback0000000000000', [{ scope: 'test', value: 'rolled back' }]);
+      throw new Error('changed my mind');
+    })).rejects.toThrow('changed my mind');
+    expect(await s.server.db.prisma.resource.count({ where: { id: 'ipp_rolledback0000000000000' } })).toBe(0);
+    expect(await s.server.db.prisma.uniqueKey.count({ where: { scope: 'test' } })).toBe(0);
+  });
+
+  it.skipIf(skip)("the database's refusals are classified: a taken key is 'unique', a missing target 'reference'", async () => {
+    const store = s.server.db.writes;
+    const policy = (await s.post('/ip_policies', {})).body;
+    await store.transaction((w) => w.setKeys(policy.id, [{ scope: 'test-unique', value: 'v' }]));
+    const other = (await s.post('/ip_policies', {})).body;
+    const taken = await store.transaction((w) => w.setKeys(other.id, [{ scope: 'test-unique', value: 'v' }])).catch((e) => e);
+    expect(store.failure(taken)).toBe('unique');
+    const missing = await store.transaction((w) => w.setRefs(other.id, [{ fromId: other.id, path: 'x', toId: 'ipp_missing', onDelete: 'restrict', heldId: 'ipp_missing' }])).catch((e) => e);
+    expect(store.failure(missing)).toBe('reference');
+    expect(store.failure(new Error('not the database'))).toBeUndefined();
+    expect(await store.transaction((w) => w.takenKeys([{ scope: 'test-unique', value: 'v' }], other.id))).toEqual([{ scope: 'test-unique', value: 'v', resourceId: policy.id }]);
+  });
+
+  it.skipIf(skip)("Prisma's own write transactions and the engine's take turns on one database", async () => {
+    const prisma = s.server.db.prisma;
+    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2
+      ? prisma.$transaction(async (tx) => { await tx.setting.create({ data: { key: `turns-${i}`, value: String(i) } }); })
+      : s.post('/ip_policies', { description: `turns ${i}` }).then((r) => r.status))));
+    expect(results.filter((r) => r === 201)).toHaveLength(5);
+    expect(await prisma.setting.count({ where: { key: { startsWith: 'turns-' } } })).toBe(5);
+  });
+});
