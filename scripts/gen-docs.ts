@@ -114,7 +114,12 @@ export const manifestSchemaFile = () => `${JSON.stringify(manifestJsonSchema(), 
 
 /** The ingress's codes: the registry's 700-799, the block set aside for the data plane. */
 export function ingressErrorTable(): string {
-  const rows = Object.entries(ERRORS).filter(([code]) => Math.floor(Number(code.slice('ERR_SERVICE_'.length)) / 100) === 7).map(([code, e]) => `| \`${code}\` | ${e.status} | ${cell(e.summary)} |`);
+  // 700-799 listeners, the HTTP side and modules; 800-839 sign-in at the edge.
+  const num = (code: string) => Number(code.slice('ERR_SERVICE_'.length));
+  const rows = Object.entries(ERRORS)
+    .filter(([code]) => num(code) >= 700 && num(code) < 840)
+    .sort(([a], [b]) => num(a) - num(b))
+    .map(([code, e]) => `| \`${code}\` | ${e.status} | ${cell(e.summary)} |`);
   return ['| error_code | status | meaning |', '|---|---|---|', ...rows].join('\n');
 }
 
