@@ -1,0 +1,90 @@
+// A hostile client of an HTTPS edge, over real sockets to the real listener, with a real
+// `edgeform agent` relaying to a local upstream: what it sends must not reach the upstream past
+// the routes and modules of the edge, nor take the tunnel offline for other clients.
+// The edge a.example.com has `/` open and `/admin` behind an ip_restriction that denies
+// loopback; the upstream (one for both routes, as a site behind one agent is) records what
+// reaches it, and handles no upgrades (like most applications: a plain node:http server).
+import http from 'node:http';
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import tls from 'node:tls';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
+import { exchange, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { until } from '../helpers/wait.js';
+
+let s: TestServer;
+let port: number;
+let ca: string;
+let upstream: http.Server;
+let agent: AgentProcess;
+const reached: { url: string; host?: string; forwardedHost?: string }[] = [];
+
+beforeAll(async () => {
+  upstream = http.createServer((req, res) => {
+    reached.push({ url: String(req.url), host: req.headers.host, forwardedHost: String(req.headers['x-forwarded-host']) });
+    req.resume();
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.end(`upstream ${req.url}`);
+  });
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  s = await startTestServer({ ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }], agentHeartbeatMs: 2000 });
+  port = ingressPort(s, 443);
+  ca = localCa(s);
+  const cr = await credentialToken(s);
+  agent = startAgent(['--api-url', s.url, '--authtoken', cr.token, '--label', 'app=hostile', '--forwards-to', `127.0.0.1:${(upstream.address() as AddressInfo).port}`]);
+  await agent.waitFor('online: tn_');
+  const group = await s.post('/backends/tunnel_group', { labels: { app: 'hostile' } });
+  const policy = await s.post('/ip_policies', {});
+  await s.post('/ip_policy_rules', { ip_policy_id: policy.body.id, cidr: '127.0.0.0/8', action: 'deny' });
+  const edge = await s.post('/edges/https', { hostports: ['a.example.com:443'] });
+  await s.post(`/edges/https/${edge.body.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: group.body.id } });
+  await s.post(`/edges/https/${edge.body.id}/routes`, { match_type: 'path_prefix', match: '/admin', backend: { backend_id: group.body.id }, ip_restriction: { ip_policy_ids: [policy.body.id] } });
+}, 60_000);
+
+afterAll(async () => {
+  agent?.kill();
+  await s?.close().catch(() => {});
+  upstream?.closeAllConnections();
+  await new Promise((r) => upstream?.close(r));
+});
+
+const h1 = () => tlsConnect(port, { servername: 'a.example.com', ca, ALPNProtocols: ['http/1.1'] });
+const h2 = () => http2.connect('https://a.example.com', { createConnection: () => tls.connect({ host: '127.0.0.1', port, servername: 'a.example.com', ca, ALPNProtocols: ['h2'] }) });
+
+function h2Request(session: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const stream = session.request(headers);
+    let status = 0;
+    let body = '';
+    stream.setEncoding('utf8');
+    stream.on('response', (h) => { status = Number(h[':status']); });
+    stream.on('data', (c) => { body += c; });
+    stream.on('end', () => resolve({ status, body }));
+    stream.on('error', reject);
+  });
+}
+
+describe('what reaches the upstream', () => {
+  it('the route check holds: /admin is refused at the edge', async () => {
+    const r = await exchange(await h1(), 'GET /admin/secret HTTP/1.1\r\nHost: a.example.com\r\nConnection: close\r\n\r\n');
+    expect(r.data).toMatch(/^HTTP\/1\.1 403 /);
+    expect(reached.map((x) => x.url)).not.toContain('/admin/secret');
+  });
+
+  it('an upgrade the upstream does not take ends the connection: no request rides it past the routes (smuggling)', async () => {
+    reached.length = 0;
+    const socket = await h1();
+    // Pipelined behind the upgrade, and sent again once the refusal is in.
+    const first = exchange(socket, 'GET /other HTTP/1.1\r\nHost: a.example.com\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nGET /admin/one HTTP/1.1\r\nHost: a.example.com\r\n\r\n', 1000);
+    await until(() => reached.length > 0, 10_000);
+    if (!socket.destroyed) socket.write('GET /admin/two HTTP/1.1\r\nHost: a.example.com\r\n\r\n');
+    const r = await first;
+    expect(r.data).toMatch(/^HTTP\/1\.1 200 /);
+    expect(r.data).toContain('upstream /other');
+    expect(r.data).not.toContain('/admin');
+    expect(r.closed).toBe(true);
+    expect(reached.map((x) => x.url)).toEqual(['/other']);
+  });
+});
