@@ -87,4 +87,14 @@ describe('what reaches the upstream', () => {
     expect(r.closed).toBe(true);
     expect(reached.map((x) => x.url)).toEqual(['/other']);
   });
+
+  it('over HTTP/2, a host header beside :authority does not name the site to the upstream', async () => {
+    reached.length = 0;
+    const session = h2();
+    session.on('error', () => {});
+    const r = await h2Request(session, { ':path': '/page', ':authority': 'a.example.com', host: 'b.example.com' });
+    session.close();
+    expect(r.status).toBe(200);
+    expect(reached).toEqual([{ url: '/page', host: 'a.example.com', forwardedHost: 'a.example.com' }]);
+  });
 });
