@@ -9,7 +9,7 @@ import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
+import { credentialToken, sessions, startAgent, type AgentProcess } from '../helpers/agent.js';
 import { exchange, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { until } from '../helpers/wait.js';
@@ -25,8 +25,12 @@ beforeAll(async () => {
   upstream = http.createServer((req, res) => {
     reached.push({ url: String(req.url), host: req.headers.host, forwardedHost: String(req.headers['x-forwarded-host']) });
     req.resume();
-    res.writeHead(200, { 'content-type': 'text/plain' });
-    res.end(`upstream ${req.url}`);
+    const answer = () => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end(`upstream ${req.url}`);
+    };
+    if (req.url?.startsWith('/slow')) setTimeout(answer, 300);
+    else answer();
   });
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   s = await startTestServer({ ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }], agentHeartbeatMs: 2000 });
@@ -96,5 +100,34 @@ describe('what reaches the upstream', () => {
     session.close();
     expect(r.status).toBe(200);
     expect(reached).toEqual([{ url: '/page', host: 'a.example.com', forwardedHost: 'a.example.com' }]);
+  });
+});
+
+describe('the tunnel under a client that cancels', () => {
+  it('requests reset by their clients by the thousand do not close the agent\'s session (HTTP/2 rapid reset)', async () => {
+    const [before] = await sessions(s);
+    // Each connection resets 500 requests once the edge has relayed them (the edge itself
+    // closes a connection past about 1,000 resets, so a client spreads them over several).
+    for (let c = 0; c < 3; c++) {
+      const session = h2();
+      session.on('error', () => {});
+      await new Promise((r) => session.once('connect', r));
+      const streams = Array.from({ length: 500 }, () => {
+        const stream = session.request({ ':path': '/slow' });
+        stream.on('error', () => {});
+        return stream;
+      });
+      await new Promise((r) => setTimeout(r, 100));
+      for (const stream of streams) stream.close(http2.constants.NGHTTP2_CANCEL);
+      await new Promise((r) => setTimeout(r, 100));
+      session.destroy();
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await sessions(s)).map((x) => x.id)).toEqual([before.id]);
+    const session = h2();
+    session.on('error', () => {});
+    const r = await h2Request(session, { ':path': '/after' });
+    session.close();
+    expect(r).toEqual({ status: 200, body: 'upstream /after' });
   });
 });

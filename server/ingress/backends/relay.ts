@@ -4,6 +4,7 @@
 import { constants, type ClientHttp2Stream } from 'node:http2';
 import type { Duplex, Readable } from 'node:stream';
 import { AGENT_ERROR_HEADER } from '../../../agent/protocol.js';
+import { ApiError } from '../../http/errors.js';
 import { edgeError, type HttpExchange } from '../http/exchange.js';
 
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
@@ -11,7 +12,8 @@ export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
 function open<T>(make: () => T, tunnelId: string): T {
   try {
     return make();
-  } catch {
+  } catch (e) {
+    if (e instanceof ApiError && e.code === 'ERR_SERVICE_752') throw edgeError(e.code, e.message);
     throw edgeError('ERR_SERVICE_742', `the tunnel ${tunnelId} went offline`, true);
   }
 }
