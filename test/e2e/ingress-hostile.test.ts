@@ -4,6 +4,7 @@
 // The edge a.example.com has `/` open and `/admin` behind an ip_restriction that denies
 // loopback; the upstream (one for both routes, as a site behind one agent is) records what
 // reaches it, and handles no upgrades (like most applications: a plain node:http server).
+import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
@@ -44,6 +45,7 @@ beforeAll(async () => {
   await s.post('/ip_policy_rules', { ip_policy_id: policy.body.id, cidr: '127.0.0.0/8', action: 'deny' });
   const edge = await s.post('/edges/https', { hostports: ['a.example.com:443'] });
   await s.post(`/edges/https/${edge.body.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: group.body.id } });
+  await s.post(`/edges/https/${edge.body.id}/routes`, { match_type: 'path_prefix', match: '/ws', backend: { backend_id: group.body.id }, websocket_tcp_converter: {} });
   await s.post(`/edges/https/${edge.body.id}/routes`, { match_type: 'path_prefix', match: '/admin', backend: { backend_id: group.body.id }, ip_restriction: { ip_policy_ids: [policy.body.id] } });
 }, 60_000);
 
@@ -129,5 +131,30 @@ describe('the tunnel under a client that cancels', () => {
     const r = await h2Request(session, { ':path': '/after' });
     session.close();
     expect(r).toEqual({ status: 200, body: 'upstream /after' });
+  });
+});
+
+describe('websocket_tcp_converter', () => {
+  it('a client that pings without reading the pongs is read no faster than it reads (memory stays bounded)', async () => {
+    const socket = await h1();
+    socket.write(`GET /ws HTTP/1.1\r\nHost: a.example.com\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+    const head = await new Promise<string>((r) => socket.once('data', (d) => r(String(d))));
+    expect(head).toMatch(/^HTTP\/1\.1 101 /);
+    socket.pause();
+    // Masked (with a zero mask) pings of 125 bytes, 1,000 to a write; never a byte read back.
+    const ping = Buffer.concat([Buffer.from([0x89, 0x80 | 125, 0, 0, 0, 0]), Buffer.alloc(125, 1)]);
+    const batch = Buffer.concat(Array.from({ length: 1000 }, () => ping));
+    const limit = 64 * 1024 * 1024;
+    let sent = 0;
+    while (sent < limit) {
+      sent += batch.length;
+      if (socket.write(batch)) continue;
+      const drained = await Promise.race([new Promise((r) => socket.once('drain', () => r(true))), new Promise((r) => setTimeout(() => r(false), 2000))]);
+      if (!drained) break;
+    }
+    socket.destroy();
+    // The edge stopped reading once its pongs backed up: the client's writes stalled long
+    // before 64 MiB (socket buffers hold a few MiB); an edge reading on would queue every pong.
+    expect(sent).toBeLessThan(limit / 2);
   });
 });
