@@ -65,6 +65,7 @@ export const ERRORS = {
   ERR_SERVICE_783: { status: 403, summary: 'The webhook request\'s signed timestamp is outside the provider\'s tolerance (a replay, or a clock far off).' },
   ERR_SERVICE_784: { status: 501, summary: 'The route requires OAuth or SAML sign-in, which the ingress does not perform yet (a later release); the backend was not reached.' },
   ERR_SERVICE_786: { status: 401, summary: 'The webhook request has no valid signature from the route\'s provider, which expects 401 for it (Xero\'s intent to receive).' },
+  ERR_SERVICE_753: { status: 400, summary: 'The request asks to upgrade to h2c (HTTP/2 in the clear), which an edge never passes to its upstream: the upstream would take every later request on the connection past the edge\'s routes and modules. Over TLS, HTTP/2 is chosen by ALPN (h2).' },
   ERR_SERVICE_751: { status: 400, summary: 'The WebSocket handshake is malformed (Sec-WebSocket-Key of 16 bytes and Sec-WebSocket-Version: 13 are required).' },
   // Sign-in at the edge (server/ingress/auth, docs/ingress.md "Sign-in at the edge").
   ERR_SERVICE_800: { status: 401, summary: 'The route requires sign-in and the request carries no valid session; only GET and HEAD are sent to sign in, so sign in with a browser first.' },

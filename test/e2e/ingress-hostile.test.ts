@@ -3,11 +3,12 @@
 // the routes and modules of the edge, nor take the tunnel offline for other clients.
 // The edge a.example.com has `/` open and `/admin` behind an ip_restriction that denies
 // loopback; the upstream (one for both routes, as a site behind one agent is) records what
-// reaches it, and handles no upgrades (like most applications: a plain node:http server).
+// reaches it.
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, sessions, startAgent, type AgentProcess } from '../helpers/agent.js';
@@ -32,6 +33,23 @@ beforeAll(async () => {
     };
     if (req.url?.startsWith('/slow')) setTimeout(answer, 300);
     else answer();
+  });
+  // Upgrades: h2c is taken (as an h2c-enabled server would: 101, then HTTP/2 on the socket);
+  // any other is answered as a plain request on a connection kept alive, as an application
+  // without WebSocket support does.
+  const h2c = http2.createServer((req, res) => {
+    reached.push({ url: `h2c ${req.url}` });
+    res.end(`h2c ${req.url}`);
+  });
+  upstream.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (String(req.headers.upgrade).toLowerCase() === 'h2c') {
+      socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n');
+      return h2c.emit('connection', socket);
+    }
+    reached.push({ url: String(req.url), host: req.headers.host, forwardedHost: String(req.headers['x-forwarded-host']) });
+    socket.write(`HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: ${9 + String(req.url).length}\r\n\r\nupstream ${req.url}`);
+    if (head.length) socket.unshift(head);
+    upstream.emit('connection', socket);
   });
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   s = await startTestServer({ ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }], agentHeartbeatMs: 2000 });
@@ -92,6 +110,16 @@ describe('what reaches the upstream', () => {
     expect(r.data).not.toContain('/admin');
     expect(r.closed).toBe(true);
     expect(reached.map((x) => x.url)).toEqual(['/other']);
+  });
+
+  it('Upgrade: h2c is refused at the edge (400 ERR_SERVICE_753): an upstream that speaks h2c would take any path on it (smuggling)', async () => {
+    reached.length = 0;
+    const socket = await h1();
+    const r = await exchange(socket, 'GET / HTTP/1.1\r\nHost: a.example.com\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\nConnection: Upgrade, HTTP2-Settings\r\n\r\n', 1000);
+    expect(r.data).toMatch(/^HTTP\/1\.1 400 /);
+    expect(r.data).toContain('ERR_SERVICE_753');
+    expect(r.closed).toBe(true);
+    expect(reached).toEqual([]);
   });
 
   it('over HTTP/2, a host header beside :authority does not name the site to the upstream', async () => {

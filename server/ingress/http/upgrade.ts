@@ -2,7 +2,7 @@
 // tunnel, the client's upgrade request written into it with the edge's forwarding headers,
 // then bytes both ways; the upstream's 101 (or refusal) reaches the client as it sent it.
 import type { Duplex } from 'node:stream';
-import type { HttpExchange } from './exchange.js';
+import { edgeError, type HttpExchange } from './exchange.js';
 
 export function requestHead(ex: HttpExchange): string {
   const lines = [`${ex.method} ${ex.path} HTTP/1.1`];
@@ -22,7 +22,13 @@ export function splice(a: Duplex, b: Duplex) {
   b.on('error', close);
 }
 
+/** An Upgrade header that names h2c among its protocols. */
+const H2C = /(^|,)\s*h2c\s*(,|$)/i;
+
 export async function passThroughUpgrade(ex: HttpExchange): Promise<void> {
+  // h2c carries HTTP requests for any path: once an upstream had switched to it, the client's
+  // requests would reach it past the routes and modules of the edge (h2c smuggling).
+  if (H2C.test(String(ex.req.headers.upgrade ?? ''))) throw edgeError('ERR_SERVICE_753', 'an edge does not pass Upgrade: h2c to its upstream; over TLS, ask for HTTP/2 with ALPN (h2)');
   const upstream = await ex.connectBackend();
   const { socket, head } = ex.upgrade!;
   ex.upgrade!.taken = true;
