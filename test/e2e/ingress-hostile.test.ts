@@ -22,6 +22,8 @@ let ca: string;
 let upstream: http.Server;
 let agent: AgentProcess;
 const reached: { url: string; host?: string; forwardedHost?: string }[] = [];
+/** Requests for /slow… the upstream holds (300 ms each) now, and the most at once. */
+const slow = { now: 0, most: 0 };
 
 beforeAll(async () => {
   upstream = http.createServer((req, res) => {
@@ -31,8 +33,10 @@ beforeAll(async () => {
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.end(`upstream ${req.url}`);
     };
-    if (req.url?.startsWith('/slow')) setTimeout(answer, 300);
-    else answer();
+    if (!req.url?.startsWith('/slow')) return answer();
+    slow.now += 1;
+    slow.most = Math.max(slow.most, slow.now);
+    setTimeout(() => { slow.now -= 1; answer(); }, 300);
   });
   // Upgrades: h2c is taken (as an h2c-enabled server would: 101, then HTTP/2 on the socket);
   // any other is answered as a plain request on a connection kept alive, as an application
@@ -136,13 +140,13 @@ describe('what reaches the upstream', () => {
 describe('the tunnel under a client that cancels', () => {
   it('requests reset by their clients by the thousand do not close the agent\'s session (HTTP/2 rapid reset)', async () => {
     const [before] = await sessions(s);
-    // Each connection resets 500 requests once the edge has relayed them (the edge itself
-    // closes a connection past about 1,000 resets, so a client spreads them over several).
-    for (let c = 0; c < 3; c++) {
+    // Each connection resets 100 requests (as many as it may have in flight) once the edge has
+    // relayed them; 1,500 in all.
+    for (let c = 0; c < 15; c++) {
       const session = h2();
       session.on('error', () => {});
       await new Promise((r) => session.once('connect', r));
-      const streams = Array.from({ length: 500 }, () => {
+      const streams = Array.from({ length: 100 }, () => {
         const stream = session.request({ ':path': '/slow' });
         stream.on('error', () => {});
         return stream;
@@ -184,5 +188,26 @@ describe('websocket_tcp_converter', () => {
     // The edge stopped reading once its pongs backed up: the client's writes stalled long
     // before 64 MiB (socket buffers hold a few MiB); an edge reading on would queue every pong.
     expect(sent).toBeLessThan(limit / 2);
+  });
+});
+
+describe('requests in flight on one connection', () => {
+  it('HTTP/2: at most 100 streams at once (SETTINGS_MAX_CONCURRENT_STREAMS); the rest wait their turn', async () => {
+    slow.most = 0;
+    const session = h2();
+    session.on('error', () => {});
+    const answers = await Promise.all(Array.from({ length: 250 }, (_, i) => h2Request(session, { ':path': `/slow/${i}` })));
+    session.close();
+    expect(answers.filter((a) => a.status === 200)).toHaveLength(250);
+    expect(slow.most).toBeGreaterThan(0);
+    expect(slow.most).toBeLessThanOrEqual(100);
+  });
+
+  it('HTTP/1.1: a client pipelining more than 100 requests ahead of their answers is closed', async () => {
+    slow.most = 0;
+    const pipelined = Array.from({ length: 250 }, (_, i) => `GET /slow/p${i} HTTP/1.1\r\nHost: a.example.com\r\n\r\n`).join('');
+    const r = await exchange(await h1(), pipelined, 3000);
+    expect(r.closed).toBe(true);
+    expect(slow.most).toBeLessThanOrEqual(100);
   });
 });
