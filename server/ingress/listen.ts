@@ -191,7 +191,9 @@ export class IngressListener {
       } as http2.SecureServerOptions);
       const h1 = h2 as unknown as http.Server;
       h1.headersTimeout = this.d.limits.headersTimeoutMs;
-      h1.requestTimeout = Math.max(60_000, this.d.limits.headersTimeoutMs);
+      // No bound on a whole request: an upload on a slow link takes as long as it takes (Node's
+      // 408 cut it at 60 s while it was still arriving); a stalled one is cut by the idle timeout.
+      h1.requestTimeout = 0;
       h1.keepAliveTimeout = 5_000;
       // How often Node looks for connections past those timeouts (its default, 30 s, would let them run long past).
       (h1 as { connectionsCheckingInterval?: number }).connectionsCheckingInterval = Math.max(50, Math.min(1000, this.d.limits.headersTimeoutMs / 2));

@@ -28,6 +28,12 @@ const slow = { now: 0, most: 0 };
 beforeAll(async () => {
   upstream = http.createServer((req, res) => {
     reached.push({ url: String(req.url), host: req.headers.host, forwardedHost: String(req.headers['x-forwarded-host']) });
+    if (req.url === '/upload') {
+      let bytes = 0;
+      req.on('data', (c: Buffer) => { bytes += c.length; });
+      req.on('end', () => res.end(`received ${bytes}`));
+      return;
+    }
     req.resume();
     const answer = () => {
       res.writeHead(200, { 'content-type': 'text/plain' });
@@ -210,4 +216,25 @@ describe('requests in flight on one connection', () => {
     expect(r.closed).toBe(true);
     expect(slow.most).toBeLessThanOrEqual(100);
   });
+});
+
+describe('a slow client', () => {
+  it('an HTTP/1.1 upload that keeps arriving is not cut at 60 s (only a stalled one is, by the idle timeout)', async () => {
+    const socket = await h1();
+    let answer = '';
+    socket.on('data', (c) => { answer += c; });
+    const closed = new Promise<void>((r) => socket.once('close', () => r()));
+    const chunk = Buffer.alloc(1024, 'u');
+    const chunks = 125;
+    socket.write(`POST /upload HTTP/1.1\r\nHost: a.example.com\r\nContent-Length: ${chunk.length * chunks}\r\nConnection: close\r\n\r\n`);
+    // 1 KiB every half second: 62 s in all, past Node's default request timeout of the edge (60 s).
+    for (let i = 0; i < chunks && !socket.destroyed; i++) {
+      socket.write(chunk);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    await Promise.race([closed, new Promise((r) => setTimeout(r, 5000))]);
+    socket.destroy();
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer).toContain(`received ${chunk.length * chunks}`);
+  }, 90_000);
 });
