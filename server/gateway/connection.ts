@@ -5,6 +5,7 @@ import http2, { type ClientHttp2Session, type ClientHttp2Stream, type OutgoingHt
 import type { Socket } from 'node:net';
 import { MAX_CONTROL_BODY, TUNNEL_HEADER } from '../../agent/protocol.js';
 import { ApiError } from '../http/errors.js';
+import { MAX_WAITING_RESETS, ResetPacer } from './reset-pacer.js';
 
 /** HTTP/2 settings of both ends: a large window so one stream can fill a fast link. */
 export const H2_WINDOW = 4 * 1024 * 1024;
@@ -22,6 +23,8 @@ export class AgentConnection {
   private pingTimer?: NodeJS.Timeout;
   private closed = false;
   readonly done: Promise<void>;
+  /** Cancels of relayed streams go at a pace the agent's HTTP/2 server accepts (reset-pacer.ts). */
+  private resets = new ResetPacer(() => this.closed || this.h2.destroyed);
 
   constructor(readonly socket: Socket, heartbeatMs: number, onClose: () => void) {
     this.h2 = http2.connect('http://agent.invalid', {
@@ -115,15 +118,22 @@ export class AgentConnection {
   openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }): ClientHttp2Stream {
     const headers: OutgoingHttpHeaders = {};
     for (const [k, v] of Object.entries(req.headers ?? {})) if (v !== undefined && !HOP_BY_HOP.has(k.toLowerCase()) && !k.startsWith(':')) headers[k.toLowerCase()] = v;
+    this.refuseWhileResetting();
     const host = req.headers?.host ?? req.headers?.[':authority'];
     // endStream: a request without a body says so in its HEADERS frame, so the agent sends it
     // upstream at once, without a body to wait for (a GET made chunked, waiting for its end).
-    return this.h2.request({ ...headers, ':method': req.method, ':path': req.path, ...(host ? { ':authority': String(host) } : {}), [TUNNEL_HEADER]: tunnelId }, { endStream: req.endStream === true });
+    return this.resets.pace(this.h2.request({ ...headers, ':method': req.method, ':path': req.path, ...(host ? { ':authority': String(host) } : {}), [TUNNEL_HEADER]: tunnelId }, { endStream: req.endStream === true }));
   }
 
   /** A raw TCP stream to a tunnel's upstream (an HTTP/2 CONNECT stream; WebSockets ride on these too). */
   openTcp(tunnelId: string): ClientHttp2Stream {
-    return this.h2.request({ ':method': 'CONNECT', ':authority': 'upstream:0', [TUNNEL_HEADER]: tunnelId });
+    this.refuseWhileResetting();
+    return this.resets.pace(this.h2.request({ ':method': 'CONNECT', ':authority': 'upstream:0', [TUNNEL_HEADER]: tunnelId }));
+  }
+
+  /** Too many cancelled streams still wait for their reset: new ones would only add to them. */
+  private refuseWhileResetting() {
+    if (this.resets.backlog >= MAX_WAITING_RESETS) throw new ApiError('ERR_SERVICE_752', `the agent's connection has ${this.resets.backlog} cancelled requests still to close; retry in a few seconds`);
   }
 
   /** Pushes a file body (the agent bundle) to the agent; resolves with the agent's status. */

@@ -57,12 +57,14 @@ export const ERRORS = {
   ERR_SERVICE_748: { status: 413, summary: 'The request body is larger than the edge reads for this route.' },
   ERR_SERVICE_749: { status: 502, summary: 'The edge could not handle the request (a fault of the server, logged with the request).' },
   ERR_SERVICE_750: { status: 502, summary: 'The backend cannot carry a WebSocket or TCP stream (an http_response backend).' },
+  ERR_SERVICE_752: { status: 503, summary: 'The agent\'s connection is still closing the many requests its clients cancelled (at the pace its HTTP/2 server accepts, about 25 a second); retry in a few seconds.' },
   // The ingress's route modules (server/ingress/modules, docs/ingress.md): refusals at the edge.
   ERR_SERVICE_780: { status: 403, summary: 'The client address is not allowed by the route\'s IP restriction (or the TCP/TLS edge\'s).' },
   ERR_SERVICE_781: { status: 403, summary: 'The request\'s User-Agent is not allowed by the route\'s user agent filter.' },
   ERR_SERVICE_782: { status: 403, summary: 'The webhook request has no valid signature from the route\'s provider (missing header, wrong secret or altered body).' },
   ERR_SERVICE_783: { status: 403, summary: 'The webhook request\'s signed timestamp is outside the provider\'s tolerance (a replay, or a clock far off).' },
   ERR_SERVICE_786: { status: 401, summary: 'The webhook request has no valid signature from the route\'s provider, which expects 401 for it (Xero\'s intent to receive).' },
+  ERR_SERVICE_753: { status: 400, summary: 'The request asks to upgrade to h2c (HTTP/2 in the clear), which an edge never passes to its upstream: the upstream would take every later request on the connection past the edge\'s routes and modules. Over TLS, HTTP/2 is chosen by ALPN (h2).' },
   ERR_SERVICE_751: { status: 400, summary: 'The WebSocket handshake is malformed (Sec-WebSocket-Key of 16 bytes and Sec-WebSocket-Version: 13 are required).' },
   // Sign-in at the edge (server/ingress/auth, docs/ingress.md "Sign-in at the edge").
   ERR_SERVICE_800: { status: 401, summary: 'The route requires sign-in and the request carries no valid session; only GET and HEAD are sent to sign in, so sign in with a browser first.' },

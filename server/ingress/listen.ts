@@ -30,6 +30,12 @@ export interface ListenerLimits {
   idleTimeoutMs: number;
   /** Request header bytes at most (431 past it on HTTP/1.1; HTTP/2 refuses the stream). */
   maxHeaderBytes: number;
+  /**
+   * Requests in flight on one connection: HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS, and HTTP/1.1
+   * requests pipelined ahead of their answers (Node starts each at once; past this the
+   * connection is closed). Without it one connection could start thousands of upstream requests.
+   */
+  maxRequestsPerConnection: number;
 }
 
 export const LISTENER_LIMITS: ListenerLimits = {
@@ -38,6 +44,7 @@ export const LISTENER_LIMITS: ListenerLimits = {
   headersTimeoutMs: 10_000,
   idleTimeoutMs: 60_000,
   maxHeaderBytes: 16_384,
+  maxRequestsPerConnection: 100,
 };
 
 export interface ListenerDeps {
@@ -178,13 +185,15 @@ export class IngressListener {
         ...options,
         allowHTTP1: true,
         maxHeaderSize: this.d.limits.maxHeaderBytes,
-        settings: { maxHeaderListSize: this.d.limits.maxHeaderBytes },
+        settings: { maxHeaderListSize: this.d.limits.maxHeaderBytes, maxConcurrentStreams: this.d.limits.maxRequestsPerConnection },
         maxSessionMemory: 10,
         unknownProtocolTimeout: this.d.limits.handshakeTimeoutMs,
       } as http2.SecureServerOptions);
       const h1 = h2 as unknown as http.Server;
       h1.headersTimeout = this.d.limits.headersTimeoutMs;
-      h1.requestTimeout = Math.max(60_000, this.d.limits.headersTimeoutMs);
+      // No bound on a whole request: an upload on a slow link takes as long as it takes (Node's
+      // 408 cut it at 60 s while it was still arriving); a stalled one is cut by the idle timeout.
+      h1.requestTimeout = 0;
       h1.keepAliveTimeout = 5_000;
       // How often Node looks for connections past those timeouts (its default, 30 s, would let them run long past).
       (h1 as { connectionsCheckingInterval?: number }).connectionsCheckingInterval = Math.max(50, Math.min(1000, this.d.limits.headersTimeoutMs / 2));
@@ -236,7 +245,12 @@ export class IngressListener {
     const socket = req.socket as tls.TLSSocket;
     const h1 = this.h1Active.has(socket);
     if (h1) {
-      this.h1Active.set(socket, (this.h1Active.get(socket) ?? 0) + 1);
+      const active = (this.h1Active.get(socket) ?? 0) + 1;
+      if (active > this.d.limits.maxRequestsPerConnection) {
+        this.count('refused_pipelining');
+        return void socket.destroy();
+      }
+      this.h1Active.set(socket, active);
       // While draining, each answer tells the client to take its next request elsewhere.
       if (this.closing) (res as http.ServerResponse).shouldKeepAlive = false;
     }

@@ -1,6 +1,6 @@
 // Pure parts of two route modules: compression's choice of encoding, and the WebSocket frame
 // codec the websocket_tcp_converter uses.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { chooseEncoding } from '../../server/ingress/modules/compression.js';
 import { acceptKey, encodeFrame, FrameDecoder, MAX_FRAME, OP } from '../../server/ingress/modules/websocket-frames.js';
 
@@ -58,5 +58,36 @@ describe('WebSocket frames', () => {
     huge[0] = 0x82; huge[1] = 0x80 | 127; huge.writeBigUInt64BE(BigInt(MAX_FRAME + 1), 2);
     expect(new FrameDecoder(events).push(huge)).toBe(false);
     expect(closes).toEqual([1002, 1009]);
+  });
+
+  it('a large frame in small chunks is joined once, not copied again with each chunk', () => {
+    const frame = clientFrame(OP.binary, Buffer.alloc(4 * 1024 * 1024, 'z'));
+    const got: number[] = [];
+    const d = new FrameDecoder({ data: (p) => got.push(p.length), ping: () => {}, close: () => {} });
+    let copied = 0;
+    const concat = Buffer.concat;
+    const spy = vi.spyOn(Buffer, 'concat').mockImplementation((list, total) => {
+      const out = concat(list, total);
+      copied += out.length;
+      return out;
+    });
+    try {
+      // Byte by byte for the header, then 16 KiB chunks.
+      for (let i = 0; i < 14; i++) d.push(frame.subarray(i, i + 1));
+      for (let i = 14; i < frame.length; i += 16_384) d.push(frame.subarray(i, i + 16_384));
+    } finally {
+      spy.mockRestore();
+    }
+    expect(got).toEqual([4 * 1024 * 1024]);
+    expect(copied).toBeLessThan(2 * frame.length);
+  });
+
+  it('a control frame over 125 bytes closes with 1002 (a ping may not ask for a large pong)', () => {
+    const closes: number[] = [];
+    const pings: number[] = [];
+    const d = new FrameDecoder({ data: () => {}, ping: (p) => pings.push(p.length), close: (c) => closes.push(c) });
+    expect(d.push(clientFrame(OP.ping, Buffer.alloc(125)))).toBe(true);
+    expect(d.push(clientFrame(OP.ping, Buffer.alloc(126)))).toBe(false);
+    expect({ pings, closes }).toEqual({ pings: [125], closes: [1002] });
   });
 });

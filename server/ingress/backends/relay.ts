@@ -4,6 +4,7 @@
 import { constants, type ClientHttp2Stream } from 'node:http2';
 import type { Duplex, Readable } from 'node:stream';
 import { AGENT_ERROR_HEADER } from '../../../agent/protocol.js';
+import { ApiError } from '../../http/errors.js';
 import { edgeError, type HttpExchange } from '../http/exchange.js';
 
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
@@ -11,20 +12,32 @@ export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
 function open<T>(make: () => T, tunnelId: string): T {
   try {
     return make();
-  } catch {
+  } catch (e) {
+    if (e instanceof ApiError && e.code === 'ERR_SERVICE_752') throw edgeError(e.code, e.message);
     throw edgeError('ERR_SERVICE_742', `the tunnel ${tunnelId} went offline`, true);
   }
 }
 
-/** Waits for the stream's response head; refused, closed or late is an edge error (upstream failed). */
-function responseOf(stream: ClientHttp2Stream, timeoutMs: number, what: string): Promise<Record<string, string | string[] | number | undefined>> {
+/**
+ * Waits for the stream's response head; refused, closed or late is an edge error (upstream
+ * failed). The time counts from the end of the request's body: an upload on a slow link takes
+ * as long as it takes, and the upstream cannot be late before it has the whole request.
+ */
+function responseOf(stream: ClientHttp2Stream, timeoutMs: number, what: string, afterBody: boolean): Promise<Record<string, string | string[] | number | undefined>> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      stream.close(constants.NGHTTP2_CANCEL);
-      reject(edgeError('ERR_SERVICE_744', `${what} did not answer within ${Math.round(timeoutMs / 1000)} s`, true));
-    }, timeoutMs);
-    stream.once('response', (h) => { clearTimeout(timer); resolve(h as never); });
-    const failed = () => { clearTimeout(timer); reject(edgeError('ERR_SERVICE_743', `${what} closed the connection before answering`, true)); };
+    let timer: NodeJS.Timeout | undefined;
+    let settled = false;
+    const arm = () => {
+      if (settled) return;
+      timer = setTimeout(() => {
+        stream.close(constants.NGHTTP2_CANCEL);
+        reject(edgeError('ERR_SERVICE_744', `${what} did not answer within ${Math.round(timeoutMs / 1000)} s`, true));
+      }, timeoutMs);
+    };
+    if (!afterBody || stream.writableFinished) arm();
+    else stream.once('finish', arm);
+    stream.once('response', (h) => { settled = true; clearTimeout(timer); resolve(h as never); });
+    const failed = () => { settled = true; clearTimeout(timer); reject(edgeError('ERR_SERVICE_743', `${what} closed the connection before answering`, true)); };
     stream.once('error', failed);
     stream.once('close', failed);
   });
@@ -57,7 +70,7 @@ export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<voi
   if (empty) (ex.req as Readable).resume();
   else if (ex.body) stream.end(ex.body);
   else (ex.req as Readable).pipe(stream);
-  const headers = await responseOf(stream, ex.deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS, what);
+  const headers = await responseOf(stream, ex.deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS, what, true);
   if (headers[AGENT_ERROR_HEADER] !== undefined) throw await agentRefused(stream, headers, what);
   ex.respondUpstream(Number(headers[':status']), headers, stream);
 }
@@ -66,7 +79,7 @@ export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<voi
 export async function relayTcp(ex: Pick<HttpExchange, 'deps'>, tunnelId: string): Promise<Duplex> {
   const stream = open(() => ex.deps.gateway.openTcp(tunnelId), tunnelId);
   stream.on('error', () => {});
-  const headers = await responseOf(stream, ex.deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS, `the upstream of tunnel ${tunnelId}`);
+  const headers = await responseOf(stream, ex.deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS, `the upstream of tunnel ${tunnelId}`, false);
   if (Number(headers[':status']) !== 200) {
     stream.close(constants.NGHTTP2_CANCEL);
     throw edgeError('ERR_SERVICE_743', `the upstream of tunnel ${tunnelId} is unreachable from its agent`, true);

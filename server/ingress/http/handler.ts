@@ -48,7 +48,9 @@ function pathOf(target: string): { path: string; query: string } {
 /** Builds the exchange for a request of `ctx.edge`, or answers the 404 page and returns undefined. */
 function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchange['upgrade']) {
   const { path, query } = pathOf(req.url ?? '/');
-  const hostHeader = String(req.headers.host ?? req.headers[':authority'] ?? ctx.host);
+  // HTTP/2's :authority first: it is what the listener checked against the connection's name (a
+  // host header beside it, naming another site, must not reach the upstream).
+  const hostHeader = String(req.headers[':authority'] ?? req.headers.host ?? ctx.host);
   const base = { req, res, clientIp: ctx.clientIp, host: ctx.host, publicPort: ctx.publicPort, table: ctx.table, deps: ctx.deps, method: req.method ?? 'GET', path: path + query, upgrade, connect: (e: unknown) => connectBackend(e as HttpExchange) };
   const upstreamHeaders = upstreamHeadersOf(req.headers, ctx.clientIp, hostHeader, 'https');
   if (!ctx.edge) {

@@ -29,27 +29,41 @@ export interface FrameEvents {
 /** Feeds bytes from the client; calls back per frame. Returns false once the stream must close. */
 export class FrameDecoder {
   private buf: Buffer = Buffer.alloc(0);
+  /** Chunks received since `buf`, joined only once `need` bytes are there: a large frame arriving
+   * in small chunks is copied once, not once per chunk (which made one 16 MiB frame cost
+   * gigabytes of copying). */
+  private parts: Buffer[] = [];
+  private held = 0;
+  private need = 2;
   constructor(private on: FrameEvents) {}
 
   push(chunk: Buffer): boolean {
-    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
+    this.parts.push(chunk);
+    this.held += chunk.length;
+    if (this.buf.length + this.held < this.need) return true;
+    this.buf = Buffer.concat([this.buf, ...this.parts]);
+    this.parts = [];
+    this.held = 0;
+    this.need = 2;
     for (;;) {
       if (this.buf.length < 2) return true;
       const opcode = this.buf[0] & 0x0f;
       const masked = (this.buf[1] & 0x80) !== 0;
       let len = this.buf[1] & 0x7f;
       let at = 2;
-      if (len === 126) { if (this.buf.length < 4) return true; len = this.buf.readUInt16BE(2); at = 4; }
+      if (len === 126) { if (this.buf.length < 4) { this.need = 4; return true; } len = this.buf.readUInt16BE(2); at = 4; }
       else if (len === 127) {
-        if (this.buf.length < 10) return true;
+        if (this.buf.length < 10) { this.need = 10; return true; }
         const big = this.buf.readBigUInt64BE(2);
         if (big > BigInt(MAX_FRAME)) { this.on.close(1009); return false; }
         len = Number(big); at = 10;
       }
       if (len > MAX_FRAME) { this.on.close(1009); return false; }
+      // RFC 6455 5.5: control frames carry at most 125 bytes (a pong echoes a ping's payload).
+      if (opcode >= 8 && len > 125) { this.on.close(1002); return false; }
       // RFC 6455 5.1: a client's frames are masked; an unmasked one ends the connection.
       if (!masked) { this.on.close(1002); return false; }
-      if (this.buf.length < at + 4 + len) return true;
+      if (this.buf.length < at + 4 + len) { this.need = at + 4 + len; return true; }
       const mask = this.buf.subarray(at, at + 4);
       const payload = Buffer.from(this.buf.subarray(at + 4, at + 4 + len));
       for (let i = 0; i < payload.length; i++) payload[i] ^= mask[i & 3];

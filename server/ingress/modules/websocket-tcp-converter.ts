@@ -21,9 +21,18 @@ function convert(client: Duplex, head: Buffer, backend: Duplex) {
     client.end(closeFrame(code));
     backend.destroy();
   };
+  // The client is read no faster than the backend takes its data and the client itself takes
+  // the pongs to its pings (a client pinging without reading would fill memory with pongs).
+  const full = new Set<Duplex>();
+  const hold = (stream: Duplex) => {
+    client.pause();
+    if (full.has(stream)) return;
+    full.add(stream);
+    stream.once('drain', () => { full.delete(stream); if (!full.size) client.resume(); });
+  };
   const decoder = new FrameDecoder({
-    data: (payload) => { if (!backend.write(payload)) { client.pause(); backend.once('drain', () => client.resume()); } },
-    ping: (payload) => client.write(encodeFrame(OP.pong, payload)),
+    data: (payload) => { if (!backend.write(payload)) hold(backend); },
+    ping: (payload) => { if (!client.write(encodeFrame(OP.pong, payload))) hold(client); },
     close: (code) => finish(code === 1009 || code === 1002 ? code : 1000),
   });
   const onData = (c: Buffer) => { if (open && !decoder.push(c)) client.off('data', onData); };
