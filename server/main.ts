@@ -16,6 +16,7 @@ import type { ServerContext } from './resources/context.js';
 import { apiRoutes } from './resources/routes.js';
 import { openDatabase, type Database } from './store/db.js';
 import { configuredKey, secretBoxFor } from './store/secret-key.js';
+import { flushLogLines, writeLogLine } from './log-lines.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 
@@ -36,7 +37,7 @@ export interface RunningServer {
 }
 
 export async function startServer(config: ServerConfig): Promise<RunningServer> {
-  const log = config.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const log = config.log ?? writeLogLine;
   const logFields = (fields: Record<string, unknown>) => log(JSON.stringify({ time: new Date().toISOString(), level: 'info', ...fields }));
   // A malformed key is refused before the database is touched.
   configuredKey(config);
@@ -117,6 +118,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       metrics,
       async close() {
         closing = true;
+        flushLogLines();
         // Both listeners stop accepting at once (each drain's first step). The ingress's
         // requests and streams in flight ride on agents' connections, so they finish before
         // agents are told the server is closing (they reconnect elsewhere).
@@ -127,6 +129,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         await app.close();
         await worker.stop();
         await db.close();
+        flushLogLines();
       },
     };
   } catch (e) {

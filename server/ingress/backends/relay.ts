@@ -16,15 +16,27 @@ function open<T>(make: () => T, tunnelId: string): T {
   }
 }
 
-/** Waits for the stream's response head; refused, closed or late is an edge error (upstream failed). */
+/**
+ * Waits for the stream's response head; refused, closed or late is an edge error (upstream
+ * failed). Once settled its listeners go: the stream's close after a normal answer must not
+ * build an error (with its stack) on every request.
+ */
 function responseOf(stream: ClientHttp2Stream, timeoutMs: number, what: string): Promise<Record<string, string | string[] | number | undefined>> {
   return new Promise((resolve, reject) => {
+    const settle = () => {
+      clearTimeout(timer);
+      stream.off('response', answered);
+      stream.off('error', failed);
+      stream.off('close', failed);
+    };
+    const answered = (h: Record<string, string | string[] | number | undefined>) => { settle(); resolve(h); };
+    const failed = () => { settle(); reject(edgeError('ERR_SERVICE_743', `${what} closed the connection before answering`, true)); };
     const timer = setTimeout(() => {
+      settle();
       stream.close(constants.NGHTTP2_CANCEL);
       reject(edgeError('ERR_SERVICE_744', `${what} did not answer within ${Math.round(timeoutMs / 1000)} s`, true));
     }, timeoutMs);
-    stream.once('response', (h) => { clearTimeout(timer); resolve(h as never); });
-    const failed = () => { clearTimeout(timer); reject(edgeError('ERR_SERVICE_743', `${what} closed the connection before answering`, true)); };
+    stream.once('response', answered);
     stream.once('error', failed);
     stream.once('close', failed);
   });
