@@ -76,25 +76,39 @@ function upstreamServer(port: number) {
 
 const children: ChildProcess[] = [];
 
-/** A child process, pinned to the server core when possible; resolves when it prints `ready`. */
-function start(args: string[], env: Record<string, string> = {}, ready = 'ready', core = SERVER_CORE, profileAs = ''): Promise<{ child: ChildProcess; out: () => string }> {
+/**
+ * A child process, pinned to the server core when possible; resolves when it prints `ready`.
+ * With `logFile` its standard output goes to that file, as a deployment's log would: read
+ * through a pipe, edgeform serve's access log (a line per request) made the load generator,
+ * which also had to read it, slower during the edge's figures only.
+ */
+function start(args: string[], env: Record<string, string> = {}, ready = 'ready', core = SERVER_CORE, profileAs = '', logFile = ''): Promise<{ child: ChildProcess; out: () => string }> {
   const profile = CPU_PROF && profileAs ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(CPU_PROF, profileAs)] : [];
   const cmd = pinned ? 'taskset' : process.execPath;
   const full = pinned ? ['-c', String(core), process.execPath, ...profile, ...args] : [...profile, ...args];
-  const child = spawn(cmd, full, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const fd = logFile ? fs.openSync(logFile, 'a') : undefined;
+  const child = spawn(cmd, full, { env: { ...process.env, ...env }, stdio: ['ignore', fd ?? 'pipe', 'inherit'] });
+  if (fd !== undefined) fs.closeSync(fd);
   children.push(child);
   return new Promise((resolve, reject) => {
     let out = '';
     let isReady = false;
-    // Keeps reading (an unread pipe would stall the access log) but stops collecting once ready.
-    child.stdout!.on('data', (c) => {
-      if (isReady) return;
-      out += c;
-      if (out.includes(ready)) {
-        isReady = true;
-        resolve({ child, out: () => out });
-      }
-    });
+    const seen = (text: string) => {
+      out = text;
+      if (isReady || !out.includes(ready)) return;
+      isReady = true;
+      resolve({ child, out: () => out });
+    };
+    if (logFile) {
+      const poll = setInterval(() => {
+        seen(fs.readFileSync(logFile, 'utf8'));
+        if (isReady) clearInterval(poll);
+      }, 50);
+      child.on('exit', () => clearInterval(poll));
+    } else {
+      // Keeps reading (an unread pipe would stall the child) but stops collecting once ready.
+      child.stdout!.on('data', (c) => { if (!isReady) seen(out + c); });
+    }
     child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}:\n${out.slice(-2000)}`)));
   });
 }
@@ -185,7 +199,7 @@ async function main() {
 
   // The edge: edgeform serve on one core, the agent on the other.
   const ingressPort = await freePort();
-  const serve = await start([BIN, 'serve', '--port', '0', '--data-dir', dir, '--api-rate-limit', '0', '--ingress', `443=127.0.0.1:${ingressPort}`], { EDGEFORM_BOOTSTRAP_TOKEN: TOKEN }, 'listening', SERVER_CORE, 'serve');
+  const serve = await start([BIN, 'serve', '--port', '0', '--data-dir', dir, '--api-rate-limit', '0', '--ingress', `443=127.0.0.1:${ingressPort}`], { EDGEFORM_BOOTSTRAP_TOKEN: TOKEN }, 'listening', SERVER_CORE, 'serve', path.join(dir, 'serve.log'));
   const apiUrl = serve.out().match(/"url":"(http:[^"]+)"/)?.[1];
   if (!apiUrl) throw new Error(`edgeform serve printed no URL:\n${serve.out()}`);
   const api = async (method: string, p: string, body?: unknown) => {
@@ -248,6 +262,9 @@ async function main() {
   console.log(row('bare Node reverse proxy, same upstream', viaProxy));
   console.log(`  ratio ${(viaAgent.rps / viaProxy.rps * 100).toFixed(0)}% (target at least 50%)${cpuRatio(viaProxy, viaAgent, ['serve', 'agent'], ['proxy'])}`);
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+  // The edge's figures include its access log: a line per request, to a file.
+  const logged = fs.readFileSync(path.join(dir, 'serve.log'), 'utf8').split('"msg":"ingress request"').length - 1;
+  console.log(`access log of edgeform serve: ${logged} lines (to a file)`);
   if (CPU_PROF) {
     // SIGTERM, not SIGKILL: a profile is written when its process exits on its own.
     await Promise.all(children.map((c) => new Promise((r) => { c.once('exit', r); c.kill('SIGTERM'); })));

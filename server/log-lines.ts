@@ -30,3 +30,18 @@ export function writeLogLine(line: string): void {
     setImmediate(flushLogLines);
   }
 }
+
+let second = -1;
+let secondText = '';
+
+/** new Date().toISOString(), made from a per-second prefix: a log line per request made a Date and its text each time. */
+export function isoNow(): string {
+  const now = Date.now();
+  const s = Math.floor(now / 1000);
+  if (s !== second) {
+    second = s;
+    secondText = new Date(s * 1000).toISOString().slice(0, 20);
+  }
+  const ms = now - s * 1000;
+  return `${secondText}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z`;
+}
