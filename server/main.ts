@@ -16,7 +16,7 @@ import type { ServerContext } from './resources/context.js';
 import { apiRoutes } from './resources/routes.js';
 import { openDatabase, type Database } from './store/db.js';
 import { configuredKey, secretBoxFor } from './store/secret-key.js';
-import { flushLogLines, isoNow, writeLogLine } from './log-lines.js';
+import { flushLogLines, logLine, writeLogLine } from './log-lines.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 
@@ -38,7 +38,7 @@ export interface RunningServer {
 
 export async function startServer(config: ServerConfig): Promise<RunningServer> {
   const log = config.log ?? writeLogLine;
-  const logFields = (fields: Record<string, unknown>) => log(JSON.stringify({ time: isoNow(), level: 'info', ...fields }));
+  const logFields = (fields: Record<string, unknown>) => log(logLine(fields));
   // A malformed key is refused before the database is touched.
   configuredKey(config);
   const db = await openDatabase(config.databaseUrl);

@@ -18,7 +18,7 @@ function answerOf(b: FullDoc): EdgeAnswer {
   if (!a) {
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries((b.headers ?? {}) as Record<string, string>)) headers[k.toLowerCase()] = v;
-    a = { status: b.status_code, headers, body: Buffer.from(String(b.body ?? '')) };
+    a = { status: b.status_code, headers, body: String(b.body ?? '') };
     answers.set(b, a);
   }
   return a;

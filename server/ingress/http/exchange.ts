@@ -151,11 +151,12 @@ export class HttpExchange implements Exchange {
     const body = this.responseBody ?? '';
     const res = this.res as ServerResponse;
     if (!(body instanceof Readable) && transforms.length === 0) {
-      const buf = typeof body === 'string' ? Buffer.from(body) : body;
-      headers['content-length'] = String(buf.length);
+      // A string goes as it is: Node writes it with the head as one buffer.
+      const length = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+      headers['content-length'] = String(length);
       res.writeHead(head.status, headers);
-      res.end(this.method === 'HEAD' ? undefined : buf);
-      return Promise.resolve(buf.length);
+      res.end(this.method === 'HEAD' ? undefined : body);
+      return Promise.resolve(length);
     }
     if (body instanceof Readable && transforms.length === 0) return gatherAndSend(body, res, head.status, headers, this.method === 'HEAD');
     const source = body instanceof Readable ? body : Readable.from([typeof body === 'string' ? Buffer.from(body) : body]);
