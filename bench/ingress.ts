@@ -7,7 +7,9 @@
 // Each server under test is its own process pinned to one core (taskset, when there is one);
 // the load comes from this process over keep-alive TLS connections.
 // Usage: npm run bench:ingress [-- --requests 5000 --concurrency 16 --cpu-prof DIR]
-// (--cpu-prof: a V8 CPU profile of the edgeform serve process, written to DIR when it stops)
+// (--cpu-prof: a V8 CPU profile of each server process, edgeform serve, the agent, the bare
+// servers and the upstream, written to DIR/<role>/ when they stop; the serve profile covers
+// both figures, the bench prints when each started)
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -35,6 +37,9 @@ const SERVER_CORE = os.cpus().length - 1;
 const pinned = spawnSync('taskset', ['-c', '0', 'true']).status === 0;
 
 // ---- roles this file plays in its child processes --------------------------------------
+
+/** The roles this file plays exit on SIGTERM, so a --cpu-prof profile gets written. */
+const exitOnTerm = () => process.once('SIGTERM', () => process.exit(0));
 
 /** A bare node:https server answering BODY. */
 function bareHttps(port: number, cert: string, key: string) {
@@ -71,29 +76,44 @@ function upstreamServer(port: number) {
 
 const children: ChildProcess[] = [];
 
-/** A child process, pinned to the server core when possible; resolves when it prints `ready`. */
-function start(args: string[], env: Record<string, string> = {}, ready = 'ready', core = SERVER_CORE): Promise<{ child: ChildProcess; out: () => string }> {
+/**
+ * A child process, pinned to the server core when possible; resolves when it prints `ready`.
+ * With `logFile` its standard output goes to that file, as a deployment's log would: read
+ * through a pipe, edgeform serve's access log (a line per request) made the load generator,
+ * which also had to read it, slower during the edge's figures only.
+ */
+function start(args: string[], env: Record<string, string> = {}, ready = 'ready', core = SERVER_CORE, profileAs = '', logFile = ''): Promise<{ child: ChildProcess; out: () => string }> {
+  const profile = CPU_PROF && profileAs ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(CPU_PROF, profileAs)] : [];
   const cmd = pinned ? 'taskset' : process.execPath;
-  const full = pinned ? ['-c', String(core), process.execPath, ...args] : args;
-  const child = spawn(cmd, full, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const full = pinned ? ['-c', String(core), process.execPath, ...profile, ...args] : [...profile, ...args];
+  const fd = logFile ? fs.openSync(logFile, 'a') : undefined;
+  const child = spawn(cmd, full, { env: { ...process.env, ...env }, stdio: ['ignore', fd ?? 'pipe', 'inherit'] });
+  if (fd !== undefined) fs.closeSync(fd);
   children.push(child);
   return new Promise((resolve, reject) => {
     let out = '';
     let isReady = false;
-    // Keeps reading (an unread pipe would stall the access log) but stops collecting once ready.
-    child.stdout!.on('data', (c) => {
-      if (isReady) return;
-      out += c;
-      if (out.includes(ready)) {
-        isReady = true;
-        resolve({ child, out: () => out });
-      }
-    });
+    const seen = (text: string) => {
+      out = text;
+      if (isReady || !out.includes(ready)) return;
+      isReady = true;
+      resolve({ child, out: () => out });
+    };
+    if (logFile) {
+      const poll = setInterval(() => {
+        seen(fs.readFileSync(logFile, 'utf8'));
+        if (isReady) clearInterval(poll);
+      }, 50);
+      child.on('exit', () => clearInterval(poll));
+    } else {
+      // Keeps reading (an unread pipe would stall the child) but stops collecting once ready.
+      child.stdout!.on('data', (c) => { if (!isReady) seen(out + c); });
+    }
     child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}:\n${out.slice(-2000)}`)));
   });
 }
 /** This file in another process playing `name`; the upstream shares core 0 with the load and the agent. */
-const role = (name: string, ...rest: (string | number)[]) => start(['--import', 'tsx', fileURLToPath(import.meta.url), '--role', name, ...rest.map(String)], {}, 'ready', name === 'upstream' ? 0 : SERVER_CORE);
+const role = (name: string, ...rest: (string | number)[]) => start(['--import', 'tsx', fileURLToPath(import.meta.url), '--role', name, ...rest.map(String)], {}, 'ready', name === 'upstream' ? 0 : SERVER_CORE, name);
 
 async function freePort(): Promise<number> {
   const s = net.createServer();
@@ -131,9 +151,38 @@ async function load(port: number, ca: string, p: string, total: number) {
   return { rps: total / secs, p50: pct(lat, 50), p99: pct(lat, 99) };
 }
 
-async function measure(port: number, ca: string, p: string) {
+/** When each measured run started and ended, in microseconds of the monotonic clock V8's profiles use. */
+const phases: { name: string; from: number; to: number }[] = [];
+const micros = () => Number(process.hrtime.bigint() / 1000n);
+
+/**
+ * CPU time (user + system, all threads) a process has used, in microseconds, from
+ * /proc/PID/stat; undefined where there is none. Unlike requests per second it does not
+ * depend on what else the machine runs, so per-request CPU compares runs on a busy machine.
+ */
+const TICK_US = 1e6 / (Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100);
+function cpuMicros(pid: number | undefined): number | undefined {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * TICK_US;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Measures `p` at `port` after a warm-up; `busy` are the processes whose CPU per request is reported. */
+async function measure(name: string, port: number, ca: string, p: string, busy: Record<string, ChildProcess>) {
   await load(port, ca, p, Math.min(1000, REQUESTS));
-  return load(port, ca, p, REQUESTS);
+  const before = Object.values(busy).map((c) => cpuMicros(c.pid));
+  const from = micros();
+  const r = await load(port, ca, p, REQUESTS);
+  phases.push({ name, from, to: micros() });
+  const cpu = Object.keys(busy).map((k, i) => {
+    const a = before[i], b = cpuMicros(busy[k].pid);
+    return a === undefined || b === undefined ? undefined : { name: k, us: (b - a) / REQUESTS };
+  });
+  return { ...r, cpu: cpu.every((c) => c) ? cpu as { name: string; us: number }[] : undefined };
 }
 
 async function main() {
@@ -146,12 +195,11 @@ async function main() {
   fs.writeFileSync(files.key, leaf.key);
 
   const upstream = await freePort();
-  await role('upstream', upstream);
+  const upstreamProc = await role('upstream', upstream);
 
   // The edge: edgeform serve on one core, the agent on the other.
   const ingressPort = await freePort();
-  const profile = CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(CPU_PROF)] : [];
-  const serve = await start([...profile, BIN, 'serve', '--port', '0', '--data-dir', dir, '--api-rate-limit', '0', '--ingress', `443=127.0.0.1:${ingressPort}`], { EDGEFORM_BOOTSTRAP_TOKEN: TOKEN }, 'listening');
+  const serve = await start([BIN, 'serve', '--port', '0', '--data-dir', dir, '--api-rate-limit', '0', '--ingress', `443=127.0.0.1:${ingressPort}`], { EDGEFORM_BOOTSTRAP_TOKEN: TOKEN }, 'listening', SERVER_CORE, 'serve', path.join(dir, 'serve.log'));
   const apiUrl = serve.out().match(/"url":"(http:[^"]+)"/)?.[1];
   if (!apiUrl) throw new Error(`edgeform serve printed no URL:\n${serve.out()}`);
   const api = async (method: string, p: string, body?: unknown) => {
@@ -185,32 +233,43 @@ async function main() {
   const applied = spawnSync(process.execPath, [BIN, 'apply', '-f', manifest, '--auto-approve'], { env: { ...process.env, EDGEFORM_API_URL: apiUrl, EDGEFORM_API_KEY: TOKEN }, encoding: 'utf8' });
   if (applied.status !== 0) throw new Error(`apply failed:\n${applied.stdout}\n${applied.stderr}`);
   const cred = await api('POST', '/credentials', {});
-  await start([BIN, 'agent', '--api-url', apiUrl, '--authtoken', cred.token, '--label', 'app=bench', '--forwards-to', `127.0.0.1:${upstream}`], {}, 'online: tn_', 0);
+  const agent = await start([BIN, 'agent', '--api-url', apiUrl, '--authtoken', cred.token, '--label', 'app=bench', '--forwards-to', `127.0.0.1:${upstream}`], {}, 'online: tn_', 0, 'agent');
 
   const bare = await freePort();
-  await role('bare-https', bare, files.cert, files.key);
+  const bareHttpsProc = await role('bare-https', bare, files.cert, files.key);
   const proxy = await freePort();
-  await role('bare-proxy', proxy, upstream, files.cert, files.key);
+  const bareProxyProc = await role('bare-proxy', proxy, upstream, files.cert, files.key);
 
   const machine = `${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, Node ${process.version}, ${os.type()} ${os.release()}; load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`;
   console.log(`machine: ${machine}`);
   console.log(`servers under test ${pinned ? `pinned to core ${SERVER_CORE} (taskset)` : 'not pinned (no taskset)'}; ${REQUESTS} GETs per figure at ${CONCURRENCY} in flight over keep-alive TLS 1.3, ${BODY.length}-byte body, warm-up excluded\n`);
-  const row = (name: string, r: { rps: number; p50: number; p99: number }) => `${name.padEnd(44)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(2).padStart(6)} ms   p99 ${r.p99.toFixed(2).padStart(6)} ms`;
-  const fixedEdge = await measure(ingressPort, caCert.cert, '/fixed');
-  const fixedBare = await measure(bare, caCert.cert, '/');
+  // The same ratio from CPU per request (bare over edge), which a busy machine disturbs less.
+  const cpuSum = (r: { cpu?: { name: string; us: number }[] }, names?: string[]) => r.cpu?.filter((c) => !names || names.includes(c.name)).reduce((a, c) => a + c.us, 0);
+  const cpuRatio = (bare: { cpu?: { name: string; us: number }[] }, edge: { cpu?: { name: string; us: number }[] }, edgeNames: string[], bareNames?: string[]) => {
+    const b = cpuSum(bare, bareNames), e = cpuSum(edge, edgeNames);
+    return b && e ? `; by CPU per request ${(b / e * 100).toFixed(0)}% (${bareNames?.join('+') ?? 'bare'} over ${edgeNames.join('+')})` : '';
+  };
+  const cpuText = (r: { cpu?: { name: string; us: number }[] }) => r.cpu ? `   CPU/request ${r.cpu.map((c) => `${c.name} ${c.us.toFixed(0)} µs`).join(' + ')}` : '';
+  const row = (name: string, r: { rps: number; p50: number; p99: number; cpu?: { name: string; us: number }[] }) => `${name.padEnd(44)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(2).padStart(6)} ms   p99 ${r.p99.toFixed(2).padStart(6)} ms${cpuText(r)}`;
+  const fixedEdge = await measure('edge-fixed', ingressPort, caCert.cert, '/fixed', { serve: serve.child });
+  const fixedBare = await measure('bare-https', bare, caCert.cert, '/', { 'node:https': bareHttpsProc.child });
   console.log(row('edge, http_response backend', fixedEdge));
   console.log(row('bare node:https, same body', fixedBare));
-  console.log(`  ratio ${(fixedEdge.rps / fixedBare.rps * 100).toFixed(0)}% (target at least 70%)\n`);
-  const viaAgent = await measure(ingressPort, caCert.cert, '/agent');
-  const viaProxy = await measure(proxy, caCert.cert, '/');
+  console.log(`  ratio ${(fixedEdge.rps / fixedBare.rps * 100).toFixed(0)}% (target at least 70%)${cpuRatio(fixedBare, fixedEdge, ['serve'])}\n`);
+  const viaAgent = await measure('edge-agent', ingressPort, caCert.cert, '/agent', { serve: serve.child, agent: agent.child, upstream: upstreamProc.child });
+  const viaProxy = await measure('bare-proxy', proxy, caCert.cert, '/', { proxy: bareProxyProc.child, upstream: upstreamProc.child });
   console.log(row('edge, ip+headers+rate limit, edgeform agent', viaAgent));
   console.log(row('bare Node reverse proxy, same upstream', viaProxy));
-  console.log(`  ratio ${(viaAgent.rps / viaProxy.rps * 100).toFixed(0)}% (target at least 50%)`);
+  console.log(`  ratio ${(viaAgent.rps / viaProxy.rps * 100).toFixed(0)}% (target at least 50%)${cpuRatio(viaProxy, viaAgent, ['serve', 'agent'], ['proxy'])}`);
+  console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+  // The edge's figures include its access log: a line per request, to a file.
+  const logged = fs.readFileSync(path.join(dir, 'serve.log'), 'utf8').split('"msg":"ingress request"').length - 1;
+  console.log(`access log of edgeform serve: ${logged} lines (to a file)`);
   if (CPU_PROF) {
-    // SIGTERM, not SIGKILL: the profile is written when the process exits on its own.
-    serve.child.kill('SIGTERM');
-    await new Promise((r) => serve.child.once('exit', r));
-    console.log(`\nCPU profile of edgeform serve in ${path.resolve(CPU_PROF)}`);
+    // SIGTERM, not SIGKILL: a profile is written when its process exits on its own.
+    await Promise.all(children.map((c) => new Promise((r) => { c.once('exit', r); c.kill('SIGTERM'); })));
+    fs.writeFileSync(path.resolve(CPU_PROF, 'phases.json'), `${JSON.stringify(phases, null, 1)}\n`);
+    console.log(`\nCPU profiles in ${path.resolve(CPU_PROF)}/<process>/, the measured runs' times in phases.json`);
   }
   pki.close();
   fs.rmSync(dir, { recursive: true, force: true });
@@ -220,6 +279,7 @@ const roleAt = process.argv.indexOf('--role');
 if (roleAt > 0) {
   const [name, ...rest] = process.argv.slice(roleAt + 1);
   const read = (f: string) => fs.readFileSync(f, 'utf8');
+  exitOnTerm();
   if (name === 'upstream') upstreamServer(Number(rest[0]));
   else if (name === 'bare-https') bareHttps(Number(rest[0]), read(rest[1]), read(rest[2]));
   else if (name === 'bare-proxy') bareProxy(Number(rest[0]), Number(rest[1]), read(rest[2]), read(rest[3]));

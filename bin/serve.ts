@@ -1,9 +1,9 @@
 // `edgeform serve`: the API server on its embedded SQLite database (or PostgreSQL).
 import { Command, Option } from 'commander';
 import { resolveConfig, type ServerConfig } from '../server/config.js';
-import { logLine } from '../server/http/log-lines.js';
 import { startServer, type RunningServer } from '../server/main.js';
 import { providerOf } from '../server/store/db.js';
+import { writeLogLine } from '../server/log-lines.js';
 import { startupProblem } from './serve-errors.js';
 
 export function serveCommand(setCode: (code: number) => void) {
@@ -48,8 +48,9 @@ Environment only:
         process.stderr.write(`Error: ${startupProblem(e, config)}\n`);
         return setCode(1);
       }
-      // Through the server's own line writer, so these keep their place among its lines.
-      const info = (msg: string, extra: object = {}) => logLine(JSON.stringify({ time: new Date().toISOString(), level: 'info', msg, ...extra }));
+      // Through the server's own line writer, so these lines and its log lines keep their order.
+      const info = (msg: string, extra: object = {}) =>
+        writeLogLine(JSON.stringify({ time: new Date().toISOString(), level: 'info', msg, ...extra }));
       if (server.db.migrated.length) info(`applied migrations: ${server.db.migrated.join(', ')}`);
       info(`edgeform listening on ${server.listening}`, { url: server.url, database: server.db.where });
       for (const l of server.ingress?.listeners ?? []) {

@@ -6,7 +6,6 @@ import type { ServerConfig } from './config.js';
 import { DeliveryWorker } from './events/delivery.js';
 import { Gateway } from './gateway/gateway.js';
 import { buildApp } from './http/app.js';
-import { logLine } from './http/log-lines.js';
 import { Metrics } from './http/metrics.js';
 import { startIngress, type RunningIngress } from './ingress/start.js';
 import { drainable, DRAIN_DEFAULTS } from './http/drain.js';
@@ -17,6 +16,7 @@ import type { ServerContext } from './resources/context.js';
 import { apiRoutes } from './resources/routes.js';
 import { openDatabase, type Database } from './store/db.js';
 import { configuredKey, secretBoxFor } from './store/secret-key.js';
+import { flushLogLines, logLine, writeLogLine } from './log-lines.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 
@@ -37,8 +37,8 @@ export interface RunningServer {
 }
 
 export async function startServer(config: ServerConfig): Promise<RunningServer> {
-  const log = config.log ?? logLine;
-  const logFields = (fields: Record<string, unknown>) => log(JSON.stringify({ time: new Date().toISOString(), level: 'info', ...fields }));
+  const log = config.log ?? writeLogLine;
+  const logFields = (fields: Record<string, unknown>) => log(logLine(fields));
   // A malformed key is refused before the database is touched.
   configuredKey(config);
   const db = await openDatabase(config.databaseUrl);
@@ -118,6 +118,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       metrics,
       async close() {
         closing = true;
+        flushLogLines();
         // Both listeners stop accepting at once (each drain's first step). The ingress's
         // requests and streams in flight ride on agents' connections, so they finish before
         // agents are told the server is closing (they reconnect elsewhere).
@@ -128,6 +129,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         await app.close();
         await worker.stop();
         await db.close();
+        flushLogLines();
       },
     };
   } catch (e) {

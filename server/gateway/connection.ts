@@ -116,13 +116,21 @@ export class AgentConnection {
 
   /** A relayed HTTP request to a tunnel's upstream: write the body to the stream, read the response from it. */
   openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }): ClientHttp2Stream {
-    const headers: OutgoingHttpHeaders = {};
-    for (const [k, v] of Object.entries(req.headers ?? {})) if (v !== undefined && !HOP_BY_HOP.has(k.toLowerCase()) && !k.startsWith(':')) headers[k.toLowerCase()] = v;
     this.refuseWhileResetting();
+    // One pass, pseudo-headers first (Node copies the object once more itself).
     const host = req.headers?.host ?? req.headers?.[':authority'];
+    const headers: OutgoingHttpHeaders = { ':method': req.method, ':path': req.path };
+    if (host) headers[':authority'] = String(host);
+    for (const k in req.headers) {
+      const v = req.headers[k];
+      if (v === undefined || k.charCodeAt(0) === 58 /* : */) continue;
+      const name = k.toLowerCase();
+      if (!HOP_BY_HOP.has(name) && name !== TUNNEL_HEADER) headers[name] = v;
+    }
+    headers[TUNNEL_HEADER] = tunnelId;
     // endStream: a request without a body says so in its HEADERS frame, so the agent sends it
     // upstream at once, without a body to wait for (a GET made chunked, waiting for its end).
-    return this.resets.pace(this.h2.request({ ...headers, ':method': req.method, ':path': req.path, ...(host ? { ':authority': String(host) } : {}), [TUNNEL_HEADER]: tunnelId }, { endStream: req.endStream === true }));
+    return this.resets.pace(this.h2.request(headers, { endStream: req.endStream === true }));
   }
 
   /** A raw TCP stream to a tunnel's upstream (an HTTP/2 CONNECT stream; WebSockets ride on these too). */

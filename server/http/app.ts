@@ -8,7 +8,7 @@ import { newIdBody } from '../store/ids.js';
 import { ApiError } from './errors.js';
 import type { Metrics } from './metrics.js';
 import { parseJsonBody } from './body.js';
-import { logLine } from './log-lines.js';
+import { writeLogLine } from '../log-lines.js';
 import { answerProtocolErrors } from './protocol.js';
 import { clientKey, RateLimiter } from './rate-limit.js';
 import { SAML_PATH_PREFIX, samlEndpoints } from './saml-endpoints.js';
@@ -77,7 +77,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     if (wait > 0) return new ApiError('ERR_SERVICE_227', `too many failed authentications from this address; retry in ${wait} s`, { retry_after: wait }, { 'Retry-After': String(wait) });
     return error;
   };
-  const log = opts.log ?? logLine;
+  const log = opts.log ?? writeLogLine;
 
   let closing = false;
   app.addHook('preClose', (done) => {

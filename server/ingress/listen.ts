@@ -254,7 +254,9 @@ export class IngressListener {
       // While draining, each answer tells the client to take its next request elsewhere.
       if (this.closing) (res as http.ServerResponse).shouldKeepAlive = false;
     }
-    const { ctx, sni, host } = this.contextOf(req, await this.d.live.current());
+    // The table is a promise only while a reload is under way; otherwise no extra turn is taken.
+    const table = this.d.live.current();
+    const { ctx, sni, host } = this.contextOf(req, table instanceof Promise ? await table : table);
     res.once('close', () => {
       if (h1 && this.h1Active.has(socket)) this.h1Active.set(socket, (this.h1Active.get(socket) ?? 1) - 1);
       this.d.metrics.observeIngress(ctx?.edge?.doc.id ?? 'none', res.statusCode, Number(process.hrtime.bigint() - startedAt) / 1e9);

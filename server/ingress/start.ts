@@ -38,7 +38,7 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
   const ca = openLocalCa(o.dataDir);
   const table = await LiveTable.start(o.ctx, o.databaseUrl, o.log);
   o.metrics.tableVersionOf = () => table.now.version;
-  const deps: IngressDeps = { gateway: o.gateway, policyState: new PolicyState(), log: (f) => o.log({ level: 'info', ...f }), now: Date.now, box: o.ctx.box, publicUrl: o.ctx.publicUrl };
+  const deps: IngressDeps = { gateway: o.gateway, policyState: new PolicyState(), log: (f) => o.log(f.level ? f : { level: 'info', ...f }), now: Date.now, box: o.ctx.box, publicUrl: o.ctx.publicUrl };
   const contexts = new TlsContexts(ca, () => table.now);
   const limits = { ...LISTENER_LIMITS, ...o.limits };
   const listeners = o.listeners.map((spec) => new IngressListener({ ...spec }, { live: table, contexts, deps, metrics: o.metrics, limits }));

@@ -41,7 +41,11 @@ export function compileTable(rows: SnapshotRow[], version: number): IngressTable
   const full = (r: SnapshotRow): FullDoc => ({ ...r.doc, id: r.id });
   const routes = new Map<string, FullDoc[]>();
   for (const r of rows.filter((x) => x.kind === httpsEdgeRoute.kind).sort(oldestFirst)) {
-    routes.set(r.parentId!, [...(routes.get(r.parentId!) ?? []), { ...full(r), edge_id: r.parentId }]);
+    const list = routes.get(r.parentId!);
+    const route = { ...full(r), edge_id: r.parentId };
+    // Appended in place: copying the edge's list for each route was quadratic in its routes.
+    if (list) list.push(route);
+    else routes.set(r.parentId!, [route]);
   }
   const ports: IngressTable['ports'] = new Map();
   for (const r of rows.filter((x) => EDGE_KINDS[x.kind]).sort(oldestFirst)) {

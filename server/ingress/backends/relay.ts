@@ -21,23 +21,32 @@ function open<T>(make: () => T, tunnelId: string): T {
 /**
  * Waits for the stream's response head; refused, closed or late is an edge error (upstream
  * failed). The time counts from the end of the request's body: an upload on a slow link takes
- * as long as it takes, and the upstream cannot be late before it has the whole request.
+ * as long as it takes, and the upstream cannot be late before it has the whole request. Once
+ * settled its listeners go: the stream's close after a normal answer must not build an error
+ * (with its stack) on every request.
  */
 function responseOf(stream: ClientHttp2Stream, timeoutMs: number, what: string, afterBody: boolean): Promise<Record<string, string | string[] | number | undefined>> {
   return new Promise((resolve, reject) => {
     let timer: NodeJS.Timeout | undefined;
-    let settled = false;
-    const arm = () => {
-      if (settled) return;
+    const settle = () => {
+      clearTimeout(timer);
+      stream.off('finish', arm);
+      stream.off('response', answered);
+      stream.off('error', failed);
+      stream.off('close', failed);
+    };
+    const answered = (h: Record<string, string | string[] | number | undefined>) => { settle(); resolve(h); };
+    const failed = () => { settle(); reject(edgeError('ERR_SERVICE_743', `${what} closed the connection before answering`, true)); };
+    function arm() {
       timer = setTimeout(() => {
+        settle();
         stream.close(constants.NGHTTP2_CANCEL);
         reject(edgeError('ERR_SERVICE_744', `${what} did not answer within ${Math.round(timeoutMs / 1000)} s`, true));
       }, timeoutMs);
-    };
+    }
     if (!afterBody || stream.writableFinished) arm();
     else stream.once('finish', arm);
-    stream.once('response', (h) => { settled = true; clearTimeout(timer); resolve(h as never); });
-    const failed = () => { settled = true; clearTimeout(timer); reject(edgeError('ERR_SERVICE_743', `${what} closed the connection before answering`, true)); };
+    stream.once('response', answered);
     stream.once('error', failed);
     stream.once('close', failed);
   });

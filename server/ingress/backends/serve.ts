@@ -2,7 +2,7 @@
 // edge; a tunnel group relays through an agent; the weighted choice happens in resolve.ts.
 import type { Duplex } from 'node:stream';
 import { edgeError, type HttpExchange } from '../http/exchange.js';
-import type { Exchange } from '../types.js';
+import type { EdgeAnswer, Exchange, FullDoc } from '../types.js';
 import { relayHttp, relayTcp } from './relay.js';
 import { resolveBackend } from './resolve.js';
 
@@ -11,15 +11,23 @@ const routeBackendId = (ex: Exchange): string | undefined => {
   return m && m.enabled !== false ? m.backend_id : undefined;
 };
 
+/** An http_response backend's answer, made once per backend document (a table change makes new documents). */
+const answers = new WeakMap<FullDoc, EdgeAnswer>();
+function answerOf(b: FullDoc): EdgeAnswer {
+  let a = answers.get(b);
+  if (!a) {
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries((b.headers ?? {}) as Record<string, string>)) headers[k.toLowerCase()] = v;
+    a = { status: b.status_code, headers, body: String(b.body ?? '') };
+    answers.set(b, a);
+  }
+  return a;
+}
+
 export async function serveBackend(ex: HttpExchange): Promise<void> {
   const chosen = resolveBackend(ex.table, routeBackendId(ex), ex.deps);
   if (chosen.type === 'error') return ex.fail(chosen.answer);
-  if (chosen.type === 'response') {
-    const b = chosen.backend;
-    const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries((b.headers ?? {}) as Record<string, string>)) headers[k.toLowerCase()] = v;
-    return ex.answer({ status: b.status_code, headers, body: b.body ?? '' });
-  }
+  if (chosen.type === 'response') return ex.answer(answerOf(chosen.backend));
   await relayHttp(ex, chosen.tunnelId);
 }
 

@@ -30,20 +30,22 @@ export function buildChain(route: FullDoc, deps: IngressDeps, registry = FILTERS
  * so it sees the outcome (the circuit breaker counts upstream failures this way).
  */
 export function runChain(filters: readonly HttpFilter[], ex: HttpExchange, terminal: (ex: Exchange) => Promise<void>): Promise<void> {
-  const caught = (e: unknown) => {
-    if (!(e instanceof EdgeError)) throw e;
-    if (e.upstreamFailed) ex.fail(e.answerWith);
-    else ex.answer(e.answerWith);
-  };
-  const step = (i: number): Promise<void> => {
-    if (ex.answered) return Promise.resolve();
-    if (i === filters.length) return terminal(ex).catch(caught);
-    let called = false;
-    return filters[i].handle(ex, () => {
-      if (called) return Promise.resolve();
-      called = true;
-      return step(i + 1);
-    }).catch(caught);
-  };
-  return step(0);
+  return step(filters, 0, ex, terminal);
+}
+
+function caught(ex: HttpExchange, e: unknown) {
+  if (!(e instanceof EdgeError)) throw e;
+  if (e.upstreamFailed) ex.fail(e.answerWith);
+  else ex.answer(e.answerWith);
+}
+
+function step(filters: readonly HttpFilter[], i: number, ex: HttpExchange, terminal: (ex: Exchange) => Promise<void>): Promise<void> {
+  if (ex.answered) return Promise.resolve();
+  if (i === filters.length) return terminal(ex).catch((e) => caught(ex, e));
+  let called = false;
+  return filters[i].handle(ex, () => {
+    if (called) return Promise.resolve();
+    called = true;
+    return step(filters, i + 1, ex, terminal);
+  }).catch((e) => caught(ex, e));
 }

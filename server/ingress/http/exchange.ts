@@ -7,7 +7,7 @@ import { pipeline, Readable, type Duplex, type Transform } from 'node:stream';
 import type { ErrorCode } from '../../http/errors.js';
 import type { EdgeAnswer, Exchange, FullDoc, IngressDeps, IngressTable, ResponseHead } from '../types.js';
 import { errorAnswer, ERROR_CODE_HEADER } from './error-page.js';
-import { responseHeadersOf } from './forwarded.js';
+import { responseHeadersOf, upstreamHeadersOf } from './forwarded.js';
 
 /** Thrown inside a filter or backend to answer with an edge error (the chain runner catches it). */
 export class EdgeError extends Error {
@@ -30,7 +30,8 @@ export interface ExchangeInit {
   deps: IngressDeps;
   method: string;
   path: string;
-  upstreamHeaders: Record<string, string | string[]>;
+  /** The Host the upstream gets (and X-Forwarded-Host): the client's, or the edge's name. */
+  hostHeader: string;
   upgrade?: { socket: Duplex; head: Buffer; taken: boolean };
   connect: (ex: Exchange) => Promise<Duplex>;
 }
@@ -40,8 +41,9 @@ export class HttpExchange implements Exchange {
   readonly scheme = 'https' as const;
   method: string;
   path: string;
-  upstreamHeaders: Record<string, string | string[]>;
-  readonly locals: Record<string, unknown> = {};
+  private upstream?: Record<string, string | string[]>;
+  private readonly hostHeader: string;
+  private localValues?: Record<string, unknown>;
   /** The buffered request body, when a filter read it; the backend sends it instead of the stream. */
   body?: Buffer;
   /** The response body: a buffer (edge answers) or the upstream's stream. */
@@ -59,7 +61,19 @@ export class HttpExchange implements Exchange {
   constructor(init: ExchangeInit) {
     this.req = init.req; this.res = init.res; this.clientIp = init.clientIp; this.host = init.host; this.publicPort = init.publicPort;
     this.table = init.table; this.edge = init.edge; this.route = init.route; this.deps = init.deps; this.upgrade = init.upgrade;
-    this.method = init.method; this.path = init.path; this.upstreamHeaders = init.upstreamHeaders; this.connect = init.connect;
+    this.method = init.method; this.path = init.path; this.hostHeader = init.hostHeader; this.connect = init.connect;
+  }
+
+  /** What goes upstream: made from the client's headers on first use (an answer at the edge never needs them). */
+  get upstreamHeaders(): Record<string, string | string[]> {
+    return (this.upstream ??= upstreamHeadersOf(this.req.headers, this.clientIp, this.hostHeader, this.scheme));
+  }
+  set upstreamHeaders(headers: Record<string, string | string[]>) {
+    this.upstream = headers;
+  }
+
+  get locals(): Record<string, unknown> {
+    return (this.localValues ??= {});
   }
 
   get responseHead() { return this.head; }
@@ -132,24 +146,101 @@ export class HttpExchange implements Exchange {
   send(): Promise<number> {
     const head = this.head ?? { status: 502, headers: {} };
     for (const edit of this.headEdits) edit(head);
-    const transforms = this.bodyWraps.map((w) => w(head)).filter((t): t is Transform => t !== undefined);
+    const transforms = this.bodyWraps.length ? this.bodyWraps.map((w) => w(head)).filter((t): t is Transform => t !== undefined) : [];
     const headers = responseHeadersOf(head.headers);
     const body = this.responseBody ?? '';
     const res = this.res as ServerResponse;
     if (!(body instanceof Readable) && transforms.length === 0) {
-      const buf = typeof body === 'string' ? Buffer.from(body) : body;
-      headers['content-length'] = String(buf.length);
+      // A string goes as it is: Node writes it with the head as one buffer.
+      const length = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+      headers['content-length'] = String(length);
       res.writeHead(head.status, headers);
-      res.end(this.method === 'HEAD' ? undefined : buf);
-      return Promise.resolve(buf.length);
+      res.end(this.method === 'HEAD' ? undefined : body);
+      return Promise.resolve(length);
     }
+    if (body instanceof Readable && transforms.length === 0) return gatherAndSend(body, res, head.status, headers, this.method === 'HEAD');
     const source = body instanceof Readable ? body : Readable.from([typeof body === 'string' ? Buffer.from(body) : body]);
     res.writeHead(head.status, headers);
-    let bytes = 0;
-    return new Promise((resolve) => {
-      const last = transforms.length ? transforms[transforms.length - 1] : source;
-      last.on('data', (c: Buffer) => { bytes += c.length; });
-      pipeline([source, ...transforms, res as unknown as NodeJS.WritableStream], () => resolve(bytes));
-    });
+    return streamTo(source, transforms, res);
   }
+}
+
+/**
+ * An upstream body of at most this many bytes that has arrived whole by the end of the event
+ * loop's turn is sent with the head in one write (one TLS record, one system call), as an
+ * edge answer is; a longer one, or one still coming, streams from there on.
+ */
+export const GATHER_LIMIT = 16 * 1024;
+
+/** Streams `source` through `transforms` to the response; resolves with the body bytes sent. */
+function streamTo(source: Readable, transforms: Transform[], res: ServerResponse): Promise<number> {
+  let bytes = 0;
+  return new Promise((resolve) => {
+    const last = transforms.length ? transforms[transforms.length - 1] : source;
+    last.on('data', (c: Buffer) => { bytes += c.length; });
+    pipeline([source, ...transforms, res as unknown as NodeJS.WritableStream], () => resolve(bytes));
+  });
+}
+
+/** Statuses whose responses carry no body, hence no Content-Length of one (RFC 9110 8.6). */
+const bodyless = (status: number) => status < 200 || status === 204 || status === 304;
+
+/**
+ * Sends an upstream's answer: what of its body is already here by the end of this turn of the
+ * event loop (up to GATHER_LIMIT) is held; if the body ended meanwhile it goes out with the
+ * head in one write, with its Content-Length (the upstream's chunked framing is hop-by-hop,
+ * so a whole body is framed by its length). Otherwise the head and what was held are written
+ * and the rest streams, so a slow or endless body (server-sent events) is never held back
+ * longer than one turn. An upstream that fails before its end cuts the response, as a failed
+ * stream does; a client gone closes the upstream.
+ */
+function gatherAndSend(source: Readable, res: ServerResponse, status: number, headers: Record<string, string | string[]>, head: boolean): Promise<number> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const stop = () => {
+      clearImmediate(turn);
+      source.off('data', onData);
+      source.off('end', onEnd);
+      source.off('error', onFail);
+      source.off('close', onFail);
+      res.off('close', onGone);
+    };
+    const toStream = () => {
+      stop();
+      source.pause();
+      res.writeHead(status, headers);
+      for (const c of chunks) res.write(c);
+      void streamTo(source, [], res).then((rest) => resolve(size + rest));
+    };
+    const onData = (c: Buffer) => {
+      chunks.push(c);
+      size += c.length;
+      if (size > GATHER_LIMIT) toStream();
+    };
+    const onEnd = () => {
+      stop();
+      if (!head && !bodyless(status) && headers['content-length'] === undefined) headers['content-length'] = String(size);
+      res.writeHead(status, headers);
+      res.end(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+      resolve(size);
+    };
+    const onFail = () => {
+      stop();
+      source.destroy();
+      res.destroy();
+      resolve(size);
+    };
+    const onGone = () => {
+      stop();
+      source.destroy();
+      resolve(0);
+    };
+    source.on('data', onData);
+    source.once('end', onEnd);
+    source.once('error', onFail);
+    source.once('close', onFail);
+    res.once('close', onGone);
+    const turn = setImmediate(toStream);
+  });
 }

@@ -8,12 +8,11 @@ import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import { callbackRoute } from '../auth/callback-route.js';
 import { connectBackend, serveBackend } from '../backends/serve.js';
-import type { HttpsEdgeEntry, IngressDeps, IngressTable } from '../types.js';
+import type { Exchange, HttpFilter, HttpsEdgeEntry, IngressDeps, IngressTable } from '../types.js';
 import { runChain } from './chain.js';
 import { chainOf, compiledEdge } from './compile-edge.js';
 import { errorAnswer } from './error-page.js';
 import { HttpExchange } from './exchange.js';
-import { upstreamHeadersOf } from './forwarded.js';
 import { normalizePath, selectRoute, splitTarget } from './select-route.js';
 import { passThroughUpgrade } from './upgrade.js';
 
@@ -45,41 +44,56 @@ function pathOf(target: string): { path: string; query: string } {
   return { path: normalizePath(path), query };
 }
 
+const connect = (ex: Exchange) => connectBackend(ex as HttpExchange);
+const serve = (ex: Exchange) => serveBackend(ex as HttpExchange);
+const ignore = () => {};
+
 /** Builds the exchange for a request of `ctx.edge`, or answers the 404 page and returns undefined. */
-function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchange['upgrade']) {
+function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchange['upgrade']): { ex: HttpExchange; filters: readonly HttpFilter[] } {
   const { path, query } = pathOf(req.url ?? '/');
   // HTTP/2's :authority first: it is what the listener checked against the connection's name (a
   // host header beside it, naming another site, must not reach the upstream).
   const hostHeader = String(req.headers[':authority'] ?? req.headers.host ?? ctx.host);
-  const base = { req, res, clientIp: ctx.clientIp, host: ctx.host, publicPort: ctx.publicPort, table: ctx.table, deps: ctx.deps, method: req.method ?? 'GET', path: path + query, upgrade, connect: (e: unknown) => connectBackend(e as HttpExchange) };
-  const upstreamHeaders = upstreamHeadersOf(req.headers, ctx.clientIp, hostHeader, 'https');
-  if (!ctx.edge) {
-    const ex = new HttpExchange({ ...base, edge: { id: '' }, route: { id: '' }, upstreamHeaders });
+  const compiled = ctx.edge && compiledEdge(ctx.edge, ctx.table, ctx.deps);
+  const route = compiled && (callbackRoute(compiled.matchers, path, query) ?? selectRoute(compiled.matchers, ctx.host, path));
+  const ex = new HttpExchange({
+    req, res, clientIp: ctx.clientIp, host: ctx.host, publicPort: ctx.publicPort, table: ctx.table, deps: ctx.deps,
+    method: req.method ?? 'GET', path: path + query, hostHeader, upgrade, connect,
+    edge: ctx.edge?.doc ?? NO_DOC, route: route ?? NO_DOC,
+  });
+  if (!compiled) {
     ex.answer(errorAnswer('ERR_SERVICE_740', `no edge serves ${ctx.host} on port ${ctx.publicPort}`));
-    return { ex, filters: [] };
+    return { ex, filters: NO_FILTERS };
   }
-  const compiled = compiledEdge(ctx.edge, ctx.table, ctx.deps);
-  const route = callbackRoute(compiled.matchers, path, query) ?? selectRoute(compiled.matchers, ctx.host, path);
-  const ex = new HttpExchange({ ...base, edge: ctx.edge.doc, route: route ?? { id: '' }, upstreamHeaders });
   if (!route) {
     ex.answer(errorAnswer('ERR_SERVICE_741', `no route of this edge matches ${ctx.host}${path}`));
-    return { ex, filters: [] };
+    return { ex, filters: NO_FILTERS };
   }
   const chain = chainOf(compiled, route, ctx.deps);
   if (!Array.isArray(chain)) {
     ex.answer(chain);
-    return { ex, filters: [] };
+    return { ex, filters: NO_FILTERS };
   }
   return { ex, filters: chain };
 }
 
+/** The edge and route of a request no edge or route serves (read-only, shared). */
+const NO_DOC: HttpExchange['edge'] = Object.freeze({ id: '' });
+const NO_FILTERS: readonly HttpFilter[] = Object.freeze([]);
+
 function accessLog(ex: HttpExchange, startedAt: number, status: number | undefined, bytes: number) {
+  // One object of a fixed shape; an absent code is left out of the line by JSON.
   ex.deps.log({
     level: 'info', msg: 'ingress request', edge: ex.edge.id || undefined, route: ex.route.id || undefined,
-    method: ex.req.method, host: ex.host, port: ex.publicPort, path: ex.path.split('?')[0], status,
+    method: ex.req.method, host: ex.host, port: ex.publicPort, path: pathOnly(ex.path), status,
     duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000, bytes, client_ip: ex.clientIp,
-    ...(ex.code ? { code: ex.code } : {}),
+    code: ex.code,
   });
+}
+
+function pathOnly(path: string): string {
+  const q = path.indexOf('?');
+  return q < 0 ? path : path.slice(0, q);
 }
 
 function internalFault(ex: HttpExchange, e: unknown) {
@@ -89,10 +103,10 @@ function internalFault(ex: HttpExchange, e: unknown) {
 
 export async function handleHttpsRequest(req: Req, res: Res, ctx: HttpsContext): Promise<void> {
   const startedAt = performance.now();
-  (res as NodeJS.EventEmitter).on('error', () => {});
+  (res as NodeJS.EventEmitter).on('error', ignore);
   const { ex, filters } = exchangeFor(req, res, ctx);
   try {
-    await runChain(filters, ex, (e) => serveBackend(e as HttpExchange));
+    await runChain(filters, ex, serve);
   } catch (e) {
     internalFault(ex, e);
   }

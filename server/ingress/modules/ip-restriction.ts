@@ -7,7 +7,11 @@ import { matchCidr, toCidr, type Cidr } from '../../policy/ip.js';
 import type { FilterFactory, IngressTable } from '../types.js';
 import { errorAnswer } from '../http/error-page.js';
 
-interface Rules { allow: Cidr[]; deny: Cidr[] }
+/** The parsed rules, and the verdicts given so far by client address (a client sends many requests). */
+interface Rules { allow: Cidr[]; deny: Cidr[]; verdicts: Map<string, boolean> }
+
+/** Verdicts kept per rule set and table version, at most this many (then they start over). */
+const MAX_VERDICTS = 4096;
 
 /** Rules of the listed policies, parsed once per table version (the table is immutable). */
 const compiled = new WeakMap<IngressTable, Map<string, Rules>>();
@@ -18,7 +22,7 @@ function rulesOf(table: IngressTable, policyIds: readonly string[]): Rules {
   const key = policyIds.join(',');
   let rules = byKey.get(key);
   if (!rules) {
-    rules = { allow: [], deny: [] };
+    rules = { allow: [], deny: [], verdicts: new Map() };
     for (const id of policyIds) {
       for (const r of table.ipPolicies.get(id) ?? []) rules[r.action].push(...cidrForms(r.cidr));
     }
@@ -40,8 +44,18 @@ function cidrForms(text: string): Cidr[] {
 
 /** Whether `ip` may pass the listed policies (an address that is not an IP never may, once any rule exists). */
 export function ipAllowed(table: IngressTable, policyIds: readonly string[], ip: string): boolean {
-  const { allow, deny } = rulesOf(table, policyIds);
-  if (allow.length === 0 && deny.length === 0) return true;
+  const rules = rulesOf(table, policyIds);
+  if (rules.allow.length === 0 && rules.deny.length === 0) return true;
+  let verdict = rules.verdicts.get(ip);
+  if (verdict === undefined) {
+    verdict = judge(rules, ip);
+    if (rules.verdicts.size >= MAX_VERDICTS) rules.verdicts.clear();
+    rules.verdicts.set(ip, verdict);
+  }
+  return verdict;
+}
+
+function judge({ allow, deny }: Rules, ip: string): boolean {
   const addr = ip.replace(/%.*$/, ''); // a link-local zone names the interface, not the client
   if (matchCidr(addr, deny)) return false;
   if (allow.length > 0) return matchCidr(addr, allow) !== undefined;
