@@ -10,7 +10,7 @@ import { OAUTH_PROVIDER_TABLE, oauthEndpoints, oauthSettings, type OAuthProvider
 import { Browser } from '../helpers/browser.js';
 import { startFakeOAuth, type FakeOAuth, type FakeOAuthUser } from '../helpers/fake-oauth.js';
 import type { TestServer } from '../helpers/server.js';
-import { startSignInEdge, type SignInEdge } from '../helpers/sign-in-edge.js';
+import { clockAhead, startSignInEdge, type SignInEdge } from '../helpers/sign-in-edge.js';
 import { until } from '../helpers/wait.js';
 
 const HOST = 'oauth.example.com';
@@ -47,17 +47,7 @@ async function untilCallback(b: Browser, path: string): Promise<string> {
   expect(callback.startsWith(CALLBACK)).toBe(true);
   return callback;
 }
-/** Runs `fn` with the ingress clock moved `ms` ahead. */
-async function later<T>(ms: number, fn: () => Promise<T>): Promise<T> {
-  const deps = s.server.ingress!.deps;
-  const realNow = deps.now;
-  deps.now = () => realNow() + ms;
-  try {
-    return await fn();
-  } finally {
-    deps.now = realNow;
-  }
-}
+const later = <T>(ms: number, fn: () => Promise<T>) => clockAhead(s, ms, fn);
 const refusedWith = (r: { status: number; headers: Record<string, unknown>; body: string }, status: number, code: string) => {
   expect(r.status).toBe(status);
   expect(r.headers['edgeform-error-code']).toBe(code);

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Browser } from '../helpers/browser.js';
 import { startFakeGithub, type FakeGithub, type FakeGithubUser } from '../helpers/fake-github.js';
 import type { TestServer } from '../helpers/server.js';
-import { startSignInEdge, type SignInEdge } from '../helpers/sign-in-edge.js';
+import { clockAhead, startSignInEdge, type SignInEdge } from '../helpers/sign-in-edge.js';
 import { until } from '../helpers/wait.js';
 
 const HOST = 'gh.example.com';
@@ -116,18 +116,13 @@ describe('oauth (github) sign-in at the edge', () => {
     carol.orgs = [];
     // Within the interval the session stands without asking GitHub.
     expect((await b.request(`${APP}/recheck/`)).status).toBe(200);
-    const deps = s.server.ingress!.deps;
-    const realNow = deps.now;
-    deps.now = () => realNow() + 61_000;
-    try {
+    await clockAhead(s, 61_000, async () => {
       const gone = await b.request(`${APP}/recheck/`);
       expect(gone.status).toBe(403);
       expect(gone.headers['edgeform-error-code']).toBe('ERR_SERVICE_804');
       expect(gone.body).toContain('carol');
       expect(b.cookiesOf(HOST).has('service.session')).toBe(false);
-    } finally {
-      deps.now = realNow;
-    }
+    });
   });
 
   it('a route without client_id on a server with no managed app gets a clear 501 page', async () => {

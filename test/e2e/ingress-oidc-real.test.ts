@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Browser } from '../helpers/browser.js';
 import { startOidcIdp, type TestIdp } from '../helpers/oidc-idp.js';
-import { startSignInEdge, type SignInEdge } from '../helpers/sign-in-edge.js';
+import { clockAhead, startSignInEdge, type SignInEdge } from '../helpers/sign-in-edge.js';
 import type { TestServer } from '../helpers/server.js';
 import { until } from '../helpers/wait.js';
 
@@ -145,16 +145,11 @@ describe('oidc sign-in at the edge', () => {
   it('a session past maximum_duration is sent to sign in again (shifted clock)', async () => {
     const { b, arrived } = await signIn();
     expect(arrived.status).toBe(200);
-    const deps = s.server.ingress!.deps;
-    const realNow = deps.now;
-    deps.now = () => realNow() + 3601 * 1000;
-    try {
+    await clockAhead(s, 3601 * 1000, async () => {
       const r = await b.request(`${APP}/private`);
       expect(r.status).toBe(302);
       expect(new URL(r.headers.location!).origin).toBe(idp.issuer);
-    } finally {
-      deps.now = realNow;
-    }
+    });
     expect((await b.request(`${APP}/private`)).status).toBe(200);
   });
 

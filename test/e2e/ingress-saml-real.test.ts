@@ -11,7 +11,7 @@ import { DOMParser } from '@xmldom/xmldom';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Browser, type BrowserReply } from '../helpers/browser.js';
 import { formOf, startSamlIdp, type SamlTestIdp } from '../helpers/saml-idp.js';
-import { startSignInEdge, type SignInEdge } from '../helpers/sign-in-edge.js';
+import { clockAhead, startSignInEdge, type SignInEdge } from '../helpers/sign-in-edge.js';
 import type { TestServer } from '../helpers/server.js';
 import { until } from '../helpers/wait.js';
 
@@ -248,16 +248,11 @@ describe('saml sign-in at the edge', () => {
   it('a session past maximum_duration is sent to the IdP again (shifted clock)', async () => {
     const { b, arrived } = await signIn('/private');
     expect(arrived.status).toBe(200);
-    const deps = s.server.ingress!.deps;
-    const realNow = deps.now;
-    deps.now = () => realNow() + 3601 * 1000;
-    try {
+    await clockAhead(s, 3601 * 1000, async () => {
       const r = await b.request(`${APP}/private`);
       expect(r.status).toBe(302);
       expect(r.headers.location!.startsWith(`${idp.url}/sso`)).toBe(true);
-    } finally {
-      deps.now = realNow;
-    }
+    });
   });
 
 });

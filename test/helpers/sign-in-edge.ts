@@ -47,3 +47,15 @@ export async function startSignInEdge(host: string, label: string): Promise<Sign
     },
   };
 }
+
+/** Runs `fn` with the ingress's clock (deps.now) moved `ms` ahead, then puts it back: session limits without waiting. */
+export async function clockAhead<T>(s: TestServer, ms: number, fn: () => Promise<T>): Promise<T> {
+  const deps = s.server.ingress!.deps;
+  const realNow = deps.now;
+  deps.now = () => realNow() + ms;
+  try {
+    return await fn();
+  } finally {
+    deps.now = realNow;
+  }
+}
