@@ -70,6 +70,26 @@ function misdirected(res: http.ServerResponse | http2.Http2ServerResponse, sni: 
   res.end(a.body ?? '');
 }
 
+/**
+ * An HTTP/1.1 request with no Host header, or with more than one: RFC 9112 (3.2) has a server
+ * answer 400. Node keeps the first of several, so an upstream could be told one host while the
+ * edge routed by another.
+ */
+function hostHeaderInvalid(req: http.IncomingMessage | http2.Http2ServerRequest): boolean {
+  if (req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1) return false;
+  let hosts = 0;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i].length === 4 && raw[i].toLowerCase() === 'host') hosts++;
+  return hosts !== 1;
+}
+
+function badHost(res: http.ServerResponse, hosts: string) {
+  const a = errorAnswer('ERR_SERVICE_702', `an HTTP/1.1 request needs exactly one Host header (${hosts})`);
+  res.shouldKeepAlive = false;
+  res.writeHead(a.status, { ...a.headers, 'edgeform-error-code': a.code!, connection: 'close' });
+  res.end(a.body ?? '');
+}
+
 /** HTTP/1.1 that never became a request: answered on the raw connection, which then closes. */
 function answerClientError(err: { code?: string }, socket: Duplex) {
   if (!socket.writable) return void socket.destroy();
@@ -254,6 +274,7 @@ export class IngressListener {
       // While draining, each answer tells the client to take its next request elsewhere.
       if (this.closing) (res as http.ServerResponse).shouldKeepAlive = false;
     }
+    if (h1 && hostHeaderInvalid(req)) return badHost(res as http.ServerResponse, req.headers.host === undefined ? 'none was sent' : 'several were sent');
     // The table is a promise only while a reload is under way; otherwise no extra turn is taken.
     const table = this.d.live.current();
     const { ctx, sni, host } = this.contextOf(req, table instanceof Promise ? await table : table);
@@ -267,12 +288,13 @@ export class IngressListener {
 
   private async upgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer) {
     const { ctx, sni, host } = this.contextOf(req, await this.d.live.current());
-    if (!ctx) {
+    const invalid = hostHeaderInvalid(req);
+    if (!ctx || invalid) {
       const res = new http.ServerResponse(req);
       res.assignSocket(socket);
       res.shouldKeepAlive = false;
       res.on('finish', () => socket.end());
-      return misdirected(res, sni, host);
+      return invalid ? badHost(res, req.headers.host === undefined ? 'none was sent' : 'several were sent') : misdirected(res, sni, host);
     }
     await handleHttpsUpgrade(req, socket, head, ctx);
   }

@@ -53,6 +53,17 @@ describe('bad input at the connection level', () => {
     expect((await edgeRequest({ port, host: 'app.example.com', ca })).text).toBe('app content');
   });
 
+  it('answers an HTTP/1.1 request with no Host, or with two, 400 and closes (RFC 9112 3.2), never the edge content', async () => {
+    for (const head of ['GET / HTTP/1.1\r\n', 'GET / HTTP/1.1\r\nHost: app.example.com\r\nHost: other.example.com\r\n', 'GET / HTTP/1.1\r\nHost: app.example.com\r\nhost: app.example.com\r\n']) {
+      const r = await exchange(await tlsTo(), `${head}\r\n`, { quietMs: 2000 });
+      expect(r.text, head).toMatch(/^HTTP\/1\.1 400 /);
+      expect(r.text, head).toContain('ERR_SERVICE_702');
+      expect(r.text, head).not.toContain('app content');
+      expect(r.closed, head).toBe(true);
+    }
+    expect((await edgeRequest({ port, host: 'app.example.com', ca })).text).toBe('app content');
+  });
+
   it('closes a connection whose headers do not arrive in time, and one that never says hello', async () => {
     const slow = await tlsTo();
     slow.write('GET / HTTP/1.1\r\nHost: app.example.com\r\n');
