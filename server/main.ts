@@ -6,6 +6,7 @@ import type { ServerConfig } from './config.js';
 import { DeliveryWorker } from './events/delivery.js';
 import { Gateway } from './gateway/gateway.js';
 import { buildApp } from './http/app.js';
+import { authFailureCounter } from './http/rate-limit.js';
 import { Metrics } from './http/metrics.js';
 import { startIngress, type RunningIngress } from './ingress/start.js';
 import { drainable, DRAIN_DEFAULTS } from './http/drain.js';
@@ -50,13 +51,15 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     let openapi: unknown;
     const metrics = new Metrics();
     let closing = false;
+    // One count of failed authentications per address for the API and the agent endpoint: a guesser gains nothing by switching.
+    const authFailures = authFailureCounter(config.authFailureLimit, config.apiRateWindowMs);
     const app = buildApp({
       isClosing: () => closing,
       server,
       routes,
       apiRateLimit: config.apiRateLimit,
       apiRateWindowMs: config.apiRateWindowMs,
-      authFailureLimit: config.authFailureLimit,
+      authFailures,
       log,
       openapi: () => (openapi ??= openapiDocument(routes, server.publicUrl, version)),
       metrics,
@@ -71,6 +74,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       version,
       databaseUrl: config.databaseUrl,
       log: logFields,
+      authFailures,
     });
     await gateway.start(app.server);
     server.gateway = gateway;

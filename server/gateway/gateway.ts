@@ -12,6 +12,7 @@ import { ApiError, ERRORS, notFound, type ErrorCode } from '../http/errors.js';
 import type { ServerContext } from '../resources/context.js';
 import { newId, newIdBody } from '../store/ids.js';
 import { bindAllowed, refusal } from './acl.js';
+import { clientKey, type RateLimiter } from '../http/rate-limit.js';
 import { authenticateAgent, checkOwnerActive, type AgentCredential } from './auth.js';
 import { agentBundle } from './bundle.js';
 import { busFor, type Bus, type BusReply } from './bus.js';
@@ -33,6 +34,8 @@ export interface GatewayOptions {
   version: string;
   databaseUrl: string;
   log: (fields: Record<string, unknown>) => void;
+  /** Failed authentications per client address, shared with the API (ERR_SERVICE_227 past the limit). */
+  authFailures?: RateLimiter;
 }
 
 interface Live {
@@ -132,8 +135,11 @@ export class Gateway {
     try {
       credential = await authenticateAgent(this.ctx.db.prisma as never, bearer[1]);
     } catch (e) {
-      if (e instanceof ApiError) return refuse(e);
-      throw e;
+      if (!(e instanceof ApiError)) throw e;
+      // A presented token that did not authenticate counts against the address, as on the API.
+      const wait = e.status === 401 ? (this.opts.authFailures?.take(clientKey(socket.remoteAddress ?? '')) ?? 0) : 0;
+      if (wait > 0) return refuse(new ApiError('ERR_SERVICE_227', `too many failed authentications from this address; retry in ${wait} s`, { retry_after: wait }, { 'Retry-After': String(wait) }));
+      return refuse(e);
     }
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${UPGRADE_TOKEN}\r\nConnection: Upgrade\r\n\r\n`);
     if (head.length) socket.unshift(head);
@@ -360,6 +366,6 @@ const toReply = (e: unknown): BusReply => ({ ok: false, error_code: (e as ApiErr
 function writeHttpError(socket: Socket, e: ApiError) {
   const operationId = `op_${newIdBody()}`;
   const body = JSON.stringify({ error_code: e.code, status_code: e.status, msg: e.message, details: { ...e.details, operation_id: operationId } });
-  const extra = e.status === 401 ? 'WWW-Authenticate: Bearer\r\n' : '';
-  socket.end(`HTTP/1.1 ${e.status} ${e.status === 401 ? 'Unauthorized' : 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nService-Operation-Id: ${operationId}\r\n${extra}Connection: close\r\n\r\n${body}`);
+  const extra = (e.status === 401 ? 'WWW-Authenticate: Bearer\r\n' : '') + Object.entries(e.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  socket.end(`HTTP/1.1 ${e.status} ${e.status === 401 ? 'Unauthorized' : e.status === 429 ? 'Too Many Requests' : 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nService-Operation-Id: ${operationId}\r\n${extra}Connection: close\r\n\r\n${body}`);
 }

@@ -10,7 +10,7 @@ import type { Metrics } from './metrics.js';
 import { parseJsonBody } from './body.js';
 import { writeLogLine } from '../log-lines.js';
 import { answerProtocolErrors } from './protocol.js';
-import { clientKey, RateLimiter } from './rate-limit.js';
+import { authFailureCounter, clientKey, RateLimiter } from './rate-limit.js';
 import { SAML_PATH_PREFIX, samlEndpoints } from './saml-endpoints.js';
 import { answerClientError, API_KEY_HEADER, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
 
@@ -28,7 +28,6 @@ function quoteStart(header: string | string[]): string {
 const PUBLIC = new Set(['/healthz', '/openapi.json', '/metrics']);
 const METHODS: Method[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 /** Client addresses whose failed authentications are counted at once; the oldest is forgotten past it. */
-const MAX_TRACKED_ADDRESSES = 10_000;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -45,6 +44,8 @@ export interface AppOptions {
   apiRateWindowMs?: number;
   /** Failed authentications per minute per client address; 0 turns the limit off. */
   authFailureLimit?: number;
+  /** The failed-authentication counter per address, shared with the agent endpoint (server/main.ts); made here when not given. */
+  authFailures?: RateLimiter;
   /** Where request log lines go (one JSON object per line). */
   log?: (line: string) => void;
   openapi: () => unknown;
@@ -70,7 +71,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   });
   answerProtocolErrors(app);
   const limiter = new RateLimiter(opts.apiRateLimit, opts.apiRateWindowMs);
-  const failures = new RateLimiter(opts.authFailureLimit ?? 0, opts.apiRateWindowMs, MAX_TRACKED_ADDRESSES);
+  const failures = opts.authFailures ?? authFailureCounter(opts.authFailureLimit ?? 0, opts.apiRateWindowMs);
   /** A presented token that did not authenticate: 401, or 429 once the address has failed too often. */
   const refuse = (request: FastifyRequest, error: ApiError) => {
     const wait = failures.take(clientKey(request.ip));

@@ -26,6 +26,11 @@ export class RateLimiter {
   }
 }
 
+/** Failed authentications per client address, at most 10,000 addresses tracked (the API and the agent endpoint share one). */
+export function authFailureCounter(perMinute: number, windowMs?: number): RateLimiter {
+  return new RateLimiter(perMinute, windowMs, 10_000);
+}
+
 /**
  * The key a client address is limited by: an IPv4 address (also IPv4-mapped IPv6) as is,
  * an IPv6 address by its /64, the smallest block one subscriber is usually given, so that

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { ERRORS } from '../../server/http/errors.js';
+import { rawHttp } from '../helpers/raw-http.js';
 import { api, killServers, serve } from '../helpers/serve.js';
 import { removeTempDirs, tempDir } from '../helpers/temp.js';
 
@@ -46,6 +47,27 @@ describe('failed authentications per client address', () => {
     // Another address has its own allowance.
     expect((await api(`${v6}/ip_policies`, WRONG)).status).toBe(401);
     expect((await api(`${v6}/ip_policies`, TOKEN)).status).toBe(200);
+    s.child.kill('SIGTERM');
+    expect(await s.exited).toBe(0);
+  });
+
+  it('the agent endpoint counts failed credentials against the same per-address allowance as the API', async () => {
+    const s = await serve(['--data-dir', tempDir()], { EDGEFORM_BOOTSTRAP_TOKEN: TOKEN, EDGEFORM_AUTH_FAILURE_LIMIT: '3' });
+    const agentUpgrade = () => rawHttp(s.url, `GET /_edgeform/agent HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: edgeform-agent/2\r\nService-Version: 2\r\nAuthorization: Bearer ${WRONG}\r\n\r\n`);
+    for (let i = 0; i < 2; i++) {
+      const r = await agentUpgrade();
+      expect(r.status, r.head).toBe(401);
+      expect(r.body).toMatchObject({ error_code: 'ERR_SERVICE_202' });
+    }
+    // The third failure is the API's: one allowance for both doors.
+    expect((await api(`${s.url}/ip_policies`, WRONG)).status).toBe(401);
+    const limited = await agentUpgrade();
+    expect(limited.status, limited.head).toBe(429);
+    expect(limited.body).toMatchObject({ error_code: 'ERR_SERVICE_227', status_code: 429 });
+    expect(Number(/retry-after: (\d+)/i.exec(limited.head)?.[1])).toBeGreaterThan(0);
+    expect((await api(`${s.url}/ip_policies`, WRONG)).status).toBe(429);
+    // A valid key from the same address is still served.
+    expect((await api(`${s.url}/ip_policies`, TOKEN)).status).toBe(200);
     s.child.kill('SIGTERM');
     expect(await s.exited).toBe(0);
   });
