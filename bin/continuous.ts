@@ -4,6 +4,7 @@
 // --once and the run succeeded (drift repaired or found included); 1 --once and the run
 // failed, or the service could not start (the metrics address in use); 2 usage error.
 import { Command, Option } from 'commander';
+import { logLine as serverLogLine } from '../server/log-lines.js';
 import { commandLine, lockOptions, parseDuration } from './lock.js';
 import { explain, manifestOption, needsNamedStack, parallelismOption, targetOf, targetOptions, UsageError, type Io } from './reconcile.js';
 import { notificationOf, notifyOptions, notifyTargetOf } from './notify.js';
@@ -42,9 +43,9 @@ Examples:
   edgeform reconcile -f manifests/ --stack web --dry-run --notify https://hooks.example.com/edgeform
 `;
 
-/** One JSON log line, as `edgeform serve` writes them. */
+/** One JSON log line, made as `edgeform serve` makes them (server/log-lines.ts). */
 const logLine = (io: Io, level: 'info' | 'warn' | 'error', msg: string, extra: Record<string, unknown> = {}) =>
-  io.out(`${JSON.stringify({ time: new Date().toISOString(), level, msg, ...extra })}\n`);
+  io.out(`${serverLogLine({ level, msg, ...extra })}\n`);
 
 function runLine(r: RunReport, trigger: Trigger) {
   return {

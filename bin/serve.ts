@@ -3,7 +3,7 @@ import { Command, Option } from 'commander';
 import { resolveConfig, type ServerConfig } from '../server/config.js';
 import { startServer, type RunningServer } from '../server/main.js';
 import { providerOf } from '../server/store/db.js';
-import { writeLogLine } from '../server/log-lines.js';
+import { logLine, writeLogLine } from '../server/log-lines.js';
 import { startupProblem } from './serve-errors.js';
 
 export function serveCommand(setCode: (code: number) => void) {
@@ -49,8 +49,7 @@ Environment only:
         return setCode(1);
       }
       // Through the server's own line writer, so these lines and its log lines keep their order.
-      const info = (msg: string, extra: object = {}) =>
-        writeLogLine(JSON.stringify({ time: new Date().toISOString(), level: 'info', msg, ...extra }));
+      const info = (msg: string, extra: object = {}) => writeLogLine(logLine({ msg, ...extra }));
       if (server.db.migrated.length) info(`applied migrations: ${server.db.migrated.join(', ')}`);
       info(`edgeform listening on ${server.listening}`, { url: server.url, database: server.db.where });
       for (const l of server.ingress?.listeners ?? []) {
