@@ -15,9 +15,9 @@ import { readClientHello } from './client-hello.js';
 import { handleHttpsRequest, handleHttpsUpgrade, type HttpsContext } from './http/handler.js';
 import type { LiveTable } from './live-table.js';
 import { clientIpOf, streamEdge, type StreamDeps } from './tcp.js';
-import { errorAnswer } from './http/error-page.js';
+import { ERROR_CODE_HEADER, errorAnswer } from './http/error-page.js';
 import { terminationKey, terminationOf, type Termination, type TlsContexts } from './tls.js';
-import type { HttpsEdgeEntry, IngressDeps, IngressListenerSpec, StreamEdgeEntry } from './types.js';
+import type { EdgeAnswer, HttpsEdgeEntry, IngressDeps, IngressListenerSpec, StreamEdgeEntry } from './types.js';
 
 export interface ListenerLimits {
   /** Open connections per listener; past it new ones are closed at once. */
@@ -65,8 +65,12 @@ function hostOfRequest(req: http.IncomingMessage | http2.Http2ServerRequest): st
 
 /** A request whose host is not the name its TLS connection was opened for (no edge's content crosses names). */
 function misdirected(res: http.ServerResponse | http2.Http2ServerResponse, sni: string, host: string) {
-  const a = errorAnswer('ERR_SERVICE_701', `this connection was opened for ${sni}; send requests for ${host || 'another host'} on a connection opened for it`);
-  res.writeHead(a.status, { ...a.headers, 'edgeform-error-code': a.code! });
+  writeAnswer(res, errorAnswer('ERR_SERVICE_701', `this connection was opened for ${sni}; send requests for ${host || 'another host'} on a connection opened for it`));
+}
+
+/** An answer the listener makes itself, before any edge or route is chosen, with its code in the header too. */
+function writeAnswer(res: http.ServerResponse | http2.Http2ServerResponse, a: EdgeAnswer) {
+  res.writeHead(a.status, { ...a.headers, [ERROR_CODE_HEADER]: a.code! });
   res.end(a.body ?? '');
 }
 
@@ -84,10 +88,8 @@ function hostHeaderInvalid(req: http.IncomingMessage | http2.Http2ServerRequest)
 }
 
 function badHost(res: http.ServerResponse, hosts: string) {
-  const a = errorAnswer('ERR_SERVICE_702', `an HTTP/1.1 request needs exactly one Host header (${hosts})`);
   res.shouldKeepAlive = false;
-  res.writeHead(a.status, { ...a.headers, 'edgeform-error-code': a.code!, connection: 'close' });
-  res.end(a.body ?? '');
+  writeAnswer(res, errorAnswer('ERR_SERVICE_702', `an HTTP/1.1 request needs exactly one Host header (${hosts})`, { connection: 'close' }));
 }
 
 /** HTTP/1.1 that never became a request: answered on the raw connection, which then closes. */
@@ -99,7 +101,7 @@ function answerClientError(err: { code?: string }, socket: Duplex) {
       ? errorAnswer('ERR_SERVICE_704', 'the request headers did not arrive in time')
       : errorAnswer('ERR_SERVICE_702', 'the request is not valid HTTP');
   const body = Buffer.from(String(a.body ?? ''));
-  const head = [`HTTP/1.1 ${a.status} ${http.STATUS_CODES[a.status] ?? ''}`, ...Object.entries(a.headers ?? {}).map(([k, v]) => `${k}: ${v}`), `edgeform-error-code: ${a.code}`, `content-length: ${body.length}`, 'connection: close'];
+  const head = [`HTTP/1.1 ${a.status} ${http.STATUS_CODES[a.status] ?? ''}`, ...Object.entries(a.headers ?? {}).map(([k, v]) => `${k}: ${v}`), `${ERROR_CODE_HEADER}: ${a.code}`, `content-length: ${body.length}`, 'connection: close'];
   const timer = setTimeout(() => socket.destroy(), 1000);
   socket.end(Buffer.concat([Buffer.from(`${head.join('\r\n')}\r\n\r\n`), body]), () => {
     clearTimeout(timer);
