@@ -2,39 +2,27 @@
 // the agent exit 0, restart brings it back under a new session id, update fails with a
 // distinct 409 for each of SPEC's four reasons, and an agent that never answers gives 504.
 import fs from 'node:fs';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { expectError } from '../helpers/api.js';
-import { credentialToken, fakeAgent, sessions, startAgent, validHello, type AgentProcess } from '../helpers/agent.js';
-import { removeTempDirs, tempDir } from '../helpers/temp.js';
+import { agentTestHooks, credentialToken, fakeAgent, sessions, validHello, type AgentProcess } from '../helpers/agent.js';
+import { tempDir } from '../helpers/temp.js';
 import { until } from '../helpers/wait.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;
 let token: string;
-const running: AgentProcess[] = [];
-const agent = (args: string[] = [], env: Record<string, string> = {}) => {
-  const dir = tempDir('edgeform-agent-state-');
-  const a = startAgent(['--api-url', s.url, '--authtoken', token, '--state-dir', dir, ...args, 'http', '3000'], env);
-  running.push(a);
-  return a;
-};
+const start = agentTestHooks(async () => {
+  s = await startTestServer({ agentHeartbeatMs: 1000, agentCommandTimeoutMs: 1500 });
+  token = (await credentialToken(s)).token;
+  return s;
+});
+const agent = (args: string[] = [], env: Record<string, string> = {}) =>
+  start(['--api-url', s.url, '--authtoken', token, '--state-dir', tempDir('edgeform-agent-state-'), ...args, 'http', '3000'], env);
 const sessionOf = async (a: AgentProcess) => {
   await a.waitFor('online: tn_');
   return [...a.output().matchAll(/session (ts_\w+) established/g)].at(-1)![1];
 };
 
-beforeAll(async () => {
-  s = await startTestServer({ agentHeartbeatMs: 1000, agentCommandTimeoutMs: 1500 });
-  token = (await credentialToken(s)).token;
-});
-afterEach(async () => {
-  for (const a of running.splice(0)) a.kill();
-  await until(async () => (await sessions(s)).length === 0, 10_000);
-});
-afterAll(async () => {
-  await s.close();
-  removeTempDirs();
-});
 
 describe('stop', () => {
   it('204 once acknowledged; the agent exits 0 and its session disappears; then 404', async () => {

@@ -2,29 +2,14 @@
 // is refused (409 ERR_SERVICE_320, on the agent's side, the rest of its session stays up)
 // while the first holds it, and gets it once the first session has gone. The claim is a
 // UniqueKey row, so it holds across instances too (agent-postgres.test.ts).
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { agentConfigFile, credentialToken, hostnameConfig, sessions, startAgent, tunnels, type AgentProcess } from '../helpers/agent.js';
-import { removeTempDirs } from '../helpers/temp.js';
+import { describe, expect, it } from 'vitest';
+import { agentConfigFile, agentTestHooks, credentialToken, hostnameConfig, sessions, tunnels } from '../helpers/agent.js';
 import { until } from '../helpers/wait.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;
-const running: AgentProcess[] = [];
-const agent = (args: string[]) => {
-  const a = startAgent(args);
-  running.push(a);
-  return a;
-};
+const agent = agentTestHooks(async () => (s = await startTestServer({ agentHeartbeatMs: 1000 })));
 
-beforeAll(async () => { s = await startTestServer({ agentHeartbeatMs: 1000 }); });
-afterEach(async () => {
-  for (const a of running.splice(0)) a.kill();
-  await until(async () => (await sessions(s)).length === 0, 10_000, () => 'sessions of killed agents stayed listed');
-});
-afterAll(async () => {
-  await s.close();
-  removeTempDirs();
-});
 
 const urlsOf = async () => (await tunnels(s)).map((t) => t.public_url).sort();
 

@@ -5,29 +5,15 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { credentialToken, sessions, startAgent, tunnels, type AgentProcess } from '../helpers/agent.js';
-import { removeTempDirs, tempDir } from '../helpers/temp.js';
+import { describe, expect, it } from 'vitest';
+import { agentTestHooks, credentialToken, sessions, tunnels } from '../helpers/agent.js';
+import { tempDir } from '../helpers/temp.js';
 import { until } from '../helpers/wait.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;
-const running: AgentProcess[] = [];
-const agent = (args: string[], env: Record<string, string | undefined> = {}) => {
-  const a = startAgent(args, env);
-  running.push(a);
-  return a;
-};
+const agent = agentTestHooks(async () => (s = await startTestServer({ agentHeartbeatMs: 1000, region: 'eu-test' })));
 
-beforeAll(async () => { s = await startTestServer({ agentHeartbeatMs: 1000, region: 'eu-test' }); });
-afterEach(async () => {
-  for (const a of running.splice(0)) a.kill();
-  await until(async () => (await sessions(s)).length === 0, 10_000, () => 'sessions of killed agents stayed listed');
-});
-afterAll(async () => {
-  await s.close();
-  removeTempDirs();
-});
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/;
 
