@@ -13,6 +13,23 @@ import { continuousCommand } from './continuous.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 
+/**
+ * A reader that stops early (`edgeform export | head`) closes the pipe under standard output.
+ * Node reports that as an EPIPE error, which would end the process with a stack trace; stop as
+ * a program does on SIGPIPE instead, quietly. A command that runs until signalled (serve, agent,
+ * reconcile --continuous) has a SIGTERM handler: it gets SIGTERM, so it drains as it would on one.
+ */
+function stopQuietlyOnClosedPipe(): void {
+  let closed = false;
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE') throw e;
+    if (closed) return;
+    closed = true;
+    if (process.listenerCount('SIGTERM') > 0) process.kill(process.pid, 'SIGTERM');
+    else process.exit(process.exitCode ?? 0);
+  });
+}
+
 /** Exit codes: 0 success, 1 error, 2 usage error (or, with --detailed-exitcode, changes present). */
 export async function main(argv: string[], io?: Io): Promise<number> {
   const program = new Command('edgeform')
@@ -20,6 +37,7 @@ export async function main(argv: string[], io?: Io): Promise<number> {
     .version(version)
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
+  if (!io) stopQuietlyOnClosedPipe();
   let code = 0;
   const setCode = (c: number) => { code = c; };
   program.addCommand(serveCommand(setCode));

@@ -4,6 +4,7 @@
 // waits (a rate limit) keeps saying so.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { manifestDir, runCli } from '../helpers/cli.js';
+import { startCli } from '../helpers/cli-process.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { toYaml } from '../helpers/reconciler.js';
 
@@ -34,6 +35,15 @@ describe('apply and destroy --json on a terminal', () => {
     expect(r.stdout.trim().split('\n')).toHaveLength(1);
     expect(r.json().error).toBe(`${command} --json needs --auto-approve: the confirmation prompt cannot share stdout with the JSON document (review with "edgeform plan --json" first, or save a plan with "plan --out FILE" and apply that file)`);
     expect(r.stdout).not.toContain('Do you want to perform these actions?');
+  });
+});
+
+describe('a reader that stops early (edgeform ... | head)', () => {
+  it('stops quietly, exit 0, with no stack trace, when standard output is closed before it writes', async () => {
+    const p = startCli(['plan', '--help']);
+    p.child.stdout!.destroy();
+    expect(await p.exited).toBe(0);
+    expect(p.stderr).toBe('');
   });
 });
 

@@ -85,6 +85,15 @@ describe('edgeform serve', () => {
     expect(await again.exited).toBe(0);
   });
 
+  it('standard output closed by its reader (serve | head): the next log line stops it as SIGTERM would, exit 0, no stack trace', async () => {
+    const s = await serve(['--data-dir', tempDir()]);
+    s.child.stdout!.destroy();
+    // The request's access-log line is the next write to the closed pipe.
+    await fetch(`${s.url}/ip_policies`).catch(() => undefined);
+    expect(await s.exited).toBe(0);
+    expect(s.stderr()).not.toMatch(/EPIPE|at .*\(/);
+  });
+
   it('EDGEFORM_BOOTSTRAP_TOKEN supplies the first token, which is then never printed or written', async () => {
     const dir = tempDir();
     const token = 'gitops-token-abcdefghijklmnopqrstuvwxyz0123456789';
