@@ -16,8 +16,9 @@ export async function holdCaller(ctx: Ctx, w: Writes): Promise<void> {
   if (!caller?.keyId) return;
   const bot = kindOfId(caller.ownerId)?.kind === botUser.kind;
   // Only a bot's row says whether its keys work; a user's may change while its keys write.
+  // Both locks are sent at once (one round trip on PostgreSQL) and taken in this order.
   const rows = bot
-    ? [...(await w.lock([caller.keyId], 'KEY SHARE')), ...(await w.lock([caller.ownerId], 'SHARE'))]
+    ? (await Promise.all([w.lock([caller.keyId], 'KEY SHARE'), w.lock([caller.ownerId], 'SHARE')])).flat()
     : await w.lock([caller.keyId, caller.ownerId], 'KEY SHARE');
   const owner = rows.find((r) => r.id === caller.ownerId);
   if (!rows.some((r) => r.id === caller.keyId) || !owner) throw invalidKey();

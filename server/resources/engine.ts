@@ -9,7 +9,7 @@ import { newId } from '../store/ids.js';
 import type { RefRow, Rows, Writes } from '../store/hot-writes.js';
 import type { LockMode } from '../store/locks.js';
 import { failAfterInsertForTests } from '../store/test-hooks.js';
-import { emit, rfc3339 } from '../events/outbox.js';
+import { emit, readSubscriptionsEarly, rfc3339 } from '../events/outbox.js';
 import { behaviourOf, type Doc, type StoredResource } from './behaviours.js';
 import { holdCaller } from './caller-hold.js';
 import type { Ctx, ServerContext } from './context.js';
@@ -300,7 +300,9 @@ async function transact<T>(ctx: Ctx, kind: KindEntry, fn: (w: Writes) => Promise
     try {
       const out = await store.transaction(async (w) => {
         // Only a write that queued deliveries wakes the delivery worker (a pass is two queries).
-        const tracked: Writes = { ...w, insertDeliveries: (rows) => { deliveries ||= rows.length > 0; return w.insertDeliveries(rows); } };
+        let tracked: Writes = { ...w, insertDeliveries: (rows) => { deliveries ||= rows.length > 0; return w.insertDeliveries(rows); } };
+        // A delete reads them after its removals anyway.
+        if (what === 'write') tracked = readSubscriptionsEarly(tracked, kind);
         await holdCaller(ctx, tracked);
         return fn(tracked);
       });
