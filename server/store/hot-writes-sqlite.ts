@@ -5,11 +5,12 @@
 // serializable and the row locks of PostgreSQL have nothing to add here. Statements are
 // prepared once and run synchronously; values are stored as Prisma stores them (dates as
 // RFC 3339 text with +00:00, JSON as text).
-import BetterSqlite3 from 'better-sqlite3';
+import type BetterSqlite3 from 'better-sqlite3';
 import { BY_PARENT, COLUMNS } from './hot-reads.js';
 import { type Raw, toRow } from './hot-sqlite.js';
 import { MAX_WAIT_MS, type KeyRow, type RefRow, type WriteFailure, type Writes, type WriteStore } from './hot-writes.js';
 import type { SqliteWriter } from './sqlite-writer.js';
+import { statementsOf } from './statement-cache.js';
 
 /** Prisma's better-sqlite3 adapter's form of a DateTime. */
 const dateOf = (d: Date) => d.toISOString().replace('Z', '+00:00');
@@ -20,17 +21,9 @@ class WaitedTooLong extends Error {
 }
 
 export function hotWritesSqlite(db: BetterSqlite3.Database, writer: SqliteWriter): WriteStore {
-  // The adapter's statement cache (statement-cache.ts) replaces this connection's prepare
-  // with a binding that serves only the adapter's calls; these need whole statements.
-  const statements = new Map<string, BetterSqlite3.Statement>();
-  const st = (sql: string) => {
-    let s = statements.get(sql);
-    if (!s) {
-      s = BetterSqlite3.prototype.prepare.call(db, sql) as BetterSqlite3.Statement;
-      statements.set(sql, s);
-    }
-    return s;
-  };
+  // The connection's one statement cache, shared with Prisma's adapter (whose prepare it replaced).
+  const statements = statementsOf(db);
+  const st = (sql: string) => statements.get(sql);
   const marks = (n: number) => Array(n).fill('?').join(', ');
   const rows = (sql: string, args: unknown[]) => (st(sql).all(...args) as Raw[]).map(toRow);
   const SELECT = `SELECT ${COLUMNS} FROM "Resource"`;
