@@ -19,6 +19,7 @@ import type { LockMode } from './locks.js';
 
 const MODES: LockMode[] = ['KEY SHARE', 'SHARE', 'NO KEY UPDATE', 'UPDATE'];
 const LOCKS = new Map(MODES.map((m) => [m, { name: `edgeform_w_lock_${m.replace(/ /g, '_').toLowerCase()}`, text: `${SELECT} WHERE "id" = ANY($1) ORDER BY "id" FOR ${m}` }]));
+const HOLDS = new Map(MODES.map((m) => [m, { name: `edgeform_w_hold_${m.replace(/ /g, '_').toLowerCase()}`, text: `SELECT "id" FROM "Resource" WHERE "id" = ANY($1) ORDER BY "id" FOR ${m}` }]));
 
 const iso = (d: Date) => d.toISOString();
 
@@ -97,6 +98,11 @@ function writes(p: Pipeline): Writes {
       const unique = [...new Set(ids.filter(Boolean))];
       const lock = LOCKS.get(mode)!;
       return unique.length ? rows(lock.name, lock.text, [unique]) : [];
+    },
+    async hold(ids, mode) {
+      const unique = [...new Set(ids.filter(Boolean))];
+      const hold = HOLDS.get(mode)!;
+      return unique.length ? (await q<{ id: string }>(hold.name, hold.text, [unique])).map((r) => r.id) : [];
     },
     async lockChildren(parentIds) {
       if (parentIds.length) send('edgeform_w_lock_children', 'SELECT "id" FROM "Resource" WHERE "parentId" = ANY($1) ORDER BY "id" FOR UPDATE', [parentIds]);

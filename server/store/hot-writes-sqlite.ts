@@ -69,6 +69,10 @@ export function hotWritesSqlite(db: BetterSqlite3.Database, writer: SqliteWriter
     async lock(ids) {
       return byIds([...new Set(ids.filter(Boolean))]);
     },
+    async hold(ids) {
+      const exists = st('SELECT "id" FROM "Resource" WHERE "id" = ?').pluck();
+      return [...new Set(ids.filter(Boolean))].sort(byteOrder).filter((id) => exists.get(id) !== undefined);
+    },
     async lockChildren() {},
     async lockName() {},
     async insert(r) {

@@ -36,6 +36,8 @@ export interface Writes extends EventWrites {
    * one write lock: there it only reads them.
    */
   lock(ids: string[], mode: LockMode): Promise<ResourceRow[]>;
+  /** As `lock`, for rows whose existence is all that matters: the ids of those that exist, in id order (no document read). */
+  hold(ids: string[], mode: LockMode): Promise<string[]>;
   /** Locks the children of these resources FOR UPDATE (about to be deleted with them). */
   lockChildren(parentIds: string[]): Promise<void>;
   /** A lock on a name until the commit (PostgreSQL's advisory lock; nothing on SQLite). */

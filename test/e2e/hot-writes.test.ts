@@ -126,6 +126,12 @@ describe.each(DATABASES)('the engine writes on $db', ({ db, skip }) => {
     expect(await s.server.db.prisma.resource.count({ where: { id: policy.id } })).toBe(1);
   });
 
+  it.skipIf(skip)('hold returns, in id order, the ids of the rows that exist, each once', async () => {
+    const [a, b] = [(await s.post('/ip_policies', {})).body.id, (await s.post('/ip_policies', {})).body.id];
+    const held = await s.server.db.writes.transaction((w) => w.hold([b, 'ipp_missing', a, b, ''], 'KEY SHARE'));
+    expect(held).toEqual([a, b].sort());
+  });
+
   it.skipIf(skip)('a transaction that throws leaves nothing behind', async () => {
     const now = new Date();
     await expect(s.server.db.writes.transaction(async (w) => {
