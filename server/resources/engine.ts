@@ -329,8 +329,20 @@ async function transact<T>(ctx: Ctx, kind: KindEntry, fn: (w: Writes) => Promise
         let tracked: Writes = { ...w, insertDeliveries: (rows) => { deliveries ||= rows.length > 0; return w.insertDeliveries(rows); } };
         // A delete reads them after its removals anyway.
         if (what === 'write') tracked = readSubscriptionsEarly(tracked, kind);
-        await holdCaller(ctx, tracked);
-        return fn(tracked);
+        // The caller's hold goes first and is checked before the commit, but the write's own
+        // statements do not wait for its answer (on PostgreSQL they travel with it); a refused
+        // caller is reported ahead of anything the write itself ran into.
+        const held = holdCaller(ctx, tracked);
+        held.catch(() => {});
+        let out: T;
+        try {
+          out = await fn(tracked);
+        } catch (e) {
+          await held;
+          throw e;
+        }
+        await held;
+        return out;
       });
       // Before the answer goes out: the next request with a deleted key is refused.
       if (behaviourOf(kind.kind).guardsCallers) ctx.callers?.forget();
