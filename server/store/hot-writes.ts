@@ -4,7 +4,8 @@
 // through its query engine per statement (bench/README.md, "Writes"). One small module per
 // database implements this: hot-writes-sqlite.ts (one better-sqlite3 transaction on the
 // writer connection, in turn with Prisma's writes), hot-writes-pg.ts (one pooled client,
-// BEGIN/COMMIT, named statements). The engine (server/resources/engine.ts) decides what to
+// BEGIN/COMMIT, named statements, pipelined: a write's refusal may be thrown by the next
+// statement that is waited for, or by the commit, rather than by the write's own call). The engine (server/resources/engine.ts) decides what to
 // read, lock and write; these only run the statements. Prisma keeps the schema, the
 // migrations and the other writes (agents' sessions, stack locks, the delivery worker).
 import type { LockMode } from './locks.js';
