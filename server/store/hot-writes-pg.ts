@@ -11,7 +11,7 @@
 // write's refusal (a taken unique key, a reference to a deleted row, a deadlock) is thrown by
 // the next awaited statement or the commit instead of by the write's own call, and the
 // transaction is rolled back all the same. A POST is two round trips (BEGIN, the event
-// subscriptions and the caller's lock; the INSERT and COMMIT), was five.
+// subscriptions, the caller's hold and the INSERT; the COMMIT), was five.
 import type { Pool, PoolClient, QueryConfig } from 'pg';
 import { SELECT, type Raw, toRow } from './hot-pg.js';
 import type { KeyRow, RefRow, WriteFailure, Writes, WriteStore } from './hot-writes.js';
@@ -23,12 +23,14 @@ const HOLDS = new Map(MODES.map((m) => [m, { name: `edgeform_w_hold_${m.replace(
 
 const iso = (d: Date) => d.toISOString();
 
-const ignore = () => {};
-
 /** The statements of one pipelined transaction on `client`: `q` waits for an answer, `send` does not. */
 class Pipeline {
-  /** Sent statements nobody has waited for yet, oldest first. */
-  private unawaited: Promise<unknown>[] = [];
+  /**
+   * The first statement's failure. Once one fails, PostgreSQL refuses every later one of the
+   * transaction as "aborted"; the first is the one that says why (a taken key, a deadlock).
+   * Answers arrive, and their handlers run, in the order the statements were sent.
+   */
+  private failed: unknown;
   private readonly socket: { cork(): void; uncork(): void };
   private corked = false;
   constructor(private readonly client: PoolClient) {
@@ -37,19 +39,27 @@ class Pipeline {
 
   /** Sends a statement now; its failure is thrown by the next `q` or `commit`. */
   send(name: string | undefined, text: string, values?: unknown[]): void {
-    const sent = this.query({ name, text, values });
-    sent.catch(ignore);
-    this.unawaited.push(sent);
+    void this.query({ name, text, values });
   }
 
-  /** Sends a statement and returns its rows; the failure of an earlier unawaited statement comes first (a later one then fails only because the transaction was aborted). */
+  /** Sends a statement and returns its rows. */
   async q<R>(name: string, text: string, values: unknown[]): Promise<R[]> {
-    return (await this.settle(this.query({ name, text, values }))).rows as R[];
+    try {
+      return (await this.query({ name, text, values })).rows as R[];
+    } catch (e) {
+      throw this.failed ?? e;
+    }
   }
 
   async commit(): Promise<void> {
-    const done = await this.settle(this.query({ text: 'COMMIT' }));
+    let done;
+    try {
+      done = await this.query({ text: 'COMMIT' });
+    } catch (e) {
+      throw this.failed ?? e;
+    }
     // An aborted transaction answers COMMIT with ROLLBACK, not an error.
+    if (this.failed) throw this.failed;
     if (done.command !== 'COMMIT') throw new Error(`the transaction was rolled back (${done.command})`);
   }
 
@@ -63,12 +73,8 @@ class Pipeline {
         this.socket.uncork();
       });
     }
-    return this.client.query(config);
-  }
-
-  private async settle<T>(answer: Promise<T>): Promise<T> {
-    answer.catch(ignore);
-    for (const earlier of this.unawaited.splice(0)) await earlier;
+    const answer = this.client.query(config);
+    answer.catch((e: unknown) => { this.failed ??= e; });
     return answer;
   }
 }
