@@ -70,7 +70,8 @@ export function hotWritesSqlite(db: BetterSqlite3.Database, writer: SqliteWriter
       return byIds([...new Set(ids.filter(Boolean))]);
     },
     async hold(ids) {
-      const exists = st('SELECT "id" FROM "Resource" WHERE "id" = ?').pluck();
+      // Not pluck(): like raw(), it would change the shared statement for every later caller.
+      const exists = st('SELECT "id" FROM "Resource" WHERE "id" = ?');
       return [...new Set(ids.filter(Boolean))].sort(byteOrder).filter((id) => exists.get(id) !== undefined);
     },
     async lockChildren() {},
