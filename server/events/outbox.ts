@@ -4,8 +4,9 @@
 // (delivery.ts) sends them after the commit, or writes them to the server's log for `log`
 // destinations, which also keep them readable.
 import { eventDestination, eventSubscription } from '../../provider/catalog/events.js';
-import type { KindEntry } from '../../provider/catalog/index.js';
-import type { EventWrites } from '../store/hot-writes.js';
+import { kindOfId, type KindEntry } from '../../provider/catalog/index.js';
+import type { ResourceRow } from '../store/hot-reads.js';
+import type { EventWrites, Writes } from '../store/hot-writes.js';
 import { newId } from '../store/ids.js';
 
 type Doc = Record<string, any>;
@@ -17,7 +18,7 @@ export const rfc3339 = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, 'Z');
 export async function emit(tx: EventWrites, kind: KindEntry, action: EventAction, object: Doc) {
   if (!kind.spec.events) return;
   const type = `${kind.type}_${action}.v0`;
-  const subscriptions = await tx.ofKind(eventSubscription.kind);
+  const subscriptions = await (early.get(tx) ?? tx.ofKind(eventSubscription.kind));
   const targets = new Set<string>();
   for (const s of subscriptions) {
     const body = (s.data as { body: Doc }).body;
@@ -30,6 +31,43 @@ export async function emit(tx: EventWrites, kind: KindEntry, action: EventAction
   const seq = await tx.insertEvent({ id: newId('ev'), type, resourceId: object.id, payload: { type, created_at: rfc3339(now), object }, createdAt: now });
   // A `log` destination's events too: the delivery worker writes each to the server's log once committed.
   await tx.insertDeliveries(destinations.map((d) => ({ destinationId: d.id, eventSeq: seq, nextAttemptAt: now })));
+}
+
+const early = new WeakMap<EventWrites, Promise<ResourceRow[]>>();
+
+/**
+ * For a write transaction of `kind` that will emit: reads the subscriptions now, with the
+ * transaction's first statements (on PostgreSQL in the same round trip as the caller's lock,
+ * instead of one of its own before the COMMIT), and returns the writes to use from here on,
+ * whose emit uses that answer. The event goes to the subscriptions committed when the
+ * transaction began rather than when it emitted (each is a moment within the transaction; a
+ * subscription committed in between was concurrent with the write either way). Once the
+ * transaction itself writes a subscription or deletes a row (which may take subscriptions with
+ * it), emit reads them again.
+ */
+export function readSubscriptionsEarly(w: Writes, kind: KindEntry): Writes {
+  if (!kind.spec.events) return w;
+  const subscriptions = w.ofKind(eventSubscription.kind);
+  // A transaction that fails before it emits never looks at the answer.
+  subscriptions.catch(() => {});
+  const stale = () => early.delete(out);
+  const out: Writes = {
+    ...w,
+    insert(row) {
+      if (row.kind === eventSubscription.kind) stale();
+      return w.insert(row);
+    },
+    update(id, updatedAt, data, sealed) {
+      if (kindOfId(id)?.kind === eventSubscription.kind) stale();
+      return w.update(id, updatedAt, data, sealed);
+    },
+    remove(id) {
+      stale();
+      return w.remove(id);
+    },
+  };
+  early.set(out, subscriptions);
+  return out;
 }
 
 /** A `log` destination keeps its events for GET /event_destinations/{id}/events instead of sending them. */

@@ -16,10 +16,13 @@ export async function holdCaller(ctx: Ctx, w: Writes): Promise<void> {
   if (!caller?.keyId) return;
   const bot = kindOfId(caller.ownerId)?.kind === botUser.kind;
   // Only a bot's row says whether its keys work; a user's may change while its keys write.
-  const rows = bot
-    ? [...(await w.lock([caller.keyId], 'KEY SHARE')), ...(await w.lock([caller.ownerId], 'SHARE'))]
-    : await w.lock([caller.keyId, caller.ownerId], 'KEY SHARE');
-  const owner = rows.find((r) => r.id === caller.ownerId);
-  if (!rows.some((r) => r.id === caller.keyId) || !owner) throw invalidKey();
+  if (!bot) {
+    // A user's keys work while the key and the user exist: nothing of either row is read.
+    if ((await w.hold([caller.keyId, caller.ownerId], 'KEY SHARE')).length < 2) throw invalidKey();
+    return;
+  }
+  // Both locks are sent at once (one round trip on PostgreSQL) and taken in this order.
+  const [key, [owner]] = await Promise.all([w.hold([caller.keyId], 'KEY SHARE'), w.lock([caller.ownerId], 'SHARE')]);
+  if (!key.length || !owner) throw invalidKey();
   if (!ownerActive(owner)) throw inactiveBotKey();
 }

@@ -1,15 +1,15 @@
 // The generic resource engine: create, read, list, update, module put/delete and delete
 // for every catalog kind. Kind names never appear here; traits and behaviours decide.
 import { catalog, kindOf, kindOfId, type KindEntry } from '../../provider/catalog/index.js';
-import { traitsOf } from '../../provider/catalog/traits.js';
-import { collectRefs, mergeSecrets, splitSecrets, toReadFields } from '../../provider/catalog/walk.js';
+import { traitsOf, type Traits } from '../../provider/catalog/traits.js';
+import { collectRefs, mergeSecrets, refTraitsOf, splitSecrets, toReadFields } from '../../provider/catalog/walk.js';
 import { ApiError, notFound } from '../http/errors.js';
 import { parseInput } from '../http/validation.js';
 import { newId } from '../store/ids.js';
 import type { RefRow, Rows, Writes } from '../store/hot-writes.js';
 import type { LockMode } from '../store/locks.js';
 import { failAfterInsertForTests } from '../store/test-hooks.js';
-import { emit, rfc3339 } from '../events/outbox.js';
+import { emit, readSubscriptionsEarly, rfc3339 } from '../events/outbox.js';
 import { behaviourOf, type Doc, type StoredResource } from './behaviours.js';
 import { holdCaller } from './caller-hold.js';
 import type { Ctx, ServerContext } from './context.js';
@@ -141,6 +141,33 @@ function checked(ctx: Ctx, kind: KindEntry, id: string, parentId: string | undef
   return toStored(ctx, row);
 }
 
+/** What a kind's writes look for, worked out once per kind (a PATCH walked the schema's traits four times). */
+interface WritePlan {
+  /** Whether a document of the kind can hold a reference at all. */
+  refs: boolean;
+  /** The fields whose values are unique keys. */
+  unique: [string, NonNullable<Traits['unique']>][];
+}
+
+const writePlans = new WeakMap<KindEntry, WritePlan>();
+function writePlanOf(kind: KindEntry): WritePlan {
+  let plan = writePlans.get(kind);
+  if (!plan) {
+    plan = {
+      refs: refTraitsOf(kind.fields).length > 0,
+      unique: Object.entries(kind.fields).flatMap(([field, schema]) => {
+        const u = traitsOf(schema).unique;
+        return u ? [[field, u] as [string, NonNullable<Traits['unique']>]] : [];
+      }),
+    };
+    writePlans.set(kind, plan);
+  }
+  return plan;
+}
+
+/** The references in a document of `kind`. */
+const refsIn = (kind: KindEntry, body: Doc) => (writePlanOf(kind).refs ? collectRefs(kind.fields, body) : []);
+
 /** A resource in a write transaction, its row locked first; 404 if missing. */
 async function loadLocked(ctx: Ctx, w: Writes, kind: KindEntry, id: string, parentId: string | undefined, lock: LockMode): Promise<StoredResource> {
   const [row] = await w.lock([id], lock);
@@ -168,8 +195,8 @@ async function resolveParent(w: Writes, kind: KindEntry, body: Doc, pathParams: 
  * against change too, for the cycle check.
  */
 async function checkRefs(w: Writes, kind: KindEntry, body: Doc, prior?: StoredResource) {
-  const known = new Set(prior ? collectRefs(kind.fields, prior.body).flatMap((r) => r.ids) : []);
-  for (const found of collectRefs(kind.fields, body)) {
+  const known = new Set(prior ? refsIn(kind, prior.body).flatMap((r) => r.ids) : []);
+  for (const found of refsIn(kind, body)) {
     if (found.path === kind.parent?.field) continue;
     const ids = [...new Set(found.ids)].filter((id) => !known.has(id));
     if (!ids.length) continue;
@@ -183,7 +210,7 @@ async function checkRefs(w: Writes, kind: KindEntry, body: Doc, prior?: StoredRe
   }
   // Only an existing resource can be reached from what it references.
   if (prior) {
-    for (const found of collectRefs(kind.fields, body).filter((r) => r.ref.acyclic)) {
+    for (const found of refsIn(kind, body).filter((r) => r.ref.acyclic)) {
       const cycle = await cycleBack(w, prior.id, found.path, found.ids);
       if (cycle) {
         const reason = `would make a cycle: ${cycle.join(' -> ')}; a ${label(kind)} may not contain itself, directly or through others`;
@@ -224,7 +251,7 @@ async function cycleBack(w: Writes, start: string, path: string, ids: string[]):
 /** The Reference rows a document makes. */
 function refRows(kind: KindEntry, id: string, body: Doc): RefRow[] {
   const rows = new Map<string, RefRow>();
-  for (const found of collectRefs(kind.fields, body)) {
+  for (const found of refsIn(kind, body)) {
     if (found.path === kind.parent?.field) continue;
     // heldId is the foreign key: every reference but a "keep" one holds its target in place.
     const heldId = (toId: string) => (found.ref.onDelete === 'keep' ? null : toId);
@@ -247,10 +274,9 @@ async function writeRefs(w: Writes, kind: KindEntry, id: string, body: Doc, prio
 
 function uniqueKeys(kind: KindEntry, body: Doc, parentId: string | null) {
   const keys: { scope: string; value: string; what: string; field: string }[] = [];
-  for (const [field, schema] of Object.entries(kind.fields)) {
-    const u = traitsOf(schema).unique;
+  for (const [field, u] of writePlanOf(kind).unique) {
     const value = body[field];
-    if (!u || value == null) continue;
+    if (value == null) continue;
     const scope = u.perParent ? `${u.scope}:${parentId}` : u.scope;
     for (const v of Array.isArray(value) ? value : [value]) keys.push({ scope, value: String(v), what: u.what, field });
   }
@@ -300,9 +326,23 @@ async function transact<T>(ctx: Ctx, kind: KindEntry, fn: (w: Writes) => Promise
     try {
       const out = await store.transaction(async (w) => {
         // Only a write that queued deliveries wakes the delivery worker (a pass is two queries).
-        const tracked: Writes = { ...w, insertDeliveries: (rows) => { deliveries ||= rows.length > 0; return w.insertDeliveries(rows); } };
-        await holdCaller(ctx, tracked);
-        return fn(tracked);
+        let tracked: Writes = { ...w, insertDeliveries: (rows) => { deliveries ||= rows.length > 0; return w.insertDeliveries(rows); } };
+        // A delete reads them after its removals anyway.
+        if (what === 'write') tracked = readSubscriptionsEarly(tracked, kind);
+        // The caller's hold goes first and is checked before the commit, but the write's own
+        // statements do not wait for its answer (on PostgreSQL they travel with it); a refused
+        // caller is reported ahead of anything the write itself ran into.
+        const held = holdCaller(ctx, tracked);
+        held.catch(() => {});
+        let out: T;
+        try {
+          out = await fn(tracked);
+        } catch (e) {
+          await held;
+          throw e;
+        }
+        await held;
+        return out;
       });
       // Before the answer goes out: the next request with a deleted key is refused.
       if (behaviourOf(kind.kind).guardsCallers) ctx.callers?.forget();

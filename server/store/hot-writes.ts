@@ -4,7 +4,8 @@
 // through its query engine per statement (bench/README.md, "Writes"). One small module per
 // database implements this: hot-writes-sqlite.ts (one better-sqlite3 transaction on the
 // writer connection, in turn with Prisma's writes), hot-writes-pg.ts (one pooled client,
-// BEGIN/COMMIT, named statements). The engine (server/resources/engine.ts) decides what to
+// BEGIN/COMMIT, named statements, pipelined: a write's refusal may be thrown by the next
+// statement that is waited for, or by the commit, rather than by the write's own call). The engine (server/resources/engine.ts) decides what to
 // read, lock and write; these only run the statements. Prisma keeps the schema, the
 // migrations and the other writes (agents' sessions, stack locks, the delivery worker).
 import type { LockMode } from './locks.js';
@@ -36,6 +37,8 @@ export interface Writes extends EventWrites {
    * one write lock: there it only reads them.
    */
   lock(ids: string[], mode: LockMode): Promise<ResourceRow[]>;
+  /** As `lock`, for rows whose existence is all that matters: the ids of those that exist, in id order (no document read). */
+  hold(ids: string[], mode: LockMode): Promise<string[]>;
   /** Locks the children of these resources FOR UPDATE (about to be deleted with them). */
   lockChildren(parentIds: string[]): Promise<void>;
   /** A lock on a name until the commit (PostgreSQL's advisory lock; nothing on SQLite). */

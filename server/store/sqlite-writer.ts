@@ -13,14 +13,33 @@ import type { IsolationLevel, SqlDriverAdapter, SqlDriverAdapterFactory, SqlQuer
 /** A FIFO lock: `run` calls wait for each other, in arrival order. */
 export class Queue {
   private tail: Promise<void> = Promise.resolve();
+  /** Holders and waiters not yet released. */
+  private entered = 0;
 
   /** Resolves once every earlier holder has released; returns the release function. */
   acquire(): Promise<() => void> {
+    const before = this.tail;
+    const release = this.enter();
+    return before.then(() => release);
+  }
+
+  /** The release function at once if nobody holds or waits, else undefined (then call acquire). */
+  tryAcquire(): (() => void) | undefined {
+    return this.entered === 0 ? this.enter() : undefined;
+  }
+
+  private enter(): () => void {
     let release!: () => void;
     const held = new Promise<void>((resolve) => { release = resolve; });
-    const ready = this.tail.then(() => release);
     this.tail = this.tail.then(() => held);
-    return ready;
+    this.entered++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.entered--;
+      release();
+    };
   }
 
   async run<T>(fn: () => Promise<T>): Promise<T> {

@@ -94,6 +94,17 @@ describe.skipIf(!available)('on PostgreSQL, another instance of the same databas
     expectError(await untilRefused(key.token), 401, 'ERR_SERVICE_202');
   });
 
+  it('writes with a key just deleted on one instance, while the other still remembers it: refused as the key, nothing lands', async () => {
+    const key = (await b.post('/api_keys', { description: 'deleted while remembered' })).body;
+    for (let i = 0; i < 2; i++) expect((await b.get('/ip_policies?limit=1', { token: key.token })).status).toBe(200);
+    const before = (await a.get('/ip_policies?limit=100')).body.ip_policies.length;
+    expect((await a.del(`/api_keys/${key.id}`)).status).toBe(204);
+    // The key is checked again inside each write: a write that would itself have failed (404) is refused as the key.
+    expectError(await b.patch('/ip_policies/ipp_00000000000000000000000000', { description: 'x' }, { token: key.token }), 401, 'ERR_SERVICE_202');
+    expectError(await b.post('/ip_policies', { description: 'must not land' }, { token: key.token }), 401, 'ERR_SERVICE_202');
+    expect((await a.get('/ip_policies?limit=100')).body.ip_policies.length).toBe(before);
+  });
+
   it("a bot deactivated on one instance: its key is refused on the other", async () => {
     const { bot, key } = await warmBotKey(b, 'other-instance-bot');
     expect((await a.patch(`/bot_users/${bot.id}`, { active: false })).status).toBe(200);

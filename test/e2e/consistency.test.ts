@@ -168,8 +168,9 @@ function callerCases(servers: () => TestServer[]) {
     process.env.EDGEFORM_TEST_FAIL_AFTER_INSERT = 'ip_policy:1500';
     try {
       const write = s.post('/ip_policies', {}, { token: key.token }).finally(() => ended.push('write'));
-      // Until the bot's create is inside its transaction (bounded: 100 looks).
-      const open = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'idle in transaction' AND datname = current_database()`;
+      // Until the bot's create is held open after its INSERT (bounded: 100 looks). Not merely
+      // inside its transaction: between BEGIN and the key's hold it is idle in transaction too.
+      const open = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'idle in transaction' AND datname = current_database() AND query LIKE 'INSERT INTO "Resource"%'`;
       for (let i = 0; i < 100 && !ended.length; i++) {
         const [{ n }] = await s.server.db.prisma.$queryRawUnsafe<{ n: number }[]>(open);
         if (n > 0) break;

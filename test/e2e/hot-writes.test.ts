@@ -90,6 +90,48 @@ describe.each(DATABASES)('the engine writes on $db', ({ db, skip }) => {
     expect(listed.map((e: { type: string; object: { id: string } }) => [e.type, e.object.id])).toEqual([['ip_policy_deleted.v0', policy.id], ['ip_policy_created.v0', policy.id]]);
   });
 
+  it.skipIf(skip)("a subscription's own creation and changes are delivered by what it says once written (the subscriptions read early are read again)", async () => {
+    const destination = (await s.post('/event_destinations', { target: { log: {} } })).body;
+    const own = ['event_subscription_created.v0', 'event_subscription_updated.v0'];
+    const sub = (await s.post('/event_subscriptions', { sources: own.map((type) => ({ type })), destination_ids: [destination.id] })).body;
+    await s.patch(`/event_subscriptions/${sub.id}`, { description: 'delivered' });
+    // The change that unsubscribes it from its own changes is judged by what it says after.
+    await s.patch(`/event_subscriptions/${sub.id}`, { sources: [{ type: 'ip_policy_created.v0' }] });
+    await s.patch(`/event_subscriptions/${sub.id}`, { description: 'not delivered' });
+    const policy = (await s.post('/ip_policies', {})).body;
+    const delivered = await s.server.db.prisma.delivery.findMany({ where: { destinationId: destination.id }, orderBy: { eventSeq: 'asc' } });
+    const events = await s.server.db.prisma.event.findMany({ where: { seq: { in: delivered.map((d) => d.eventSeq) } }, orderBy: { seq: 'asc' } });
+    expect(events.map((e) => [e.type, e.resourceId])).toEqual([[own[0], sub.id], [own[1], sub.id], ['ip_policy_created.v0', policy.id]]);
+    expect((events[1].payload as { object: { description: string } }).object.description).toBe('delivered');
+  });
+
+  it.skipIf(skip)('a refused write is reported as itself by the statement after it, nothing of it lands, and the connections serve the next writes', async () => {
+    const store = s.server.db.writes;
+    const policy = (await s.post('/ip_policies', { description: 'first' })).body;
+    const now = new Date();
+    const row = (id: string) => ({ id, kind: 'IPPolicy', parentId: null, createdAt: now, updatedAt: now, data: { body: {}, computed: {} }, sealed: null });
+    const refused = await store.transaction(async (w) => {
+      await w.insert(row('ipp_notlanded00000000000000'));
+      await w.insert(row(policy.id));
+      await w.setKeys('ipp_notlanded00000000000000', [{ scope: 'test-refused', value: 'v' }]);
+      await w.resource(policy.id);
+      await w.update(policy.id, now, { body: { description: 'overwritten' }, computed: {} }, null);
+    }).catch((e) => e);
+    expect(store.failure(refused)).toBe('unique');
+    expect(await s.server.db.prisma.resource.count({ where: { id: 'ipp_notlanded00000000000000' } })).toBe(0);
+    expect(await s.server.db.prisma.uniqueKey.count({ where: { scope: 'test-refused' } })).toBe(0);
+    expect((await s.get(`/ip_policies/${policy.id}`)).body.description).toBe('first');
+    const statuses = await Promise.all(Array.from({ length: 12 }, (_, i) => s.patch(`/ip_policies/${policy.id}`, { metadata: `m${i}` }).then((r) => r.status)));
+    expect(statuses).toEqual(Array(12).fill(200));
+    expect(await s.server.db.prisma.resource.count({ where: { id: policy.id } })).toBe(1);
+  });
+
+  it.skipIf(skip)('hold returns, in id order, the ids of the rows that exist, each once', async () => {
+    const [a, b] = [(await s.post('/ip_policies', {})).body.id, (await s.post('/ip_policies', {})).body.id];
+    const held = await s.server.db.writes.transaction((w) => w.hold([b, 'ipp_missing', a, b, ''], 'KEY SHARE'));
+    expect(held).toEqual([a, b].sort());
+  });
+
   it.skipIf(skip)('a transaction that throws leaves nothing behind', async () => {
     const now = new Date();
     await expect(s.server.db.writes.transaction(async (w) => {

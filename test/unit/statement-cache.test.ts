@@ -1,8 +1,9 @@
 // The writer's statement cache (server/store/statement-cache.ts): each SQL text is compiled
-// once, and every binding of it runs with its own arguments.
+// once, every binding of it runs with its own arguments, and the adapter (rows as arrays) and
+// the engine's writes (rows as objects) share one bounded cache without seeing each other's form.
 import Sqlite from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { cacheStatements } from '../../server/store/statement-cache.js';
+import { cacheStatements, statementsOf } from '../../server/store/statement-cache.js';
 
 type Bound = { reader: boolean; bind(args: unknown[]): Bound; run(): { changes: number }; raw(): { all(): unknown[][] }; columns(): { name: string }[] };
 
@@ -34,5 +35,28 @@ describe('cacheStatements', () => {
     const run = (sql: string) => (db.prepare as unknown as (sql: string) => Bound)(sql).raw().all();
     for (const sql of ['SELECT 1', 'SELECT 2', 'SELECT 3', 'SELECT 1']) run(sql);
     expect(compiled).toEqual(['SELECT 1', 'SELECT 2', 'SELECT 3', 'SELECT 1']);
+  });
+
+  it("serves the adapter's raw rows and the engine's object rows of one text from one bounded cache", () => {
+    const db = new Sqlite(':memory:');
+    const compiled: string[] = [];
+    const original = db.prepare.bind(db);
+    db.prepare = ((sql: string) => { compiled.push(sql); return original(sql); }) as typeof db.prepare;
+    cacheStatements(db, 3);
+    const adapter = (sql: string) => (db.prepare as unknown as (sql: string) => Bound)(sql);
+    const engine = statementsOf(db);
+    engine.get('CREATE TABLE t (id TEXT, n INTEGER)').run();
+    engine.get('INSERT INTO t VALUES (?, ?)').run('a', 1);
+    const sql = 'SELECT id, n FROM t';
+    expect(adapter(sql).bind([]).raw().all()).toEqual([['a', 1]]);
+    expect(engine.get(sql).all()).toEqual([{ id: 'a', n: 1 }]);
+    expect(adapter(sql).bind([]).raw().all()).toEqual([['a', 1]]);
+    expect(engine.get(sql).all()).toEqual([{ id: 'a', n: 1 }]);
+    expect(compiled.filter((s) => s === sql)).toHaveLength(2);
+    // The bound (3) counts both forms: a fourth statement drops the oldest, the CREATE.
+    expect(compiled).toEqual(['CREATE TABLE t (id TEXT, n INTEGER)', 'INSERT INTO t VALUES (?, ?)', sql, sql]);
+    engine.get('CREATE TABLE u (id TEXT)').run();
+    engine.get('INSERT INTO t VALUES (?, ?)');
+    expect(compiled.slice(4)).toEqual(['CREATE TABLE u (id TEXT)', 'INSERT INTO t VALUES (?, ?)']);
   });
 });
