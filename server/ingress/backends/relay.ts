@@ -23,21 +23,25 @@ function open<T>(make: () => T, tunnelId: string): T {
  * failed). The time counts from the end of the request's body: an upload on a slow link takes
  * as long as it takes, and the upstream cannot be late before it has the whole request. Once
  * settled its listeners go: the stream's close after a normal answer must not build an error
- * (with its stack) on every request.
+ * (with its stack) on every request. Two listeners, not four `once`s: every listener added to
+ * or removed from an HTTP/2 stream is an event of its own in Node, and each `once` a bound
+ * function; a stream's error is always followed by its close, which is enough to fail on (the
+ * caller keeps a listener for `error` itself).
  */
 function responseOf(stream: ClientHttp2Stream, timeoutMs: number, what: string, afterBody: boolean): Promise<Record<string, string | string[] | number | undefined>> {
   return new Promise((resolve, reject) => {
     let timer: NodeJS.Timeout | undefined;
+    let waitingForBody = false;
     const settle = () => {
       clearTimeout(timer);
-      stream.off('finish', arm);
+      if (waitingForBody) stream.off('finish', arm);
       stream.off('response', answered);
-      stream.off('error', failed);
       stream.off('close', failed);
     };
     const answered = (h: Record<string, string | string[] | number | undefined>) => { settle(); resolve(h); };
     const failed = () => { settle(); reject(edgeError('ERR_SERVICE_743', `${what} closed the connection before answering`, true)); };
     function arm() {
+      waitingForBody = false;
       timer = setTimeout(() => {
         settle();
         stream.close(constants.NGHTTP2_CANCEL);
@@ -45,10 +49,12 @@ function responseOf(stream: ClientHttp2Stream, timeoutMs: number, what: string, 
       }, timeoutMs);
     }
     if (!afterBody || stream.writableFinished) arm();
-    else stream.once('finish', arm);
-    stream.once('response', answered);
-    stream.once('error', failed);
-    stream.once('close', failed);
+    else {
+      waitingForBody = true;
+      stream.once('finish', arm);
+    }
+    stream.on('response', answered);
+    stream.on('close', failed);
   });
 }
 
