@@ -1,0 +1,73 @@
+// One credential holds a bounded number of agent sessions (edgeform serve
+// --agent-max-sessions-per-credential, EDGEFORM_AGENT_MAX_SESSIONS_PER_CREDENTIAL): past it the
+// real agent is refused with 403 ERR_SERVICE_840 and exits 1 naming what to do, without
+// retrying; another credential is unaffected, and a session that ends frees its place.
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { ERRORS } from '../../server/http/errors.js';
+import { startAgent, type AgentProcess } from '../helpers/agent.js';
+import { rawHttp } from '../helpers/raw-http.js';
+import { api, killServers, serve } from '../helpers/serve.js';
+import { removeTempDirs, tempDir } from '../helpers/temp.js';
+import { until } from '../helpers/wait.js';
+
+const TOKEN = 'sessionlimit0123456789abcdefghijklmnopqrstuvwxy';
+const running: AgentProcess[] = [];
+
+afterEach(() => {
+  for (const a of running.splice(0)) a.kill();
+  killServers();
+});
+afterAll(removeTempDirs);
+
+describe('agent sessions per credential', () => {
+  it('past the limit the agent is refused with ERR_SERVICE_840 and exits 1 with a next step; another credential and a freed place are served', async () => {
+    const s = await serve(['--data-dir', tempDir(), '--agent-max-sessions-per-credential', '2'], { EDGEFORM_BOOTSTRAP_TOKEN: TOKEN });
+    const call = async (method: string, path: string, body?: unknown) => {
+      const r = await api(`${s.url}${path}`, TOKEN, method, body);
+      return { status: r.status, body: r.status === 204 ? undefined : await r.json() as any };
+    };
+    const credential = async () => (await call('POST', '/credentials', {})).body as { id: string; token: string };
+    const sessionsOf = async (id: string) => ((await call('GET', '/tunnel_sessions')).body.tunnel_sessions as any[]).filter((x) => x.credential.id === id);
+    const agent = (token: string, label: string) => {
+      const a = startAgent(['--api-url', s.url, '--authtoken', token, '--label', `app=${label}`, '--forwards-to', '127.0.0.1:1']);
+      running.push(a);
+      return a;
+    };
+
+    const one = await credential();
+    const first = agent(one.token, 'a');
+    const second = agent(one.token, 'b');
+    await first.waitFor('online: tn_');
+    await second.waitFor('online: tn_');
+    expect(await sessionsOf(one.id)).toHaveLength(2);
+
+    // The third is refused before the upgrade, in the API's error shape, and does not retry.
+    const third = agent(one.token, 'c');
+    expect(await third.exited).toBe(1);
+    expect(third.stderr).toContain('ERR_SERVICE_840');
+    expect(third.stderr).toContain(`the credential ${one.id} already holds 2 agent sessions`);
+    expect(third.stderr).toMatch(/The agent does not retry: its credential has no session left\. Stop one of the credential's other agents/);
+    expect(third.stderr).toContain('--agent-max-sessions-per-credential');
+    expect(third.output()).not.toContain('retrying');
+    expect(ERRORS.ERR_SERVICE_840.status).toBe(403);
+    const upgrade = await rawHttp(s.url, `GET /_edgeform/agent HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: edgeform-agent/2\r\nService-Version: 2\r\nAuthorization: Bearer ${one.token}\r\n\r\n`);
+    expect(upgrade.status, upgrade.head).toBe(403);
+    expect(upgrade.body).toMatchObject({ error_code: 'ERR_SERVICE_840', status_code: 403, details: { limit: 2, operation_id: expect.stringMatching(/^op_/) } });
+    expect(await sessionsOf(one.id)).toHaveLength(2);
+
+    // Another credential has its own allowance.
+    const other = await credential();
+    await agent(other.token, 'd').waitFor('online: tn_');
+    expect(await sessionsOf(other.id)).toHaveLength(1);
+
+    // A stopped session frees its place at once: the next agent of the first credential is served.
+    const [held] = await sessionsOf(one.id);
+    expect((await call('POST', `/tunnel_sessions/${held.id}/stop`)).status).toBe(204);
+    await until(async () => (await sessionsOf(one.id)).length === 1, 10_000, () => 'the stopped session stayed listed');
+    const fourth = agent(one.token, 'e');
+    await fourth.waitFor('online: tn_');
+    expect(await sessionsOf(one.id)).toHaveLength(2);
+    s.child.kill('SIGTERM');
+    expect(await s.exited).toBe(0);
+  });
+});
