@@ -61,7 +61,7 @@ export function endpointKey(publicUrl: string): string {
  * sessions one credential holds are counted on every instance alike, and two instances that
  * write sessions of one credential at once cannot both take its last slot.
  */
-const SLOT_SCOPE = 'agent-credential-session';
+export const SLOT_SCOPE = 'agent-credential-session';
 const slotPrefix = (credentialId: string) => `${credentialId}/`;
 
 /** The credential holds `held` sessions, as many as it may (`limit`). */

@@ -4,9 +4,11 @@
 // retrying; another credential is unaffected, and a session that ends frees its place.
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { ERRORS } from '../../server/http/errors.js';
-import { startAgent, type AgentProcess } from '../helpers/agent.js';
+import { SLOT_SCOPE } from '../../server/gateway/live-rows.js';
+import { credentialToken, fakeAgent, sessions, startAgent, validHello, type AgentProcess } from '../helpers/agent.js';
 import { rawHttp } from '../helpers/raw-http.js';
 import { api, killServers, serve } from '../helpers/serve.js';
+import { startTestServer } from '../helpers/server.js';
 import { removeTempDirs, tempDir } from '../helpers/temp.js';
 import { until } from '../helpers/wait.js';
 
@@ -69,5 +71,28 @@ describe('agent sessions per credential', () => {
     expect(await sessionsOf(one.id)).toHaveLength(2);
     s.child.kill('SIGTERM');
     expect(await s.exited).toBe(0);
+  });
+
+  it('a session that loses the last place to another instance after its hello is closed with ERR_SERVICE_840, and nothing of it is stored', async () => {
+    const s = await startTestServer({ agentMaxSessionsPerCredential: 1 });
+    try {
+      const cr = await credentialToken(s);
+      // The place is free when the agent connects; another instance takes it while this one
+      // waits for the hello (a row of its own in UniqueKey, standing in for that session).
+      const fake = await fakeAgent(s.url, cr.token, async (path) => {
+        if (path !== '/_edgeform/hello') return [204, undefined];
+        await s.server.db.prisma.uniqueKey.create({ data: { scope: SLOT_SCOPE, value: `${cr.id}/0`, resourceId: cr.id } });
+        return [200, validHello()];
+      });
+      await until(() => fake.seen.some((x) => x.path === '/_edgeform/closing'), 10_000, () => `no closing: ${JSON.stringify(fake.seen)}`);
+      const closing = fake.seen.find((x) => x.path === '/_edgeform/closing')!.body;
+      expect(closing.error_code).toBe('ERR_SERVICE_840');
+      expect(closing.msg).toContain(`the credential ${cr.id} already holds 1 agent session, and the server allows at most 1 per credential`);
+      expect(fake.seen.map((x) => x.path)).not.toContain('/_edgeform/bound');
+      expect(await sessions(s)).toEqual([]);
+      fake.close();
+    } finally {
+      await s.close();
+    }
   });
 });
