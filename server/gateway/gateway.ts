@@ -145,7 +145,9 @@ export class Gateway {
       if (wait > 0) return refuse(new ApiError('ERR_SERVICE_227', `too many failed authentications from this address; retry in ${wait} s`, { retry_after: wait }, { 'Retry-After': String(wait) }));
       return refuse(e);
     }
-    // The credential's sessions, on every instance and being set up here: a leaked token opens a bounded number.
+    // The credential's sessions, on every instance and being set up here: a leaked token opens a
+    // bounded number. The ones being set up are read after the count's await and taken in the
+    // same turn, so connections arriving together are counted one after the other.
     const limit = this.opts.maxSessionsPerCredential;
     const credentialId = credential.credentialId;
     if (limit > 0) {
@@ -153,17 +155,24 @@ export class Gateway {
       if (held >= limit) return refuse(sessionLimit(credentialId, held, limit));
     }
     this.connecting.set(credentialId, (this.connecting.get(credentialId) ?? 0) + 1);
-    try {
-      await this.serveSession(req, socket, head, credential);
-    } finally {
+    let counted = true;
+    // Once its row (and place) is written, or it failed, a session is no longer counted as being set up.
+    const written = () => {
+      if (!counted) return;
+      counted = false;
       const left = (this.connecting.get(credentialId) ?? 1) - 1;
       if (left > 0) this.connecting.set(credentialId, left);
       else this.connecting.delete(credentialId);
+    };
+    try {
+      await this.serveSession(socket, head, credential, written);
+    } finally {
+      written();
     }
   }
 
-  /** After authentication: the upgrade, the hello, the session's rows, then `bound`. */
-  private async serveSession(req: IncomingMessage, socket: Socket, head: Buffer, credential: AgentCredential) {
+  /** After authentication: the upgrade, the hello, the session's rows (then `written()`), then `bound`. */
+  private async serveSession(socket: Socket, head: Buffer, credential: AgentCredential, written: () => void) {
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${UPGRADE_TOKEN}\r\nConnection: Upgrade\r\n\r\n`);
     if (head.length) socket.unshift(head);
     socket.setNoDelay(true);
@@ -208,11 +217,13 @@ export class Gateway {
         maxPerCredential: this.opts.maxSessionsPerCredential,
       });
     } catch (e) {
+      written();
       // Another instance (or connection) took the credential's last session meanwhile.
       if (!(e instanceof SessionLimit)) throw e;
       await this.closeFor(conn, sessionLimit(credential.credentialId, e.held, e.limit));
       return;
     }
+    written();
     const rows = settleTaken(sessionId, asked, results, taken);
     if (conn.isClosed) {
       await deleteSessions(this.ctx, [sessionId]);

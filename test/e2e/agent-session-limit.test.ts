@@ -95,4 +95,22 @@ describe('agent sessions per credential', () => {
       await s.close();
     }
   });
+
+  it('connections of one credential arriving together are counted one after the other: exactly the limit is upgraded', async () => {
+    const s = await startTestServer({ agentMaxSessionsPerCredential: 2 });
+    try {
+      const cr = await credentialToken(s);
+      const answer = (path: string): [number, unknown] => (path === '/_edgeform/hello' ? [200, validHello()] : [204, undefined]);
+      const tries = await Promise.allSettled(Array.from({ length: 6 }, () => fakeAgent(s.url, cr.token, answer)));
+      const upgraded = tries.filter((t) => t.status === 'fulfilled');
+      const refused = tries.filter((t): t is PromiseRejectedResult => t.status === 'rejected');
+      expect(upgraded).toHaveLength(2);
+      expect(refused.map((r) => String(r.reason))).toEqual(Array(4).fill('Error: refused: 403'));
+      await until(async () => (await sessions(s)).length === 2, 10_000, () => 'the two upgraded agents did not both become sessions');
+      for (const t of upgraded) (t as PromiseFulfilledResult<Awaited<ReturnType<typeof fakeAgent>>>).value.close();
+    } finally {
+      await s.close();
+    }
+  });
 });
+
