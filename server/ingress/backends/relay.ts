@@ -34,7 +34,6 @@ interface HeadWait {
 }
 type ResponseHeaders = Record<string, string | string[] | number | undefined>;
 const WAIT = Symbol('head wait');
-const RELAYED = Symbol('relayed stream');
 type Waiting = ClientHttp2Stream & { [WAIT]?: HeadWait };
 
 function endWait(stream: Waiting): HeadWait | undefined {
@@ -73,9 +72,8 @@ function onLate(stream: Waiting) {
 /** Errors of a relayed stream are answered through its close (responseOf) or by whoever reads it. */
 function ignore() {}
 /** The client went away: the relayed stream is cancelled (at the pace of reset-pacer.ts). */
-function cancelRelayed(this: { [RELAYED]?: ClientHttp2Stream }) {
-  const stream = this[RELAYED];
-  if (stream && !stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
+function cancelRelayed(stream: ClientHttp2Stream) {
+  if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
 }
 
 /**
@@ -124,9 +122,8 @@ export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<voi
     openFailed(e, tunnelId);
   }
   stream.on('error', ignore);
-  const res = ex.res as unknown as NodeJS.EventEmitter & { [RELAYED]?: ClientHttp2Stream };
-  res[RELAYED] = stream;
-  res.on('close', cancelRelayed);
+  // An unnamed closure (no property on the response, which would change its shape for Node's own code).
+  (ex.res as unknown as NodeJS.EventEmitter).on('close', () => cancelRelayed(stream));
   if (empty) (ex.req as Readable).resume();
   else if (ex.body) stream.end(ex.body);
   else (ex.req as Readable).pipe(stream);
