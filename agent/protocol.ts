@@ -82,6 +82,8 @@ export const AGENT_CODES = {
   updating: 'ERR_SERVICE_324',
   updatedNotRestarted: 'ERR_SERVICE_325',
   restartUnsupported: 'ERR_SERVICE_329',
+  /** The credential holds as many sessions as the server allows (403 on the upgrade, or `closing`). */
+  sessionLimit: 'ERR_SERVICE_840',
 } as const;
 
 /** Semver-ish compare of x.y.z (pre-release tags ignored). */

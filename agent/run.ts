@@ -31,7 +31,7 @@ export async function runAgent(cfg: AgentConfig, log: Log, logError: Log): Promi
       return 0;
     }
     if (o.kind === 'refused') {
-      logError(`${o.msg}\nThe agent does not retry a refused credential: check the token (edgeform agent --authtoken, EDGEFORM_AUTHTOKEN), or create a credential with POST /credentials and start the agent with its token.`);
+      logError(`${o.msg}\n${o.next ?? 'The agent does not retry a refused credential: check the token (edgeform agent --authtoken, EDGEFORM_AUTHTOKEN), or create a credential with POST /credentials and start the agent with its token.'}`);
       return 1;
     }
     if (o.kind === 'restart') return reexec(updater.staged(), log);

@@ -12,7 +12,8 @@ import type { Updater } from './updater.js';
 
 export type Outcome =
   | { kind: 'lost'; reason: string; established: boolean }
-  | { kind: 'refused'; msg: string }
+  /** `next`: what the user can do about it, when it is not the token (run.ts has the default). */
+  | { kind: 'refused'; msg: string; next?: string }
   | { kind: 'stop' }
   | { kind: 'restart' };
 
@@ -65,7 +66,7 @@ export function connectOnce(cfg: AgentConfig, version: string, updater: Updater,
       const body = await readJson(res);
       const msg = typeof body?.msg === 'string' ? `${body.msg} (${body.error_code})` : `status ${res.statusCode}`;
       // Credentials and protocol problems do not fix themselves: retrying would only hammer the server.
-      if (res.statusCode === 401 || res.statusCode === 403 || res.statusCode === 400) return finish({ kind: 'refused', msg: `the server refused the agent: ${msg}` });
+      if (res.statusCode === 401 || res.statusCode === 403 || res.statusCode === 400) return finish({ kind: 'refused', msg: `the server refused the agent: ${msg}`, next: nextStep(body?.error_code) });
       if (res.statusCode === 404) return finish({ kind: 'refused', msg: `${cfg.apiUrl} does not accept agents (${msg}); check --api-url` });
       finish({ kind: 'lost', reason: `the server answered ${msg}`, established: false });
     });
@@ -150,7 +151,7 @@ export function connectOnce(cfg: AgentConfig, version: string, updater: Updater,
           case CONTROL.closing: {
             const c = body as Closing;
             reply(stream, 204);
-            return end({ kind: 'refused', msg: `the server closed the session: ${c?.msg} (${c?.error_code})` });
+            return end({ kind: 'refused', msg: `the server closed the session: ${c?.msg} (${c?.error_code})`, next: nextStep(c?.error_code) });
           }
           case CONTROL.command: {
             const answer = answerCommand(body as CommandRequest, process.platform, updater);
@@ -167,6 +168,14 @@ export function connectOnce(cfg: AgentConfig, version: string, updater: Updater,
       }
     }
   });
+}
+
+/** What to do about a refusal that is not the token's fault, by its code. */
+function nextStep(code: unknown): string | undefined {
+  if (code === AGENT_CODES.sessionLimit) {
+    return 'The agent does not retry: its credential has no session left. Stop one of the credential\'s other agents (a stopped agent\'s session ends at once, a vanished one\'s within the server\'s heartbeat interval) and start this one again, use another credential, or raise the server\'s --agent-max-sessions-per-credential (EDGEFORM_AGENT_MAX_SESSIONS_PER_CREDENTIAL).';
+  }
+  return undefined;
 }
 
 /** The agent's answer to a command, and what it does once the answer is sent. */

@@ -68,7 +68,8 @@ async function load(concurrency: number, total: number, one: () => Promise<void>
 
 async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-bench-agent-'));
-  const server = await startServer({ ...resolveConfig({ port: 0, dataDir: dir, apiRateLimit: 0 }, {}), bootstrapToken: TOKEN, log: () => {} });
+  // The idle sessions are one credential's (agent-swarm.ts): no per-credential limit here.
+  const server = await startServer({ ...resolveConfig({ port: 0, dataDir: dir, apiRateLimit: 0, agentMaxSessionsPerCredential: 0 }, {}), bootstrapToken: TOKEN, log: () => {} });
   const api = async (method: string, p: string, body?: unknown) => {
     const r = await fetch(`${server.url}${p}`, { method, headers: { authorization: `Bearer ${TOKEN}`, 'service-version': '2', 'content-type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
     return r.json() as Promise<any>;

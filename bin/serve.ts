@@ -17,6 +17,7 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--auth-failure-limit <n>', 'failed authentications per minute per client address before 429; 0 turns the limit off').env('EDGEFORM_AUTH_FAILURE_LIMIT').default('30'))
     .addOption(new Option('--region <name>', 'the region of agent sessions started here').env('EDGEFORM_REGION').default('local'))
     .addOption(new Option('--agent-heartbeat-interval <seconds>', 'agent heartbeat interval: a vanished agent\'s session is gone within it').env('EDGEFORM_AGENT_HEARTBEAT_INTERVAL').default('10'))
+    .addOption(new Option('--agent-max-sessions-per-credential <n>', 'agent sessions one credential may hold at once (all instances together); past it an agent is refused with ERR_SERVICE_840; 0 turns the limit off').env('EDGEFORM_AGENT_MAX_SESSIONS_PER_CREDENTIAL').default('100'))
     .addOption(new Option('--endpoint-domain <domain>', 'domain under which ephemeral tunnels get their hostnames').env('EDGEFORM_ENDPOINT_DOMAIN').default('edgeform.localhost'))
     .addOption(new Option('--ingress <PUBLIC_PORT=ADDRESS:PORT>', 'serve the edges\' hostports on PUBLIC_PORT at ADDRESS:PORT (repeatable; EDGEFORM_INGRESS takes several, comma-separated; none by default)').argParser((v: string, prev: string[] = []) => [...prev, v]))
     .addOption(new Option('--data-dir <dir>', 'where the default database, key file and bootstrap token live').env('EDGEFORM_DATA_DIR').default('data'))

@@ -38,6 +38,8 @@ export interface ServerConfig {
   region: string;
   /** Agent heartbeat interval in ms (default 10 s): a vanished agent's session is gone within it. */
   agentHeartbeatMs: number;
+  /** Agent sessions one credential may hold at once across all instances (default 100); 0 turns the limit off. */
+  agentMaxSessionsPerCredential?: number;
   /** Domain of ephemeral endpoints' hostnames (default `edgeform.localhost`). */
   endpointDomain: string;
   /** How long an agent command waits for the agent's acknowledgement before 504 (default 5 s). */
@@ -64,6 +66,7 @@ export interface ServeFlags {
   dataDir?: string;
   region?: string;
   agentHeartbeatInterval?: string | number;
+  agentMaxSessionsPerCredential?: string | number;
   endpointDomain?: string;
   /** Repeatable `--ingress`; each value may also hold several, comma-separated. */
   ingress?: string[];
@@ -132,6 +135,9 @@ export function parseIngress(values: string[]): IngressListenerSpec[] {
   return specs;
 }
 
+/** Agent sessions a credential may hold at once by default: a fleet's worth, and a bound on what a leaked token can open. */
+export const DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL = 100;
+
 export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = process.env): ServerConfig {
   const dataDir = path.resolve(pick(flags.dataDir, env.EDGEFORM_DATA_DIR) ?? 'data');
   return {
@@ -152,6 +158,7 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     stackLockLeaseSeconds: int('EDGEFORM_STACK_LOCK_LEASE', pick(env.EDGEFORM_STACK_LOCK_LEASE), 60, 1, 3600),
     region: pick(flags.region, env.EDGEFORM_REGION) ?? 'local',
     agentHeartbeatMs: 1000 * int('--agent-heartbeat-interval / EDGEFORM_AGENT_HEARTBEAT_INTERVAL (seconds)', pick(flags.agentHeartbeatInterval, env.EDGEFORM_AGENT_HEARTBEAT_INTERVAL), 10, 1, 3600),
+    agentMaxSessionsPerCredential: int('--agent-max-sessions-per-credential / EDGEFORM_AGENT_MAX_SESSIONS_PER_CREDENTIAL', pick(flags.agentMaxSessionsPerCredential, env.EDGEFORM_AGENT_MAX_SESSIONS_PER_CREDENTIAL), DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL, 0, 1_000_000),
     endpointDomain: pick(flags.endpointDomain, env.EDGEFORM_ENDPOINT_DOMAIN) ?? 'edgeform.localhost',
     ingress: parseIngress(flags.ingress?.length ? flags.ingress : env.EDGEFORM_INGRESS ? [env.EDGEFORM_INGRESS] : []),
     ingressMaxConnections: int('EDGEFORM_INGRESS_MAX_CONNECTIONS', pick(env.EDGEFORM_INGRESS_MAX_CONNECTIONS), 10_000, 1, 1_000_000),

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { createRequire } from 'node:module';
 import { bootstrap, type Bootstrap } from './bootstrap.js';
-import type { ServerConfig } from './config.js';
+import { DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL, type ServerConfig } from './config.js';
 import { DeliveryWorker } from './events/delivery.js';
 import { Gateway } from './gateway/gateway.js';
 import { buildApp } from './http/app.js';
@@ -67,6 +67,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const drain = drainable(app.server, { ...DRAIN_DEFAULTS, ...config.drain });
     const gateway = new Gateway(server, {
       heartbeatMs: config.agentHeartbeatMs,
+      maxSessionsPerCredential: config.agentMaxSessionsPerCredential ?? DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL,
       region: config.region,
       endpointDomain: config.endpointDomain,
       commandTimeoutMs: config.agentCommandTimeoutMs ?? 5000,

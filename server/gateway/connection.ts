@@ -14,6 +14,15 @@ export const H2_SETTINGS = { initialWindowSize: H2_WINDOW, maxHeaderListSize: 64
 /** Headers HTTP/2 forbids (connection-specific); a relayed request drops them. */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'host', 'te', 'http2-settings']);
 
+/**
+ * The options of a relayed stream, made once: Node's `request()` copies them and fills in the
+ * priority fields it finds missing (weight, parent, exclusive, silent) on every call, which
+ * cost about a tenth of its time per stream; given here, they are only checked.
+ */
+const STREAM_OPTIONS = { weight: 16, parent: 0, exclusive: false, silent: false } as const;
+const WITH_BODY = { ...STREAM_OPTIONS, endStream: false };
+const WITHOUT_BODY = { ...STREAM_OPTIONS, endStream: true };
+
 export class TimeoutError extends Error {}
 
 export interface ControlReply { status: number; body: any }
@@ -119,7 +128,7 @@ export class AgentConnection {
     this.refuseWhileResetting();
     // One pass, pseudo-headers first (Node copies the object once more itself).
     const host = req.headers?.host ?? req.headers?.[':authority'];
-    const headers: OutgoingHttpHeaders = { ':method': req.method, ':path': req.path };
+    const headers: OutgoingHttpHeaders = { ':method': req.method, ':path': req.path, ':scheme': 'http' };
     if (host) headers[':authority'] = String(host);
     for (const k in req.headers) {
       const v = req.headers[k];
@@ -130,13 +139,13 @@ export class AgentConnection {
     headers[TUNNEL_HEADER] = tunnelId;
     // endStream: a request without a body says so in its HEADERS frame, so the agent sends it
     // upstream at once, without a body to wait for (a GET made chunked, waiting for its end).
-    return this.resets.pace(this.h2.request(headers, { endStream: req.endStream === true }));
+    return this.resets.pace(this.h2.request(headers, req.endStream === true ? WITHOUT_BODY : WITH_BODY));
   }
 
   /** A raw TCP stream to a tunnel's upstream (an HTTP/2 CONNECT stream; WebSockets ride on these too). */
   openTcp(tunnelId: string): ClientHttp2Stream {
     this.refuseWhileResetting();
-    return this.resets.pace(this.h2.request({ ':method': 'CONNECT', ':authority': 'upstream:0', [TUNNEL_HEADER]: tunnelId }));
+    return this.resets.pace(this.h2.request({ ':method': 'CONNECT', ':authority': 'upstream:0', [TUNNEL_HEADER]: tunnelId }, WITH_BODY));
   }
 
   /** Too many cancelled streams still wait for their reset: new ones would only add to them. */

@@ -3,7 +3,7 @@
 // hello into a live session with its tunnels, keeps them alive (pings, leases), relays
 // commands (across instances through the bus) and offers streams to the future ingress.
 import { randomBytes, randomInt } from 'node:crypto';
-import type { IncomingMessage, Server } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
 import type { ClientHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import { AGENT_PATH, CONTROL, hello as helloSchema, UPGRADE_TOKEN, type Action, type Bound, type BoundTunnel, type Hello, type TunnelConfig } from '../../agent/protocol.js';
@@ -17,7 +17,7 @@ import { authenticateAgent, checkOwnerActive, type AgentCredential } from './aut
 import { agentBundle } from './bundle.js';
 import { busFor, type Bus, type BusReply } from './bus.js';
 import { AgentConnection, TimeoutError } from './connection.js';
-import { createSession, deleteSessions, holderOf, renewLeases, staleSessions, type TakenEndpoint, type TunnelRow } from './live-rows.js';
+import { createSession, deleteSessions, holderOf, renewLeases, SessionLimit, sessionsOf, staleSessions, type TakenEndpoint, type TunnelRow } from './live-rows.js';
 
 export interface GatewayOptions {
   /** Agent heartbeat interval (ms): pings every half; a session is gone within one interval after its agent. */
@@ -36,6 +36,8 @@ export interface GatewayOptions {
   log: (fields: Record<string, unknown>) => void;
   /** Failed authentications per client address, shared with the API (ERR_SERVICE_227 past the limit). */
   authFailures?: RateLimiter;
+  /** Sessions one credential may hold at once, all instances together (ERR_SERVICE_840 past it); 0 for no limit. */
+  maxSessionsPerCredential: number;
 }
 
 interface Live {
@@ -59,6 +61,8 @@ export class Gateway {
   private deleting = new Set<Promise<void>>();
   private bus: Bus;
   private stopping = false;
+  /** Sessions being set up here (upgraded, not yet written), per credential: counted against its limit too. */
+  private connecting = new Map<string, number>();
 
   constructor(private ctx: ServerContext, private opts: GatewayOptions) {
     this.bus = busFor(ctx.db, opts.databaseUrl, this.instanceId, (msg) => opts.log({ level: 'warn', msg }));
@@ -141,6 +145,34 @@ export class Gateway {
       if (wait > 0) return refuse(new ApiError('ERR_SERVICE_227', `too many failed authentications from this address; retry in ${wait} s`, { retry_after: wait }, { 'Retry-After': String(wait) }));
       return refuse(e);
     }
+    // The credential's sessions, on every instance and being set up here: a leaked token opens a
+    // bounded number. The ones being set up are read after the count's await and taken in the
+    // same turn, so connections arriving together are counted one after the other.
+    const limit = this.opts.maxSessionsPerCredential;
+    const credentialId = credential.credentialId;
+    if (limit > 0) {
+      const held = (await sessionsOf(this.ctx, credentialId)) + (this.connecting.get(credentialId) ?? 0);
+      if (held >= limit) return refuse(sessionLimit(credentialId, held, limit));
+    }
+    this.connecting.set(credentialId, (this.connecting.get(credentialId) ?? 0) + 1);
+    let counted = true;
+    // Once its row (and place) is written, or it failed, a session is no longer counted as being set up.
+    const written = () => {
+      if (!counted) return;
+      counted = false;
+      const left = (this.connecting.get(credentialId) ?? 1) - 1;
+      if (left > 0) this.connecting.set(credentialId, left);
+      else this.connecting.delete(credentialId);
+    };
+    try {
+      await this.serveSession(socket, head, credential, written);
+    } finally {
+      written();
+    }
+  }
+
+  /** After authentication: the upgrade, the hello, the session's rows (then `written()`), then `bound`. */
+  private async serveSession(socket: Socket, head: Buffer, credential: AgentCredential, written: () => void) {
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${UPGRADE_TOKEN}\r\nConnection: Upgrade\r\n\r\n`);
     if (head.length) socket.unshift(head);
     socket.setNoDelay(true);
@@ -175,10 +207,23 @@ export class Gateway {
     live.agentVersion = hello.agent_version;
     const { rows: asked, results } = this.bind(credential, hello.tunnels);
     const ip = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
-    const taken = await createSession(this.ctx, this.instanceId, {
-      id: sessionId, credentialId: credential.credentialId, ip, os: hello.os, agentVersion: hello.agent_version,
-      metadata: hello.metadata, region: this.opts.region, startedAt: new Date(),
-    }, asked, { repick: () => this.tcpUrl(), staleBefore: () => new Date(Date.now() - 3 * this.leaseTick), staleAfterMs: 3 * this.leaseTick });
+    let taken: TakenEndpoint[];
+    try {
+      taken = await createSession(this.ctx, this.instanceId, {
+        id: sessionId, credentialId: credential.credentialId, ip, os: hello.os, agentVersion: hello.agent_version,
+        metadata: hello.metadata, region: this.opts.region, startedAt: new Date(),
+      }, asked, {
+        repick: () => this.tcpUrl(), staleBefore: () => new Date(Date.now() - 3 * this.leaseTick), staleAfterMs: 3 * this.leaseTick,
+        maxPerCredential: this.opts.maxSessionsPerCredential,
+      });
+    } catch (e) {
+      written();
+      // Another instance (or connection) took the credential's last session meanwhile.
+      if (!(e instanceof SessionLimit)) throw e;
+      await this.closeFor(conn, sessionLimit(credential.credentialId, e.held, e.limit));
+      return;
+    }
+    written();
     const rows = settleTaken(sessionId, asked, results, taken);
     if (conn.isClosed) {
       await deleteSessions(this.ctx, [sessionId]);
@@ -358,6 +403,12 @@ function settleTaken(sessionId: string, rows: TunnelRow[], results: BoundTunnel[
   return rows.filter((r) => !refused.has(r.id));
 }
 
+/** The refusal of a session past its credential's limit, with what to do about it. */
+const sessionLimit = (credentialId: string, held: number, limit: number) => new ApiError('ERR_SERVICE_840',
+  `the credential ${credentialId} already holds ${held} agent session${held === 1 ? '' : 's'}, and the server allows at most ${limit} per credential (edgeform serve --agent-max-sessions-per-credential); ` +
+  'stop one of its agents (GET /tunnel_sessions lists the sessions, POST /tunnel_sessions/{id}/stop stops one), or start this agent with another credential (POST /credentials)',
+  { limit });
+
 const labelText = (labels: Record<string, string>) => Object.entries(labels).map(([k, v]) => `${k}=${v}`).join(',');
 
 const toReply = (e: unknown): BusReply => ({ ok: false, error_code: (e as ApiError).code ?? 'ERR_SERVICE_500', msg: (e as Error).message });
@@ -367,5 +418,5 @@ function writeHttpError(socket: Socket, e: ApiError) {
   const operationId = `op_${newIdBody()}`;
   const body = JSON.stringify({ error_code: e.code, status_code: e.status, msg: e.message, details: { ...e.details, operation_id: operationId } });
   const extra = (e.status === 401 ? 'WWW-Authenticate: Bearer\r\n' : '') + Object.entries(e.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
-  socket.end(`HTTP/1.1 ${e.status} ${e.status === 401 ? 'Unauthorized' : e.status === 429 ? 'Too Many Requests' : 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nService-Operation-Id: ${operationId}\r\n${extra}Connection: close\r\n\r\n${body}`);
+  socket.end(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nService-Operation-Id: ${operationId}\r\n${extra}Connection: close\r\n\r\n${body}`);
 }

@@ -55,6 +55,25 @@ export function endpointKey(publicUrl: string): string {
   return url.protocol === 'tcp:' ? url.host : url.hostname;
 }
 
+/**
+ * UniqueKey scope of the session slots of credentials: a session of credential `c` holds one
+ * slot `c/k` (k from 0), taken in the session's transaction and deleted with its row, so the
+ * sessions one credential holds are counted on every instance alike, and two instances that
+ * write sessions of one credential at once cannot both take its last slot.
+ */
+export const SLOT_SCOPE = 'agent-credential-session';
+const slotPrefix = (credentialId: string) => `${credentialId}/`;
+
+/** The credential holds `held` sessions, as many as it may (`limit`). */
+export class SessionLimit extends Error {
+  constructor(readonly held: number, readonly limit: number) { super(`the credential holds ${held} sessions, the limit is ${limit}`); }
+}
+
+/** How many sessions a credential holds, on every instance (stale ones until they are swept). */
+export function sessionsOf(ctx: ServerContext, credentialId: string): Promise<number> {
+  return ctx.db.prisma.uniqueKey.count({ where: { scope: SLOT_SCOPE, value: { startsWith: slotPrefix(credentialId) } } });
+}
+
 /** A tunnel left out because another tunnel's endpoint holds its hostname. */
 export interface TakenEndpoint { tunnelId: string; key: string; holderTunnel?: string; holderSession?: string }
 
@@ -101,11 +120,23 @@ export interface SessionWriteOptions {
   staleBefore: () => Date;
   /** How long a lease stays fresh without renewal (ms). */
   staleAfterMs: number;
+  /** Sessions one credential may hold at once; 0 for no limit. Past it the write throws SessionLimit. */
+  maxPerCredential: number;
 }
 
 async function writeSession(ctx: ServerContext, instanceId: string, s: SessionRow, tunnels: TunnelRow[], opts: SessionWriteOptions & { mayWait: boolean }): Promise<TakenEndpoint[]> {
   const taken: TakenEndpoint[] = [];
   await ctx.db.prisma.$transaction(async (tx) => {
+    let slot: string | undefined;
+    if (opts.maxPerCredential > 0) {
+      const prefix = slotPrefix(s.credentialId);
+      const held = await tx.uniqueKey.findMany({ where: { scope: SLOT_SCOPE, value: { startsWith: prefix } }, select: { value: true } });
+      if (held.length >= opts.maxPerCredential) throw new SessionLimit(held.length, opts.maxPerCredential);
+      const used = new Set(held.map((h) => h.value));
+      let k = 0;
+      while (used.has(`${prefix}${k}`)) k++;
+      slot = `${prefix}${k}`;
+    }
     const placed: TunnelRow[] = [];
     // Who holds a key: a tunnel placed earlier in this session (not written yet), or a stored endpoint.
     const holderOf = async (key: string) => {
@@ -145,6 +176,9 @@ async function writeSession(ctx: ServerContext, instanceId: string, s: SessionRo
       },
     });
     await tx.agentLease.create({ data: { sessionId: s.id, instanceId, seenAt: new Date() } });
+    // Taken by another writer meanwhile: the unique constraint fails this transaction, and
+    // createSession runs it again, which then sees that slot taken.
+    if (slot) await tx.uniqueKey.create({ data: { scope: SLOT_SCOPE, value: slot, resourceId: s.id } });
     for (const t of tunnels) {
       await tx.resource.create({
         data: {

@@ -12,11 +12,41 @@ export const RESET_RATE = 25;
 /** Streams waiting to be reset at most; past it the connection takes no new streams (ERR_SERVICE_752). */
 export const MAX_WAITING_RESETS = 1000;
 
+const PACER = Symbol('reset pacer');
+type Paced = ClientHttp2Stream & { [PACER]: ResetPacer };
+type Close = ClientHttp2Stream['close'];
+type Destroy = ClientHttp2Stream['destroy'];
+/** Node's own close and destroy of a client stream (from its prototype, taken on first use). */
+let nodeClose: Close | undefined;
+let nodeDestroy: Destroy | undefined;
+
+/** A paced stream's close(code): now when the pace allows, else once its turn comes. */
+function pacedClose(this: Paced, code?: number, cb?: () => void) {
+  const pacer = this[PACER];
+  if (pacer.now(this)) return nodeClose!.call(this, code, cb);
+  if (cb) this.once('close', cb);
+  pacer.wait(this, undefined);
+}
+
+/** A paced stream's destroy(err), likewise. */
+function pacedDestroy(this: Paced, err?: Error) {
+  const pacer = this[PACER];
+  if (pacer.now(this)) nodeDestroy!.call(this, err);
+  else pacer.wait(this, err);
+  return this;
+}
+
+/** The reset that was held back: the stream is cancelled (unless it closed meanwhile) and destroyed. */
+function resetNow(stream: ClientHttp2Stream, err: Error | undefined) {
+  if (!stream.closed) nodeClose!.call(stream, constants.NGHTTP2_CANCEL);
+  nodeDestroy!.call(stream, err);
+}
+
 export class ResetPacer {
   private tokens = RESET_BURST;
   private at = Date.now();
-  /** Streams waiting for their reset, each with the destroy() that ends it. */
-  private waiting = new Map<ClientHttp2Stream, () => void>();
+  /** Streams waiting for their reset, each with the error its destroy() was given. */
+  private waiting = new Map<ClientHttp2Stream, Error | undefined>();
   private timer?: NodeJS.Timeout;
 
   /** @param ended whether the session is closing or gone (then nothing waits). */
@@ -24,29 +54,23 @@ export class ResetPacer {
 
   get backlog() { return this.waiting.size; }
 
-  /** Routes the stream's close(code) and destroy() through the pace. */
+  /**
+   * Routes the stream's close(code) and destroy() through the pace. Shared functions, not a
+   * bound pair and closures per stream: this runs for every relayed request.
+   */
   pace(stream: ClientHttp2Stream): ClientHttp2Stream {
-    const close = stream.close.bind(stream);
-    const destroy = stream.destroy.bind(stream);
-    const later = (err?: Error) => () => {
-      if (!stream.closed) close(constants.NGHTTP2_CANCEL);
-      destroy(err);
-    };
-    stream.close = ((code?: number, cb?: () => void) => {
-      if (this.now(stream)) return close(code, cb);
-      if (cb) stream.once('close', cb);
-      this.wait(stream, later());
-    }) as typeof stream.close;
-    stream.destroy = ((err?: Error) => {
-      if (this.now(stream)) destroy(err);
-      else this.wait(stream, later(err));
-      return stream;
-    }) as typeof stream.destroy;
+    if (!nodeClose) {
+      nodeClose = stream.close;
+      nodeDestroy = stream.destroy;
+    }
+    (stream as Paced)[PACER] = this;
+    stream.close = pacedClose as Close;
+    stream.destroy = pacedDestroy as Destroy;
     return stream;
   }
 
   /** Whether a close or destroy may go now: it sends no reset, or a token is left. */
-  private now(stream: ClientHttp2Stream): boolean {
+  now(stream: ClientHttp2Stream): boolean {
     const free = stream.closed || stream.destroyed || this.ended();
     if (this.waiting.has(stream)) {
       // Node destroys a stream that ended on its own, and each stream of a session it closes:
@@ -58,19 +82,20 @@ export class ResetPacer {
     return free || this.take();
   }
 
-  private wait(stream: ClientHttp2Stream, act: () => void) {
+  /** Holds the stream's reset (with the error its destroy() got) until a token is left. */
+  wait(stream: ClientHttp2Stream, err: Error | undefined) {
     if (this.waiting.has(stream)) return;
-    this.waiting.set(stream, act);
+    this.waiting.set(stream, err);
     // Its data is dropped, so its flow-control window keeps open and it may end on its own.
     stream.resume();
     this.schedule();
   }
 
   private settle(stream: ClientHttp2Stream) {
-    const act = this.waiting.get(stream);
-    if (!act) return;
+    if (!this.waiting.has(stream)) return;
+    const err = this.waiting.get(stream);
     this.waiting.delete(stream);
-    act();
+    resetNow(stream, err);
   }
 
   private take(): boolean {

@@ -70,9 +70,10 @@ export async function credentialToken(s: TestServer, acl: string[] = [], ownerId
 /**
  * A hand-driven agent speaking the protocol over a real socket, for what the real agent never
  * does (ignoring commands, malformed hellos). `answer` gets each control request the server
- * sends and returns [status, body], or undefined to never answer.
+ * sends and returns [status, body] (or a promise of it), or undefined to never answer.
  */
-export async function fakeAgent(url: string, token: string, answer: (path: string, body: any) => [number, unknown] | undefined) {
+type FakeAnswer = [number, unknown] | undefined;
+export async function fakeAgent(url: string, token: string, answer: (path: string, body: any) => FakeAnswer | Promise<FakeAnswer>) {
   const http = await import('node:http');
   const http2 = await import('node:http2');
   const { AGENT_PATH, UPGRADE_TOKEN } = await import('../../agent/protocol.js');
@@ -94,10 +95,11 @@ export async function fakeAgent(url: string, token: string, answer: (path: strin
       const path = String(headers[':path']);
       const body = text ? JSON.parse(text) : undefined;
       seen.push({ path, body });
-      const a = answer(path, body);
-      if (!a) return;
-      stream.respond({ ':status': a[0], 'content-type': 'application/json' });
-      stream.end(a[1] === undefined ? undefined : JSON.stringify(a[1]));
+      void Promise.resolve(answer(path, body)).then((a) => {
+        if (!a || stream.destroyed) return;
+        stream.respond({ ':status': a[0], 'content-type': 'application/json' });
+        stream.end(a[1] === undefined ? undefined : JSON.stringify(a[1]));
+      });
     });
   });
   server.emit('connection', socket);

@@ -9,13 +9,71 @@ import { edgeError, type HttpExchange } from '../http/exchange.js';
 
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
 
-function open<T>(make: () => T, tunnelId: string): T {
-  try {
-    return make();
-  } catch (e) {
-    if (e instanceof ApiError && e.code === 'ERR_SERVICE_752') throw edgeError(e.code, e.message);
-    throw edgeError('ERR_SERVICE_742', `the tunnel ${tunnelId} went offline`, true);
-  }
+/** Opening a stream failed: the tunnel went offline, or its connection is still cancelling (752). */
+function openFailed(e: unknown, tunnelId: string): never {
+  if (e instanceof ApiError && e.code === 'ERR_SERVICE_752') throw edgeError(e.code, e.message);
+  throw edgeError('ERR_SERVICE_742', `the tunnel ${tunnelId} went offline`, true);
+}
+
+const upstreamOf = (tunnelId: string) => `the upstream of tunnel ${tunnelId}`;
+
+/**
+ * Waiting for a stream's response head. Its listeners are functions shared by every stream
+ * (an emitter calls a listener with itself as `this`), and the wait is kept on the stream:
+ * this runs for every relayed request, and each closure made per request is garbage, and a
+ * named one (tsx keeps names) one more defineProperty.
+ */
+interface HeadWait {
+  resolve: (headers: ResponseHeaders) => void;
+  reject: (e: Error) => void;
+  timer?: NodeJS.Timeout;
+  timeoutMs: number;
+  tunnelId: string;
+  /** Still waiting for the request body to be sent before the time starts. */
+  forBody: boolean;
+}
+type ResponseHeaders = Record<string, string | string[] | number | undefined>;
+const WAIT = Symbol('head wait');
+type Waiting = ClientHttp2Stream & { [WAIT]?: HeadWait };
+
+function endWait(stream: Waiting): HeadWait | undefined {
+  const w = stream[WAIT];
+  if (!w) return undefined;
+  stream[WAIT] = undefined;
+  clearTimeout(w.timer);
+  if (w.forBody) stream.off('finish', onBodySent);
+  stream.off('response', onHead);
+  stream.off('close', onClosedFirst);
+  return w;
+}
+function onHead(this: Waiting, headers: ResponseHeaders) {
+  endWait(this)?.resolve(headers);
+}
+function onClosedFirst(this: Waiting) {
+  const w = endWait(this);
+  w?.reject(edgeError('ERR_SERVICE_743', `${upstreamOf(w.tunnelId)} closed the connection before answering`, true));
+}
+function onBodySent(this: Waiting) {
+  const w = this[WAIT];
+  if (!w) return;
+  w.forBody = false;
+  this.off('finish', onBodySent);
+  startClock(this, w);
+}
+function startClock(stream: Waiting, w: HeadWait) {
+  w.timer = setTimeout(onLate, w.timeoutMs, stream);
+}
+function onLate(stream: Waiting) {
+  const w = endWait(stream);
+  if (!w) return;
+  stream.close(constants.NGHTTP2_CANCEL);
+  w.reject(edgeError('ERR_SERVICE_744', `${upstreamOf(w.tunnelId)} did not answer within ${Math.round(w.timeoutMs / 1000)} s`, true));
+}
+/** Errors of a relayed stream are answered through its close (responseOf) or by whoever reads it. */
+function ignore() {}
+/** The client went away: the relayed stream is cancelled (at the pace of reset-pacer.ts). */
+function cancelRelayed(stream: ClientHttp2Stream) {
+  if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
 }
 
 /**
@@ -23,38 +81,25 @@ function open<T>(make: () => T, tunnelId: string): T {
  * failed). The time counts from the end of the request's body: an upload on a slow link takes
  * as long as it takes, and the upstream cannot be late before it has the whole request. Once
  * settled its listeners go: the stream's close after a normal answer must not build an error
- * (with its stack) on every request.
+ * (with its stack) on every request. Two listeners, not four `once`s: every listener added to
+ * or removed from an HTTP/2 stream is an event of its own in Node, and each `once` a bound
+ * function; a stream's error is always followed by its close, which is enough to fail on (the
+ * caller keeps a listener for `error`).
  */
-function responseOf(stream: ClientHttp2Stream, timeoutMs: number, what: string, afterBody: boolean): Promise<Record<string, string | string[] | number | undefined>> {
+function responseOf(stream: Waiting, timeoutMs: number, tunnelId: string, afterBody: boolean): Promise<ResponseHeaders> {
   return new Promise((resolve, reject) => {
-    let timer: NodeJS.Timeout | undefined;
-    const settle = () => {
-      clearTimeout(timer);
-      stream.off('finish', arm);
-      stream.off('response', answered);
-      stream.off('error', failed);
-      stream.off('close', failed);
-    };
-    const answered = (h: Record<string, string | string[] | number | undefined>) => { settle(); resolve(h); };
-    const failed = () => { settle(); reject(edgeError('ERR_SERVICE_743', `${what} closed the connection before answering`, true)); };
-    function arm() {
-      timer = setTimeout(() => {
-        settle();
-        stream.close(constants.NGHTTP2_CANCEL);
-        reject(edgeError('ERR_SERVICE_744', `${what} did not answer within ${Math.round(timeoutMs / 1000)} s`, true));
-      }, timeoutMs);
-    }
-    if (!afterBody || stream.writableFinished) arm();
-    else stream.once('finish', arm);
-    stream.once('response', answered);
-    stream.once('error', failed);
-    stream.once('close', failed);
+    const w: HeadWait = { resolve, reject, timer: undefined, timeoutMs, tunnelId, forBody: afterBody && !stream.writableFinished };
+    stream[WAIT] = w;
+    if (w.forBody) stream.on('finish', onBodySent);
+    else startClock(stream, w);
+    stream.on('response', onHead);
+    stream.on('close', onClosedFirst);
   });
 }
 
-async function agentRefused(stream: ClientHttp2Stream, headers: Record<string, unknown>, what: string) {
+async function agentRefused(stream: ClientHttp2Stream, headers: Record<string, unknown>, tunnelId: string) {
   stream.close(constants.NGHTTP2_CANCEL);
-  return edgeError('ERR_SERVICE_743', `${what} is unreachable from its agent (${String(headers[AGENT_ERROR_HEADER])})`, true);
+  return edgeError('ERR_SERVICE_743', `${upstreamOf(tunnelId)} is unreachable from its agent (${String(headers[AGENT_ERROR_HEADER])})`, true);
 }
 
 /**
@@ -69,29 +114,37 @@ function bodyless(req: HttpExchange['req']): boolean {
 }
 
 export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<void> {
-  const what = `the upstream of tunnel ${tunnelId}`;
   const empty = ex.body ? ex.body.length === 0 : bodyless(ex.req);
-  const stream = open(() => ex.deps.gateway.openStream(tunnelId, { method: ex.method, path: ex.path, headers: ex.upstreamHeaders, endStream: empty }), tunnelId);
-  stream.on('error', () => {});
-  const res = ex.res as unknown as NodeJS.EventEmitter;
-  const abort = () => { if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL); };
-  res.once('close', abort);
+  let stream: ClientHttp2Stream;
+  try {
+    stream = ex.deps.gateway.openStream(tunnelId, { method: ex.method, path: ex.path, headers: ex.upstreamHeaders, endStream: empty });
+  } catch (e) {
+    openFailed(e, tunnelId);
+  }
+  stream.on('error', ignore);
+  // An unnamed closure (no property on the response, which would change its shape for Node's own code).
+  (ex.res as unknown as NodeJS.EventEmitter).on('close', () => cancelRelayed(stream));
   if (empty) (ex.req as Readable).resume();
   else if (ex.body) stream.end(ex.body);
   else (ex.req as Readable).pipe(stream);
-  const headers = await responseOf(stream, ex.deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS, what, true);
-  if (headers[AGENT_ERROR_HEADER] !== undefined) throw await agentRefused(stream, headers, what);
+  const headers = await responseOf(stream, ex.deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS, tunnelId, true);
+  if (headers[AGENT_ERROR_HEADER] !== undefined) throw await agentRefused(stream, headers, tunnelId);
   ex.respondUpstream(Number(headers[':status']), headers, stream);
 }
 
 /** A raw TCP stream through the tunnel (WebSockets, websocket_tcp_converter), once the agent reached the upstream. */
 export async function relayTcp(ex: Pick<HttpExchange, 'deps'>, tunnelId: string): Promise<Duplex> {
-  const stream = open(() => ex.deps.gateway.openTcp(tunnelId), tunnelId);
-  stream.on('error', () => {});
-  const headers = await responseOf(stream, ex.deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS, `the upstream of tunnel ${tunnelId}`, false);
+  let stream: ClientHttp2Stream;
+  try {
+    stream = ex.deps.gateway.openTcp(tunnelId);
+  } catch (e) {
+    openFailed(e, tunnelId);
+  }
+  stream.on('error', ignore);
+  const headers = await responseOf(stream, ex.deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS, tunnelId, false);
   if (Number(headers[':status']) !== 200) {
     stream.close(constants.NGHTTP2_CANCEL);
-    throw edgeError('ERR_SERVICE_743', `the upstream of tunnel ${tunnelId} is unreachable from its agent`, true);
+    throw edgeError('ERR_SERVICE_743', `${upstreamOf(tunnelId)} is unreachable from its agent`, true);
   }
   return stream;
 }
