@@ -1,12 +1,16 @@
-// The server's log lines on standard output, written once per turn of the event loop rather
-// than one write call each: a busy ingress logs a line per request, and a write per line was
-// a system call per request. Lines keep their order; what is pending is written at the end of
-// the turn, when it passes 64 KiB, whenever flushLogLines() is called (the server's close
-// does, first and last, so its own lines around it stay in order), and when the process exits.
+// The server's log lines on standard output, written in batches rather than one write call
+// each: a busy ingress logs a line per request, and a write per line was a system call per
+// request (once per event-loop turn was still one every few requests). Lines keep their
+// order; what is pending is written FLUSH_MS after the first of them, when it passes 64 KiB,
+// whenever flushLogLines() is called (the server's close does, first and last, so its own
+// lines around it stay in order), and when the process exits.
 let pending: string[] = [];
 let size = 0;
 let scheduled = false;
 let hooked = false;
+
+/** How long a line may wait for others to share its write. */
+export const FLUSH_MS = 10;
 
 export function flushLogLines(): void {
   scheduled = false;
@@ -27,7 +31,8 @@ export function writeLogLine(line: string): void {
   if (size > 64 * 1024) return flushLogLines();
   if (!scheduled) {
     scheduled = true;
-    setImmediate(flushLogLines);
+    // Unref'd: a pending line never keeps the process alive (exit flushes it).
+    setTimeout(flushLogLines, FLUSH_MS).unref();
   }
 }
 

@@ -102,6 +102,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           gateway,
           metrics,
           log: logFields,
+          writeLine: log,
           limits: { ...(config.ingressMaxConnections ? { maxConnections: config.ingressMaxConnections } : {}), ...config.ingressLimits },
         });
       } catch (e) {

@@ -8,6 +8,7 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
+import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Metrics } from '../http/metrics.js';
@@ -263,7 +264,7 @@ export class IngressListener {
   }
 
   private async request(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) {
-    const startedAt = process.hrtime.bigint();
+    const startedAt = performance.now();
     const socket = req.socket as tls.TLSSocket;
     const h1 = this.h1Active.has(socket);
     if (h1) {
@@ -282,7 +283,7 @@ export class IngressListener {
     const { ctx, sni, host } = this.contextOf(req, table instanceof Promise ? await table : table);
     res.once('close', () => {
       if (h1 && this.h1Active.has(socket)) this.h1Active.set(socket, (this.h1Active.get(socket) ?? 1) - 1);
-      this.d.metrics.observeIngress(ctx?.edge?.doc.id ?? 'none', res.statusCode, Number(process.hrtime.bigint() - startedAt) / 1e9);
+      this.d.metrics.observeIngress(ctx?.edge?.doc.id ?? 'none', res.statusCode, (performance.now() - startedAt) / 1000);
     });
     if (!ctx) return misdirected(res, sni, host);
     await handleHttpsRequest(req, res, ctx);

@@ -18,6 +18,8 @@ export interface IngressOptions {
   gateway: Gateway;
   metrics: Metrics;
   log: (fields: Record<string, unknown>) => void;
+  /** The log's line writer (the access log's lines are made whole, http/access-log.ts). */
+  writeLine?: (line: string) => void;
   limits?: Partial<ListenerLimits>;
 }
 
@@ -38,7 +40,7 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
   const ca = openLocalCa(o.dataDir);
   const table = await LiveTable.start(o.ctx, o.databaseUrl, o.log);
   o.metrics.tableVersionOf = () => table.now.version;
-  const deps: IngressDeps = { gateway: o.gateway, policyState: new PolicyState(), log: (f) => o.log(f.level ? f : { level: 'info', ...f }), now: Date.now, box: o.ctx.box, publicUrl: o.ctx.publicUrl };
+  const deps: IngressDeps = { gateway: o.gateway, policyState: new PolicyState(), log: (f) => o.log(f.level ? f : { level: 'info', ...f }), writeLine: o.writeLine, now: Date.now, box: o.ctx.box, publicUrl: o.ctx.publicUrl };
   const contexts = new TlsContexts(ca, () => table.now);
   const limits = { ...LISTENER_LIMITS, ...o.limits };
   const listeners = o.listeners.map((spec) => new IngressListener({ ...spec }, { live: table, contexts, deps, metrics: o.metrics, limits }));

@@ -71,6 +71,11 @@ export interface IngressDeps {
   policyState: PolicyState;
   /** One JSON log line (access log and warnings); never a secret or a body. */
   log: (fields: Record<string, unknown>) => void;
+  /**
+   * Writes a whole log line as made (the access log builds its JSON itself, http/access-log.ts);
+   * without it the access log goes through `log` as fields.
+   */
+  writeLine?: (line: string) => void;
   now: () => number;
   /** How long the HTTP side waits for an upstream's response head before 504 (default 60 s). */
   upstreamTimeoutMs?: number;

@@ -1,7 +1,7 @@
 // The end of an HTTPS route's chain: the route's backend answers. http_response answers at the
 // edge; a tunnel group relays through an agent; the weighted choice happens in resolve.ts.
 import type { Duplex } from 'node:stream';
-import { edgeError, type HttpExchange } from '../http/exchange.js';
+import { edgeError, prepareAnswer, type HttpExchange } from '../http/exchange.js';
 import type { EdgeAnswer, Exchange, FullDoc } from '../types.js';
 import { relayHttp, relayTcp } from './relay.js';
 import { resolveBackend } from './resolve.js';
@@ -18,7 +18,7 @@ function answerOf(b: FullDoc): EdgeAnswer {
   if (!a) {
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries((b.headers ?? {}) as Record<string, string>)) headers[k.toLowerCase()] = v;
-    a = { status: b.status_code, headers, body: String(b.body ?? '') };
+    a = prepareAnswer({ status: b.status_code, headers, body: String(b.body ?? '') });
     answers.set(b, a);
   }
   return a;

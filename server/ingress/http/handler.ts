@@ -9,6 +9,7 @@ import type { Duplex } from 'node:stream';
 import { callbackRoute } from '../auth/callback-route.js';
 import { connectBackend, serveBackend } from '../backends/serve.js';
 import type { Exchange, HttpFilter, HttpsEdgeEntry, IngressDeps, IngressTable } from '../types.js';
+import { accessLogLine } from './access-log.js';
 import { runChain } from './chain.js';
 import { chainOf, compiledEdge } from './compile-edge.js';
 import { errorAnswer } from './error-page.js';
@@ -82,13 +83,12 @@ const NO_DOC: HttpExchange['edge'] = Object.freeze({ id: '' });
 const NO_FILTERS: readonly HttpFilter[] = Object.freeze([]);
 
 function accessLog(ex: HttpExchange, startedAt: number, status: number | undefined, bytes: number) {
-  // One object of a fixed shape; an absent code is left out of the line by JSON.
-  ex.deps.log({
-    level: 'info', msg: 'ingress request', edge: ex.edge.id || undefined, route: ex.route.id || undefined,
-    method: ex.req.method, host: ex.host, port: ex.publicPort, path: pathOnly(ex.path), status,
-    duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000, bytes, client_ip: ex.clientIp,
-    code: ex.code,
+  const line = accessLogLine({
+    edge: ex.edge.id, route: ex.route.id, method: ex.req.method, host: ex.host, port: ex.publicPort, path: pathOnly(ex.path), status,
+    duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000, bytes, client_ip: ex.clientIp, code: ex.code,
   });
+  if (ex.deps.writeLine) ex.deps.writeLine(line);
+  else ex.deps.log(JSON.parse(line));
 }
 
 function pathOnly(path: string): string {
@@ -117,7 +117,7 @@ export async function handleHttpsRequest(req: Req, res: Res, ctx: HttpsContext):
     ctx.deps.log({ level: 'warn', msg: `ingress: sending the response failed: ${(e as Error).message}`, route: ex.route.id });
     (res as ServerResponse).destroy();
   }
-  accessLog(ex, startedAt, ex.responseHead?.status, bytes);
+  accessLog(ex, startedAt, ex.responseStatus, bytes);
 }
 
 export async function handleHttpsUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, ctx: HttpsContext): Promise<void> {
@@ -136,9 +136,9 @@ export async function handleHttpsUpgrade(req: IncomingMessage, socket: Duplex, h
     internalFault(ex, e);
   }
   if (upgrade.taken && !ex.answered) {
-    socket.once('close', () => accessLog(ex, startedAt, ex.responseHead?.status ?? 101, (socket as Socket).bytesWritten ?? 0));
+    socket.once('close', () => accessLog(ex, startedAt, ex.responseStatus ?? 101, (socket as Socket).bytesWritten ?? 0));
     return;
   }
   const bytes = await ex.send().catch(() => 0);
-  accessLog(ex, startedAt, ex.responseHead?.status, bytes);
+  accessLog(ex, startedAt, ex.responseStatus, bytes);
 }
