@@ -103,6 +103,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           metrics,
           log: logFields,
           writeLine: log,
+          relaysPerClient: config.ingressRelaysPerClient,
           limits: { ...(config.ingressMaxConnections ? { maxConnections: config.ingressMaxConnections } : {}), ...config.ingressLimits },
         });
       } catch (e) {

@@ -29,8 +29,13 @@ export interface ListenerLimits {
   headersTimeoutMs: number;
   /** A connection (or HTTP/2 session) idle this long is closed. */
   idleTimeoutMs: number;
-  /** Request header bytes at most (431 past it on HTTP/1.1; HTTP/2 refuses the stream). */
+  /**
+   * Request header bytes at most, request line included: 431 past it, on HTTP/1.1 (Node's
+   * parser) and HTTP/2 (counted as RFC 9113 does; nghttp2 itself refuses past four times it).
+   */
   maxHeaderBytes: number;
+  /** Request-target bytes at most: 414 past it (a longer head is 431 above). */
+  maxUrlBytes: number;
   /**
    * Requests in flight on one connection: HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS, and HTTP/1.1
    * requests pipelined ahead of their answers (Node starts each at once; past this the
@@ -45,6 +50,7 @@ export const LISTENER_LIMITS: ListenerLimits = {
   headersTimeoutMs: 10_000,
   idleTimeoutMs: 60_000,
   maxHeaderBytes: 16_384,
+  maxUrlBytes: 8_192,
   maxRequestsPerConnection: 100,
 };
 
@@ -88,26 +94,52 @@ function hostHeaderInvalid(req: http.IncomingMessage | http2.Http2ServerRequest)
   return hosts !== 1;
 }
 
+/** A refusal at the listener; HTTP/1.1 closes the connection after it. */
+function refuse(res: http.ServerResponse | http2.Http2ServerResponse, a: EdgeAnswer) {
+  if ('shouldKeepAlive' in res) {
+    res.shouldKeepAlive = false;
+    writeAnswer(res, { ...a, headers: { ...a.headers, connection: 'close' } });
+  } else writeAnswer(res, a);
+}
+
 function badHost(res: http.ServerResponse, hosts: string) {
   res.shouldKeepAlive = false;
   writeAnswer(res, errorAnswer('ERR_SERVICE_702', `an HTTP/1.1 request needs exactly one Host header (${hosts})`, { connection: 'close' }));
 }
 
-/** HTTP/1.1 that never became a request: answered on the raw connection, which then closes. */
-function answerClientError(err: { code?: string }, socket: Duplex) {
+/** How long a connection answered for bad input is read (and what comes dropped) before it is cut. */
+const LINGER_MS = 2_000;
+
+/** Connections already answered for bad input: the parser reports every later chunk again. */
+const answeredBadInput = new WeakSet<Duplex>();
+
+/**
+ * HTTP/1.1 that never became a request: answered on the raw connection, which then closes.
+ * The answer is written and the write side closed, then what the client is still sending (the
+ * rest of a 100 KB request line) is read and dropped for up to LINGER_MS: closing with unread
+ * bytes makes the kernel reset the connection, and the client would lose the answer with it.
+ */
+function answerClientError(err: { code?: string }, socket: Duplex, limits: ListenerLimits) {
+  if (answeredBadInput.has(socket)) return;
+  answeredBadInput.add(socket);
   if (!socket.writable) return void socket.destroy();
   const a = err.code === 'HPE_HEADER_OVERFLOW'
-    ? errorAnswer('ERR_SERVICE_703', 'the request headers are larger than 16 KiB')
+    ? errorAnswer('ERR_SERVICE_703', `the request line and headers are larger than ${limits.maxHeaderBytes / 1024} KiB`)
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? errorAnswer('ERR_SERVICE_704', 'the request headers did not arrive in time')
       : errorAnswer('ERR_SERVICE_702', 'the request is not valid HTTP');
   const body = Buffer.from(String(a.body ?? ''));
   const head = [`HTTP/1.1 ${a.status} ${http.STATUS_CODES[a.status] ?? ''}`, ...Object.entries(a.headers ?? {}).map(([k, v]) => `${k}: ${v}`), `${ERROR_CODE_HEADER}: ${a.code}`, `content-length: ${body.length}`, 'connection: close'];
-  const timer = setTimeout(() => socket.destroy(), 1000);
-  socket.end(Buffer.concat([Buffer.from(`${head.join('\r\n')}\r\n\r\n`), body]), () => {
-    clearTimeout(timer);
-    socket.destroy();
-  });
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+  socket.once('close', () => clearTimeout(timer));
+  socket.end(Buffer.concat([Buffer.from(`${head.join('\r\n')}\r\n\r\n`), body]));
+}
+
+/** An HTTP/2 request's header list size as RFC 9113 (6.5.2) counts it: name, value and 32 bytes per field. */
+function headerListBytes(raw: string[]): number {
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) n += raw[i].length + raw[i + 1].length + 32;
+  return n;
 }
 
 export class IngressListener {
@@ -208,7 +240,9 @@ export class IngressListener {
         ...options,
         allowHTTP1: true,
         maxHeaderSize: this.d.limits.maxHeaderBytes,
-        settings: { maxHeaderListSize: this.d.limits.maxHeaderBytes, maxConcurrentStreams: this.d.limits.maxRequestsPerConnection },
+        // HTTP/2 heads up to four times the limit reach request(), which answers 431 past the
+        // limit (nghttp2 would only reset the stream); past that nghttp2 refuses them.
+        settings: { maxHeaderListSize: 4 * this.d.limits.maxHeaderBytes, maxConcurrentStreams: this.d.limits.maxRequestsPerConnection },
         maxSessionMemory: 10,
         unknownProtocolTimeout: this.d.limits.handshakeTimeoutMs,
       } as http2.SecureServerOptions);
@@ -221,7 +255,7 @@ export class IngressListener {
       // How often Node looks for connections past those timeouts (its default, 30 s, would let them run long past).
       (h1 as { connectionsCheckingInterval?: number }).connectionsCheckingInterval = Math.max(50, Math.min(1000, this.d.limits.headersTimeoutMs / 2));
       // The default answer is skipped on TLS sockets (they have written the handshake), so a client would get no answer at all.
-      h2.on('clientError', (err: Error, socket: Duplex) => answerClientError(err as { code?: string }, socket));
+      h2.on('clientError', (err: Error, socket: Duplex) => answerClientError(err as { code?: string }, socket, this.d.limits));
       h2.setTimeout(this.d.limits.idleTimeoutMs);
       h2.on('request', (req, res) => void this.request(req, res));
       h2.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => void this.upgrade(req, socket, head));
@@ -278,6 +312,8 @@ export class IngressListener {
       if (this.closing) (res as http.ServerResponse).shouldKeepAlive = false;
     }
     if (h1 && hostHeaderInvalid(req)) return badHost(res as http.ServerResponse, req.headers.host === undefined ? 'none was sent' : 'several were sent');
+    const oversized = this.oversized(req, h1);
+    if (oversized) return refuse(res, oversized);
     // The table is a promise only while a reload is under way; otherwise no extra turn is taken.
     const table = this.d.live.current();
     const { ctx, sni, host } = this.contextOf(req, table instanceof Promise ? await table : table);
@@ -289,14 +325,26 @@ export class IngressListener {
     await handleHttpsRequest(req, res, ctx);
   }
 
+  /** An answer for a request whose target or head is over the limits (HTTP/1.1's head is bounded by Node's parser). */
+  private oversized(req: http.IncomingMessage | http2.Http2ServerRequest, h1: boolean): EdgeAnswer | undefined {
+    const { maxUrlBytes, maxHeaderBytes } = this.d.limits;
+    if (!h1 && headerListBytes(req.rawHeaders) > maxHeaderBytes) {
+      return errorAnswer('ERR_SERVICE_703', `the request headers are larger than ${maxHeaderBytes / 1024} KiB`);
+    }
+    if ((req.url?.length ?? 0) > maxUrlBytes) return errorAnswer('ERR_SERVICE_845', `the request target is ${req.url!.length} bytes; this edge reads at most ${maxUrlBytes}`);
+    return undefined;
+  }
+
   private async upgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer) {
     const { ctx, sni, host } = this.contextOf(req, await this.d.live.current());
     const invalid = hostHeaderInvalid(req);
-    if (!ctx || invalid) {
+    const oversized = this.oversized(req, true);
+    if (!ctx || invalid || oversized) {
       const res = new http.ServerResponse(req);
       res.assignSocket(socket);
       res.shouldKeepAlive = false;
       res.on('finish', () => socket.end());
+      if (oversized) return writeAnswer(res, oversized);
       return invalid ? badHost(res, req.headers.host === undefined ? 'none was sent' : 'several were sent') : misdirected(res, sni, host);
     }
     await handleHttpsUpgrade(req, socket, head, ctx);

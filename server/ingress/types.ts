@@ -77,6 +77,8 @@ export interface IngressDeps {
    */
   writeLine?: (line: string) => void;
   now: () => number;
+  /** Relays through agents per client address at once (client-relays.ts); none counted without it. */
+  relays?: import('./client-relays.js').ClientRelays;
   /** How long the HTTP side waits for an upstream's response head before 504 (default 60 s). */
   upstreamTimeoutMs?: number;
   /** The server's key box: sign-in sessions are sealed under a key derived from it (auth/session.ts). */

@@ -24,10 +24,25 @@ function answerOf(b: FullDoc): EdgeAnswer {
   return a;
 }
 
+/**
+ * A relay slot of the client's address (client-relays.ts), given back when the response (or
+ * the upgraded connection) closes: refused with 429 past the limit, before any agent is asked.
+ */
+function holdRelay(ex: HttpExchange): void {
+  const relays = ex.deps.relays;
+  if (!relays) return;
+  const release = relays.take(ex.clientIp);
+  if (!release) {
+    throw edgeError('ERR_SERVICE_846', `this client address already has ${relays.max} requests in flight through agents; retry when some have finished`, false, { 'retry-after': '1' });
+  }
+  ((ex.upgrade?.socket ?? ex.res) as NodeJS.EventEmitter).once('close', release);
+}
+
 export async function serveBackend(ex: HttpExchange): Promise<void> {
   const chosen = resolveBackend(ex.table, routeBackendId(ex), ex.deps);
   if (chosen.type === 'error') return ex.fail(chosen.answer);
   if (chosen.type === 'response') return ex.answer(answerOf(chosen.backend));
+  holdRelay(ex);
   await relayHttp(ex, chosen.tunnelId);
 }
 
@@ -35,5 +50,6 @@ export async function connectBackend(ex: HttpExchange): Promise<Duplex> {
   const chosen = resolveBackend(ex.table, routeBackendId(ex), ex.deps);
   if (chosen.type === 'error') throw edgeError(chosen.code, chosen.message, true);
   if (chosen.type === 'response') throw edgeError('ERR_SERVICE_750', `the backend ${chosen.backend.id} answers HTTP only; a WebSocket or TCP stream needs a tunnel-group backend`, true);
+  holdRelay(ex);
   return relayTcp(ex, chosen.tunnelId);
 }
