@@ -63,11 +63,33 @@ export interface ListenerDeps {
 }
 
 
-/** The request's host name: lower case, without port or IPv6 brackets. */
-function hostOfRequest(req: http.IncomingMessage | http2.Http2ServerRequest): string {
-  const raw = String((req.headers as Record<string, unknown>)[':authority'] ?? req.headers.host ?? '');
-  const m = /^\[([^\]]*)\]|^([^:]*)/.exec(raw);
-  return (m?.[1] ?? m?.[2] ?? '').toLowerCase();
+/**
+ * The request's authority as sent: HTTP/2's :authority (else Host); for HTTP/1.1 the Host read
+ * from rawHeaders, since req.headers is built on first use, which an answer at the edge need
+ * never pay for. Undefined when there is none, null when an HTTP/1.x request has several.
+ */
+function authorityOf(req: http.IncomingMessage | http2.Http2ServerRequest, h1: boolean): string | undefined | null {
+  if (!h1) {
+    const h = req.headers as Record<string, unknown>;
+    const a = h[':authority'] ?? h.host;
+    return a === undefined ? undefined : String(a);
+  }
+  let host: string | undefined;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i].length !== 4 || raw[i].toLowerCase() !== 'host') continue;
+    if (host !== undefined) return null;
+    host = raw[i + 1];
+  }
+  return host;
+}
+
+/** The host name of an authority: lower case, without port or IPv6 brackets. */
+function hostOfAuthority(raw: string): string {
+  const end = raw.charCodeAt(0) === 91 /* [ */ ? raw.indexOf(']') : -1;
+  if (end > 0) return raw.slice(1, end).toLowerCase();
+  const colon = raw.indexOf(':');
+  return (colon < 0 ? raw : raw.slice(0, colon)).toLowerCase();
 }
 
 /** A request whose host is not the name its TLS connection was opened for (no edge's content crosses names). */
@@ -82,16 +104,12 @@ function writeAnswer(res: http.ServerResponse | http2.Http2ServerResponse, a: Ed
 }
 
 /**
- * An HTTP/1.1 request with no Host header, or with more than one: RFC 9112 (3.2) has a server
- * answer 400. Node keeps the first of several, so an upstream could be told one host while the
- * edge routed by another.
+ * An HTTP/1.1 request with no Host header, or with more than one (`authority` undefined or
+ * null): RFC 9112 (3.2) has a server answer 400. Node keeps the first of several, so an
+ * upstream could be told one host while the edge routed by another.
  */
-function hostHeaderInvalid(req: http.IncomingMessage | http2.Http2ServerRequest): boolean {
-  if (req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1) return false;
-  let hosts = 0;
-  const raw = req.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) if (raw[i].length === 4 && raw[i].toLowerCase() === 'host') hosts++;
-  return hosts !== 1;
+function hostHeaderInvalid(req: http.IncomingMessage | http2.Http2ServerRequest, authority: string | undefined | null): boolean {
+  return authority == null && req.httpVersionMajor === 1 && req.httpVersionMinor === 1;
 }
 
 /** A refusal at the listener; HTTP/1.1 closes the connection after it. */
@@ -148,6 +166,9 @@ export class IngressListener {
   private terminators = new Map<string, tls.Server>();
   private h1Active = new Map<tls.TLSSocket, number>();
   private sessions = new Set<http2.ServerHttp2Session>();
+  /** HTTP/1.1 connections' bytes (read + written) at the last sweep, and since when they stood still. */
+  private activity = new Map<tls.TLSSocket, { bytes: number; at: number }>();
+  private sweeper?: NodeJS.Timeout;
   private closing = false;
   address = '';
 
@@ -167,6 +188,8 @@ export class IngressListener {
     });
     const a = this.server.address() as net.AddressInfo;
     this.spec.port = a.port;
+    const every = Math.max(50, Math.min(1000, this.d.limits.idleTimeoutMs / 4));
+    this.sweeper = setInterval(() => this.sweepIdle(), every).unref();
     this.address = `${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
   }
 
@@ -223,6 +246,25 @@ export class IngressListener {
     this.terminator('tls', terminationOf(edge.doc)).emit('connection', socket);
   }
 
+  /**
+   * Closes HTTP/1.1 connections that neither sent nor took a byte for idleTimeoutMs (a stalled
+   * upload, an answer the client does not read), within a quarter of it (at most a second)
+   * after: one pass over the connections, instead of a socket timeout re-armed on every read
+   * and write of every request. An upgraded connection (WebSocket) is not swept.
+   */
+  private sweepIdle() {
+    const now = performance.now();
+    for (const [socket, seen] of this.activity) {
+      const bytes = socket.bytesRead + socket.bytesWritten;
+      if (bytes !== seen.bytes) {
+        seen.bytes = bytes;
+        seen.at = now;
+      } else if (now - seen.at >= this.d.limits.idleTimeoutMs) {
+        socket.destroy();
+      }
+    }
+  }
+
   private streamDeps(): StreamDeps {
     return { ...this.d.deps, metrics: this.d.metrics, publicPort: this.spec.publicPort };
   }
@@ -256,10 +298,12 @@ export class IngressListener {
       (h1 as { connectionsCheckingInterval?: number }).connectionsCheckingInterval = Math.max(50, Math.min(1000, this.d.limits.headersTimeoutMs / 2));
       // The default answer is skipped on TLS sockets (they have written the handshake), so a client would get no answer at all.
       h2.on('clientError', (err: Error, socket: Duplex) => answerClientError(err as { code?: string }, socket, this.d.limits));
-      h2.setTimeout(this.d.limits.idleTimeoutMs);
-      h2.on('request', (req, res) => void this.request(req, res));
+      h2.on('request', (req, res) => this.request(req, res));
       h2.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => void this.upgrade(req, socket, head));
       h2.on('session', (session) => {
+        // Idle time: an HTTP/2 session by its own timer; HTTP/1.1 connections by sweepIdle,
+        // since a socket timeout re-arms its timer on every read and write of every request.
+        session.setTimeout(this.d.limits.idleTimeoutMs, () => session.destroy());
         this.sessions.add(session);
         session.once('close', () => this.sessions.delete(session));
         if (this.closing) session.close();
@@ -267,7 +311,11 @@ export class IngressListener {
       h2.on('secureConnection', (socket: tls.TLSSocket) => {
         if (socket.alpnProtocol === 'h2') return;
         this.h1Active.set(socket, 0);
-        socket.once('close', () => this.h1Active.delete(socket));
+        this.activity.set(socket, { bytes: -1, at: 0 });
+        socket.once('close', () => {
+          this.h1Active.delete(socket);
+          this.activity.delete(socket);
+        });
       });
       h2.on('tlsClientError', () => this.count('refused_handshake'));
       // Node checks HTTP/1.1 header and request timeouts only for servers that emitted
@@ -287,17 +335,19 @@ export class IngressListener {
     streamEdge(socket, edge, table, this.streamDeps(), String(socket.servername));
   }
 
-  private contextOf(req: http.IncomingMessage | http2.Http2ServerRequest, table: HttpsContext['table']): { ctx?: HttpsContext; sni: string; host: string } {
+  private contextOf(req: http.IncomingMessage | http2.Http2ServerRequest, table: HttpsContext['table'], sent: string | undefined | null): { ctx?: HttpsContext; sni: string; host: string } {
     const socket = req.socket as tls.TLSSocket;
     const sni = String(socket.servername || '').toLowerCase();
-    const host = hostOfRequest(req) || sni;
+    // Several Host headers on HTTP/1.0: the first, as Node keeps it.
+    const authority = sent === null ? req.headers.host : sent;
+    const host = (authority === undefined ? '' : hostOfAuthority(authority)) || sni;
     if (host !== sni) return { sni, host };
     const held = table.ports.get(this.spec.publicPort);
     const edge = held?.kind === 'https' ? (held.hosts.get(host) as HttpsEdgeEntry | undefined) : undefined;
-    return { sni, host, ctx: { table, edge, clientIp: clientIpOf(socket), publicPort: this.spec.publicPort, host, deps: this.d.deps } };
+    return { sni, host, ctx: { table, edge, clientIp: clientIpOf(socket), publicPort: this.spec.publicPort, host, hostHeader: authority ?? host, deps: this.d.deps } };
   }
 
-  private async request(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) {
+  private request(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse): void {
     const startedAt = performance.now();
     const socket = req.socket as tls.TLSSocket;
     const h1 = this.h1Active.has(socket);
@@ -311,18 +361,25 @@ export class IngressListener {
       // While draining, each answer tells the client to take its next request elsewhere.
       if (this.closing) (res as http.ServerResponse).shouldKeepAlive = false;
     }
-    if (h1 && hostHeaderInvalid(req)) return badHost(res as http.ServerResponse, req.headers.host === undefined ? 'none was sent' : 'several were sent');
+    const authority = authorityOf(req, h1);
+    if (hostHeaderInvalid(req, authority)) return badHost(res as http.ServerResponse, authority === undefined ? 'none was sent' : 'several were sent');
     const oversized = this.oversized(req, h1);
     if (oversized) return refuse(res, oversized);
     // The table is a promise only while a reload is under way; otherwise no extra turn is taken.
     const table = this.d.live.current();
-    const { ctx, sni, host } = this.contextOf(req, table instanceof Promise ? await table : table);
+    if (table instanceof Promise) return void table.then((t) => this.routed(req, res, t, authority, h1, startedAt));
+    this.routed(req, res, table, authority, h1, startedAt);
+  }
+
+  private routed(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse, table: HttpsContext['table'], authority: string | undefined | null, h1: boolean, startedAt: number): void {
+    const socket = req.socket as tls.TLSSocket;
+    const { ctx, sni, host } = this.contextOf(req, table, authority);
     res.once('close', () => {
       if (h1 && this.h1Active.has(socket)) this.h1Active.set(socket, (this.h1Active.get(socket) ?? 1) - 1);
       this.d.metrics.observeIngress(ctx?.edge?.doc.id ?? 'none', res.statusCode, (performance.now() - startedAt) / 1000);
     });
     if (!ctx) return misdirected(res, sni, host);
-    await handleHttpsRequest(req, res, ctx);
+    void handleHttpsRequest(req, res, ctx);
   }
 
   /** An answer for a request whose target or head is over the limits (HTTP/1.1's head is bounded by Node's parser). */
@@ -336,8 +393,10 @@ export class IngressListener {
   }
 
   private async upgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer) {
-    const { ctx, sni, host } = this.contextOf(req, await this.d.live.current());
-    const invalid = hostHeaderInvalid(req);
+    this.activity.delete(socket as tls.TLSSocket);
+    const authority = authorityOf(req, true);
+    const { ctx, sni, host } = this.contextOf(req, await this.d.live.current(), authority);
+    const invalid = hostHeaderInvalid(req, authority);
     const oversized = this.oversized(req, true);
     if (!ctx || invalid || oversized) {
       const res = new http.ServerResponse(req);
@@ -345,7 +404,7 @@ export class IngressListener {
       res.shouldKeepAlive = false;
       res.on('finish', () => socket.end());
       if (oversized) return writeAnswer(res, oversized);
-      return invalid ? badHost(res, req.headers.host === undefined ? 'none was sent' : 'several were sent') : misdirected(res, sni, host);
+      return invalid ? badHost(res, authority === undefined ? 'none was sent' : 'several were sent') : misdirected(res, sni, host);
     }
     await handleHttpsUpgrade(req, socket, head, ctx);
   }
@@ -356,6 +415,7 @@ export class IngressListener {
    */
   async drain(deadlineMs: number): Promise<void> {
     this.closing = true;
+    clearInterval(this.sweeper);
     if (this.server.listening) this.server.close();
     for (const session of this.sessions) session.close();
     const deadline = Date.now() + deadlineMs;

@@ -2,12 +2,12 @@
 // JSON.stringify: every field must still come back from JSON.parse as it went in, whatever a
 // client put in its method, host or path.
 import { describe, expect, it } from 'vitest';
-import { accessLogLine, jsonString, type AccessLogFields } from '../../server/ingress/http/access-log.js';
+import { accessLogLine, jsonString, millis, type AccessLogFields } from '../../server/ingress/http/access-log.js';
 import { logLine } from '../../server/log-lines.js';
 
 const plain: AccessLogFields = {
   edge: 'edghts_2abc', route: 'edghtsrt_2def', method: 'GET', host: 'app.example.com', port: 443, path: '/api/v1',
-  status: 200, duration_ms: 0.123, bytes: 20, client_ip: '127.0.0.1', code: undefined,
+  status: 200, duration_ms: 0.125, bytes: 20, client_ip: '127.0.0.1', code: undefined,
 };
 
 const HOSTILE = [
@@ -58,6 +58,12 @@ describe('accessLogLine', () => {
 
   it.each(HOSTILE)('jsonString writes %s as JSON.stringify does', (_why, value) => {
     expect(jsonString(value)).toBe(JSON.stringify(value));
+  });
+
+  it.each([0, 0.0004, 0.0005, 0.001, 0.05, 1.05, 1.5, 2, 12.3456, 999.9995, 12345.678, 3_000_000.25])('writes a duration of %s ms as Math.round(ms * 1000) / 1000', (ms) => {
+    const line = accessLogLine({ ...plain, duration_ms: ms });
+    expect(JSON.parse(line).duration_ms).toBe(Math.round(ms * 1000) / 1000);
+    expect(JSON.parse(millis(ms))).toBe(Math.round(ms * 1000) / 1000);
   });
 
   it('writes a number JSON cannot hold as null, as JSON.stringify does', () => {

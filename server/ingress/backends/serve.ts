@@ -38,12 +38,20 @@ function holdRelay(ex: HttpExchange): void {
   ((ex.upgrade?.socket ?? ex.res) as NodeJS.EventEmitter).once('close', release);
 }
 
-export async function serveBackend(ex: HttpExchange): Promise<void> {
+/**
+ * The route's backend answers: undefined when it has (http_response, or an error at the edge),
+ * a promise while an upstream is asked. An EdgeError may be thrown before either.
+ */
+export function serveBackendNow(ex: HttpExchange): Promise<void> | undefined {
   const chosen = resolveBackend(ex.table, routeBackendId(ex), ex.deps);
-  if (chosen.type === 'error') return ex.fail(chosen.answer);
-  if (chosen.type === 'response') return ex.answer(answerOf(chosen.backend));
+  if (chosen.type === 'error') return void ex.fail(chosen.answer);
+  if (chosen.type === 'response') return void ex.answer(answerOf(chosen.backend));
   holdRelay(ex);
-  await relayHttp(ex, chosen.tunnelId);
+  return relayHttp(ex, chosen.tunnelId);
+}
+
+export async function serveBackend(ex: HttpExchange): Promise<void> {
+  await serveBackendNow(ex);
 }
 
 export async function connectBackend(ex: HttpExchange): Promise<Duplex> {

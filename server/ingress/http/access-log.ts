@@ -16,6 +16,7 @@ export interface AccessLogFields {
   /** Without the query. */
   path: string;
   status: number | undefined;
+  /** Written to the microsecond. */
   duration_ms: number;
   bytes: number;
   client_ip: string;
@@ -31,11 +32,24 @@ export function jsonString(s: string): string {
 }
 
 /** Finite numbers as JSON writes them; anything else (NaN, Infinity) as null, as JSON.stringify does. */
-const num = (n: number) => (Number.isFinite(n) ? String(n) : 'null');
+const num = (n: number) => (Number.isFinite(n) ? `${n}` : 'null');
+
+/**
+ * Milliseconds to the microsecond, as decimal text made from integers: the same number as
+ * Math.round(ms * 1000) / 1000 once parsed, without formatting a double (which was a fifth of
+ * the line's cost). Trailing zeros are kept ("1.050"): JSON reads them as the same number.
+ */
+export function millis(ms: number): string {
+  const us = Math.round(ms * 1000);
+  if (!(us >= 0 && us < 2 ** 31)) return num(us / 1000);
+  const whole = Math.floor(us / 1000);
+  const frac = us - whole * 1000;
+  return frac === 0 ? `${whole}` : `${whole}.${frac < 10 ? '00' : frac < 100 ? '0' : ''}${frac}`;
+}
 
 export function accessLogLine(f: AccessLogFields): string {
   return `{"time":"${isoNow()}","level":"info","msg":"ingress request"${f.edge ? `,"edge":${jsonString(f.edge)}` : ''}${f.route ? `,"route":${jsonString(f.route)}` : ''}${
     f.method === undefined ? '' : `,"method":${jsonString(f.method)}`},"host":${jsonString(f.host)},"port":${num(f.port)},"path":${jsonString(f.path)}${
-    f.status === undefined ? '' : `,"status":${num(f.status)}`},"duration_ms":${num(f.duration_ms)},"bytes":${num(f.bytes)},"client_ip":${jsonString(f.client_ip)}${
+    f.status === undefined ? '' : `,"status":${num(f.status)}`},"duration_ms":${millis(f.duration_ms)},"bytes":${num(f.bytes)},"client_ip":${jsonString(f.client_ip)}${
     f.code === undefined ? '' : `,"code":${jsonString(f.code)}`}}`;
 }

@@ -183,13 +183,19 @@ export class HttpExchange implements Exchange {
 
   /** Writes the final head (after every edit) and the body through the chosen transforms; resolves with the bytes sent. */
   send(): Promise<number> {
+    const sent = this.sendNow();
+    return typeof sent === 'number' ? Promise.resolve(sent) : sent;
+  }
+
+  /** send(), with the bytes at once when the body went out whole with the head (an answer at the edge). */
+  sendNow(): number | Promise<number> {
     const res = this.res as ServerResponse;
     if (this.headShared && this.headEdits.length === 0 && this.bodyWraps.length === 0) {
       // A prepared answer no filter edits: its headers as made, the body with them in one write.
       const head = this.head!;
       res.writeHead(head.status, head.headers as Record<string, string | string[]>);
       res.end(this.method === 'HEAD' ? undefined : this.responseBody as string | Buffer);
-      return Promise.resolve(this.sharedLength);
+      return this.sharedLength;
     }
     const head = this.responseHead ?? { status: 502, headers: {} };
     for (const edit of this.headEdits) edit(head);
@@ -202,7 +208,7 @@ export class HttpExchange implements Exchange {
       headers['content-length'] = String(length);
       res.writeHead(head.status, headers);
       res.end(this.method === 'HEAD' ? undefined : body);
-      return Promise.resolve(length);
+      return length;
     }
     if (body instanceof Readable && transforms.length === 0) return gatherAndSend(body, res, head.status, headers, this.method === 'HEAD');
     const source = body instanceof Readable ? body : Readable.from([typeof body === 'string' ? Buffer.from(body) : body]);

@@ -7,13 +7,13 @@ import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import { callbackRoute } from '../auth/callback-route.js';
-import { connectBackend, serveBackend } from '../backends/serve.js';
+import { connectBackend, serveBackend, serveBackendNow } from '../backends/serve.js';
 import type { Exchange, HttpFilter, HttpsEdgeEntry, IngressDeps, IngressTable } from '../types.js';
 import { accessLogLine } from './access-log.js';
 import { runChain } from './chain.js';
 import { chainOf, compiledEdge } from './compile-edge.js';
 import { errorAnswer } from './error-page.js';
-import { HttpExchange } from './exchange.js';
+import { EdgeError, HttpExchange } from './exchange.js';
 import { normalizePath, selectRoute, splitTarget } from './select-route.js';
 import { passThroughUpgrade } from './upgrade.js';
 
@@ -26,6 +26,8 @@ export interface HttpsContext {
   publicPort: number;
   /** The request's host name, lower case, no port. */
   host: string;
+  /** The Host (or :authority) as the client sent it, when the listener has read it (else read here). */
+  hostHeader?: string;
   deps: IngressDeps;
 }
 
@@ -54,7 +56,7 @@ function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchan
   const { path, query } = pathOf(req.url ?? '/');
   // HTTP/2's :authority first: it is what the listener checked against the connection's name (a
   // host header beside it, naming another site, must not reach the upstream).
-  const hostHeader = String(req.headers[':authority'] ?? req.headers.host ?? ctx.host);
+  const hostHeader = ctx.hostHeader ?? String(req.headers[':authority'] ?? req.headers.host ?? ctx.host);
   const compiled = ctx.edge && compiledEdge(ctx.edge, ctx.table, ctx.deps);
   const route = compiled && (callbackRoute(compiled.matchers, path, query) ?? selectRoute(compiled.matchers, ctx.host, path));
   const ex = new HttpExchange({
@@ -85,7 +87,7 @@ const NO_FILTERS: readonly HttpFilter[] = Object.freeze([]);
 function accessLog(ex: HttpExchange, startedAt: number, status: number | undefined, bytes: number) {
   const line = accessLogLine({
     edge: ex.edge.id, route: ex.route.id, method: ex.req.method, host: ex.host, port: ex.publicPort, path: pathOnly(ex.path), status,
-    duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000, bytes, client_ip: ex.clientIp, code: ex.code,
+    duration_ms: performance.now() - startedAt, bytes, client_ip: ex.clientIp, code: ex.code,
   });
   if (ex.deps.writeLine) ex.deps.writeLine(line);
   else ex.deps.log(JSON.parse(line));
@@ -101,21 +103,67 @@ function internalFault(ex: HttpExchange, e: unknown) {
   ex.fail(errorAnswer('ERR_SERVICE_749', 'the edge could not handle this request; the server log has the details'));
 }
 
-export async function handleHttpsRequest(req: Req, res: Res, ctx: HttpsContext): Promise<void> {
+/**
+ * One request: the chain, the backend, the answer, the access-log line. A request whose route
+ * has no filters and whose backend answers at the edge (http_response) runs to its end here,
+ * with no promise made; otherwise the returned promise settles when the answer is sent.
+ */
+export function handleHttpsRequest(req: Req, res: Res, ctx: HttpsContext): Promise<void> | undefined {
   const startedAt = performance.now();
   (res as NodeJS.EventEmitter).on('error', ignore);
   const { ex, filters } = exchangeFor(req, res, ctx);
+  let running: Promise<void> | undefined;
   try {
-    await runChain(filters, ex, serve);
+    // An exchange answered already (no edge, no route) goes straight to sending.
+    if (!ex.answered) running = filters.length ? runChain(filters, ex, serve) : serveBackendNow(ex);
   } catch (e) {
-    internalFault(ex, e);
+    answerThrown(ex, e);
+  }
+  if (running) return finishLater(ex, running, startedAt);
+  let sent: number | Promise<number> = 0;
+  try {
+    sent = ex.sendNow();
+  } catch (e) {
+    sendFailed(ex, e);
+  }
+  if (typeof sent !== 'number') return logWhenSent(ex, sent, startedAt);
+  accessLog(ex, startedAt, ex.responseStatus, sent);
+  return undefined;
+}
+
+/** What a filter or backend threw: an edge error is the answer (as runChain makes it), anything else a fault. */
+function answerThrown(ex: HttpExchange, e: unknown) {
+  if (!(e instanceof EdgeError)) return internalFault(ex, e);
+  if (e.upstreamFailed) ex.fail(e.answerWith);
+  else ex.answer(e.answerWith);
+}
+
+function sendFailed(ex: HttpExchange, e: unknown) {
+  ex.deps.log({ level: 'warn', msg: `ingress: sending the response failed: ${(e as Error).message}`, route: ex.route.id });
+  (ex.res as ServerResponse).destroy();
+}
+
+async function finishLater(ex: HttpExchange, running: Promise<void>, startedAt: number): Promise<void> {
+  try {
+    await running;
+  } catch (e) {
+    answerThrown(ex, e);
   }
   let bytes = 0;
   try {
     bytes = await ex.send();
   } catch (e) {
-    ctx.deps.log({ level: 'warn', msg: `ingress: sending the response failed: ${(e as Error).message}`, route: ex.route.id });
-    (res as ServerResponse).destroy();
+    sendFailed(ex, e);
+  }
+  accessLog(ex, startedAt, ex.responseStatus, bytes);
+}
+
+async function logWhenSent(ex: HttpExchange, sent: Promise<number>, startedAt: number): Promise<void> {
+  let bytes = 0;
+  try {
+    bytes = await sent;
+  } catch (e) {
+    sendFailed(ex, e);
   }
   accessLog(ex, startedAt, ex.responseStatus, bytes);
 }
