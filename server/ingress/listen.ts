@@ -125,6 +125,9 @@ function badHost(res: http.ServerResponse, hosts: string) {
   writeAnswer(res, errorAnswer('ERR_SERVICE_702', `an HTTP/1.1 request needs exactly one Host header (${hosts})`, { connection: 'close' }));
 }
 
+/** A connection's server name and client address, kept on its socket for its later requests. */
+const PEER = Symbol('edgeform.peer');
+
 /** How long a connection answered for bad input is read (and what comes dropped) before it is cut. */
 const LINGER_MS = 2_000;
 
@@ -336,15 +339,17 @@ export class IngressListener {
   }
 
   private contextOf(req: http.IncomingMessage | http2.Http2ServerRequest, table: HttpsContext['table'], sent: string | undefined | null): { ctx?: HttpsContext; sni: string; host: string } {
-    const socket = req.socket as tls.TLSSocket;
-    const sni = String(socket.servername || '').toLowerCase();
+    const socket = req.socket as tls.TLSSocket & { [PEER]?: { sni: string; clientIp: string } };
+    // The connection's name and client address, the same for each of its requests.
+    const peer = (socket[PEER] ??= { sni: String(socket.servername || '').toLowerCase(), clientIp: clientIpOf(socket) });
+    const sni = peer.sni;
     // Several Host headers on HTTP/1.0: the first, as Node keeps it.
     const authority = sent === null ? req.headers.host : sent;
     const host = (authority === undefined ? '' : hostOfAuthority(authority)) || sni;
     if (host !== sni) return { sni, host };
     const held = table.ports.get(this.spec.publicPort);
     const edge = held?.kind === 'https' ? (held.hosts.get(host) as HttpsEdgeEntry | undefined) : undefined;
-    return { sni, host, ctx: { table, edge, clientIp: clientIpOf(socket), publicPort: this.spec.publicPort, host, hostHeader: authority ?? host, deps: this.d.deps } };
+    return { sni, host, ctx: { table, edge, clientIp: peer.clientIp, publicPort: this.spec.publicPort, host, hostHeader: authority ?? host, deps: this.d.deps } };
   }
 
   private request(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse): void {

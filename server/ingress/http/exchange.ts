@@ -70,8 +70,9 @@ export class HttpExchange implements Exchange {
   private headShared = false;
   private sharedLength = 0;
   private failed = false;
-  private headEdits: ((head: ResponseHead) => void)[] = [];
-  private bodyWraps: ((head: ResponseHead) => Transform | undefined)[] = [];
+  /** Made by the first filter that registers one (most requests have none). */
+  private headEdits?: ((head: ResponseHead) => void)[];
+  private bodyWraps?: ((head: ResponseHead) => Transform | undefined)[];
   private edgeAnswered = false;
   /** The code of the edge's own answer, if any, for the access log. */
   code?: string;
@@ -130,8 +131,8 @@ export class HttpExchange implements Exchange {
     return this.bodyRead;
   }
 
-  onResponseHead(edit: (head: ResponseHead) => void) { this.headEdits.push(edit); }
-  onResponseBody(wrap: (head: ResponseHead) => Transform | undefined) { this.bodyWraps.push(wrap); }
+  onResponseHead(edit: (head: ResponseHead) => void) { (this.headEdits ??= []).push(edit); }
+  onResponseBody(wrap: (head: ResponseHead) => Transform | undefined) { (this.bodyWraps ??= []).push(wrap); }
 
   answer(a: EdgeAnswer) {
     this.dropUpstreamBody();
@@ -190,7 +191,7 @@ export class HttpExchange implements Exchange {
   /** send(), with the bytes at once when the body went out whole with the head (an answer at the edge). */
   sendNow(): number | Promise<number> {
     const res = this.res as ServerResponse;
-    if (this.headShared && this.headEdits.length === 0 && this.bodyWraps.length === 0) {
+    if (this.headShared && !this.headEdits && !this.bodyWraps) {
       // A prepared answer no filter edits: its headers as made, the body with them in one write.
       const head = this.head!;
       res.writeHead(head.status, head.headers as Record<string, string | string[]>);
@@ -198,8 +199,8 @@ export class HttpExchange implements Exchange {
       return this.sharedLength;
     }
     const head = this.responseHead ?? { status: 502, headers: {} };
-    for (const edit of this.headEdits) edit(head);
-    const transforms = this.bodyWraps.length ? this.bodyWraps.map((w) => w(head)).filter((t): t is Transform => t !== undefined) : [];
+    for (const edit of this.headEdits ?? []) edit(head);
+    const transforms = this.bodyWraps ? this.bodyWraps.map((w) => w(head)).filter((t): t is Transform => t !== undefined) : [];
     const headers = responseHeadersOf(head.headers);
     const body = this.responseBody ?? '';
     if (!(body instanceof Readable) && transforms.length === 0) {
