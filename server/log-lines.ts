@@ -38,17 +38,25 @@ export function writeLogLine(line: string): void {
 
 let second = -1;
 let secondText = '';
+let lastMs = -1;
+let lastText = '';
 
-/** new Date().toISOString(), made from a per-second prefix: a log line per request made a Date and its text each time. */
+/**
+ * new Date().toISOString(), made from a per-second prefix and kept for its millisecond (a busy
+ * ingress logs several lines in one): a log line per request made a Date and its text each time.
+ */
 export function isoNow(): string {
   const now = Date.now();
+  if (now === lastMs) return lastText;
   const s = Math.floor(now / 1000);
   if (s !== second) {
     second = s;
     secondText = new Date(s * 1000).toISOString().slice(0, 20);
   }
   const ms = now - s * 1000;
-  return `${secondText}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z`;
+  lastMs = now;
+  lastText = `${secondText}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z`;
+  return lastText;
 }
 
 /**

@@ -125,6 +125,13 @@ function badHost(res: http.ServerResponse, hosts: string) {
   writeAnswer(res, errorAnswer('ERR_SERVICE_702', `an HTTP/1.1 request needs exactly one Host header (${hosts})`, { connection: 'close' }));
 }
 
+/** What the listener keeps in a request's context for its end (answered). */
+interface ListenerContext extends HttpsContext {
+  socket: tls.TLSSocket;
+  h1: boolean;
+  startedAt: number;
+}
+
 /** A connection's server name and client address, kept on its socket for its later requests. */
 const PEER = Symbol('edgeform.peer');
 
@@ -338,7 +345,7 @@ export class IngressListener {
     streamEdge(socket, edge, table, this.streamDeps(), String(socket.servername));
   }
 
-  private contextOf(req: http.IncomingMessage | http2.Http2ServerRequest, table: HttpsContext['table'], sent: string | undefined | null): { ctx?: HttpsContext; sni: string; host: string } {
+  private contextOf(req: http.IncomingMessage | http2.Http2ServerRequest, table: HttpsContext['table'], sent: string | undefined | null, h1 = true, startedAt = 0): { ctx?: ListenerContext; sni: string; host: string } {
     const socket = req.socket as tls.TLSSocket & { [PEER]?: { sni: string; clientIp: string } };
     // The connection's name and client address, the same for each of its requests.
     const peer = (socket[PEER] ??= { sni: String(socket.servername || '').toLowerCase(), clientIp: clientIpOf(socket) });
@@ -349,7 +356,7 @@ export class IngressListener {
     if (host !== sni) return { sni, host };
     const held = table.ports.get(this.spec.publicPort);
     const edge = held?.kind === 'https' ? (held.hosts.get(host) as HttpsEdgeEntry | undefined) : undefined;
-    return { sni, host, ctx: { table, edge, clientIp: peer.clientIp, publicPort: this.spec.publicPort, host, hostHeader: authority ?? host, deps: this.d.deps } };
+    return { sni, host, ctx: { table, edge, clientIp: peer.clientIp, publicPort: this.spec.publicPort, host, hostHeader: authority ?? host, deps: this.d.deps, answered: this.answered as unknown as HttpsContext['answered'], socket, h1, startedAt } };
   }
 
   private request(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse): void {
@@ -377,15 +384,18 @@ export class IngressListener {
   }
 
   private routed(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse, table: HttpsContext['table'], authority: string | undefined | null, h1: boolean, startedAt: number): void {
-    const socket = req.socket as tls.TLSSocket;
-    const { ctx, sni, host } = this.contextOf(req, table, authority);
-    res.once('close', () => {
-      if (h1 && this.h1Active.has(socket)) this.h1Active.set(socket, (this.h1Active.get(socket) ?? 1) - 1);
-      this.d.metrics.observeIngress(ctx?.edge?.doc.id ?? 'none', res.statusCode, (performance.now() - startedAt) / 1000);
-    });
-    if (!ctx) return misdirected(res, sni, host);
-    void handleHttpsRequest(req, res, ctx);
+    const { ctx, sni, host } = this.contextOf(req, table, authority, h1, startedAt);
+    if (ctx) return void handleHttpsRequest(req, res, ctx);
+    misdirected(res, sni, host);
+    this.answered({ socket: req.socket as tls.TLSSocket, h1, startedAt, edge: undefined }, res.statusCode);
   }
+
+  /** A request answered (handler.ts calls it through HttpsContext.answered): one fewer in flight on its connection, and its metrics. */
+  private readonly answered = (ctx: Pick<ListenerContext, 'socket' | 'h1' | 'startedAt' | 'edge'>, status: number) => {
+    const active = ctx.h1 ? this.h1Active.get(ctx.socket) : undefined;
+    if (active !== undefined) this.h1Active.set(ctx.socket, active - 1);
+    this.d.metrics.observeIngress(ctx.edge?.doc.id ?? 'none', status, (performance.now() - ctx.startedAt) / 1000);
+  };
 
   /** An answer for a request whose target or head is over the limits (HTTP/1.1's head is bounded by Node's parser). */
   private oversized(req: http.IncomingMessage | http2.Http2ServerRequest, h1: boolean): EdgeAnswer | undefined {

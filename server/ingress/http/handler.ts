@@ -28,6 +28,12 @@ export interface HttpsContext {
   host: string;
   /** The Host (or :authority) as the client sent it, when the listener has read it (else read here). */
   hostHeader?: string;
+  /**
+   * Called once the request's answer has been sent (with its access-log line), with the status
+   * the client got: the listener's metrics and its count of requests in flight, without a
+   * 'close' listener on every response.
+   */
+  answered?: (ctx: HttpsContext, status: number) => void;
   deps: IngressDeps;
 }
 
@@ -84,6 +90,12 @@ function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchan
 const NO_DOC: HttpExchange['edge'] = Object.freeze({ id: '' });
 const NO_FILTERS: readonly HttpFilter[] = Object.freeze([]);
 
+/** A request's end: its access-log line, then the listener's count of it. */
+function requestDone(ex: HttpExchange, ctx: HttpsContext, startedAt: number, bytes: number) {
+  accessLog(ex, startedAt, ex.responseStatus, bytes);
+  ctx.answered?.(ctx, (ex.res as ServerResponse).statusCode);
+}
+
 function accessLog(ex: HttpExchange, startedAt: number, status: number | undefined, bytes: number) {
   const line = accessLogLine({
     edge: ex.edge.id, route: ex.route.id, method: ex.req.method, host: ex.host, port: ex.publicPort, path: pathOnly(ex.path), status,
@@ -119,15 +131,15 @@ export function handleHttpsRequest(req: Req, res: Res, ctx: HttpsContext): Promi
   } catch (e) {
     answerThrown(ex, e);
   }
-  if (running) return finishLater(ex, running, startedAt);
+  if (running) return finishLater(ex, ctx, running, startedAt);
   let sent: number | Promise<number> = 0;
   try {
     sent = ex.sendNow();
   } catch (e) {
     sendFailed(ex, e);
   }
-  if (typeof sent !== 'number') return logWhenSent(ex, sent, startedAt);
-  accessLog(ex, startedAt, ex.responseStatus, sent);
+  if (typeof sent !== 'number') return logWhenSent(ex, ctx, sent, startedAt);
+  requestDone(ex, ctx, startedAt, sent);
   return undefined;
 }
 
@@ -143,7 +155,7 @@ function sendFailed(ex: HttpExchange, e: unknown) {
   (ex.res as ServerResponse).destroy();
 }
 
-async function finishLater(ex: HttpExchange, running: Promise<void>, startedAt: number): Promise<void> {
+async function finishLater(ex: HttpExchange, ctx: HttpsContext, running: Promise<void>, startedAt: number): Promise<void> {
   try {
     await running;
   } catch (e) {
@@ -155,17 +167,17 @@ async function finishLater(ex: HttpExchange, running: Promise<void>, startedAt: 
   } catch (e) {
     sendFailed(ex, e);
   }
-  accessLog(ex, startedAt, ex.responseStatus, bytes);
+  requestDone(ex, ctx, startedAt, bytes);
 }
 
-async function logWhenSent(ex: HttpExchange, sent: Promise<number>, startedAt: number): Promise<void> {
+async function logWhenSent(ex: HttpExchange, ctx: HttpsContext, sent: Promise<number>, startedAt: number): Promise<void> {
   let bytes = 0;
   try {
     bytes = await sent;
   } catch (e) {
     sendFailed(ex, e);
   }
-  accessLog(ex, startedAt, ex.responseStatus, bytes);
+  requestDone(ex, ctx, startedAt, bytes);
 }
 
 export async function handleHttpsUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, ctx: HttpsContext): Promise<void> {
