@@ -6,7 +6,8 @@
 //      Node reverse proxy (node:https in front of node:http; target: at least 50%).
 // Each server under test is its own process pinned to one core (taskset, when there is one);
 // the load comes from this process over keep-alive TLS connections.
-// Usage: npm run bench:ingress [-- --requests 5000 --concurrency 16 --cpu-prof DIR]
+// Usage: npm run bench:ingress [-- --requests 5000 --concurrency 16 --cpu-prof DIR --only fixed|agent]
+// (--only: measure one figure, the http_response one or the one through the agent)
 // (--cpu-prof: a V8 CPU profile of each server process, edgeform serve, the agent, the bare
 // servers and the upstream, written to DIR/<role>/ when they stop; the serve profile covers
 // both figures, the bench prints when each started)
@@ -28,6 +29,7 @@ const arg = (name: string, fallback: string) => {
 const REQUESTS = Number(arg('requests', '5000'));
 const CONCURRENCY = Number(arg('concurrency', '16'));
 const CPU_PROF = arg('cpu-prof', '');
+const ONLY = arg('only', '');
 const here = path.dirname(fileURLToPath(import.meta.url));
 const BIN = path.join(here, '..', 'bin', 'edgeform.js');
 const TOKEN = 'benchtoken0123456789abcdefghijklmnopqrstuvwxy';
@@ -83,7 +85,7 @@ const children: ChildProcess[] = [];
  * which also had to read it, slower during the edge's figures only.
  */
 function start(args: string[], env: Record<string, string> = {}, ready = 'ready', core = SERVER_CORE, profileAs = '', logFile = ''): Promise<{ child: ChildProcess; out: () => string }> {
-  const profile = CPU_PROF && profileAs ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(CPU_PROF, profileAs)] : [];
+  const profile = CPU_PROF && profileAs ? ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', path.resolve(CPU_PROF, profileAs)] : [];
   const cmd = pinned ? 'taskset' : process.execPath;
   const full = pinned ? ['-c', String(core), process.execPath, ...profile, ...args] : [...profile, ...args];
   const fd = logFile ? fs.openSync(logFile, 'a') : undefined;
@@ -251,16 +253,21 @@ async function main() {
   };
   const cpuText = (r: { cpu?: { name: string; us: number }[] }) => r.cpu ? `   CPU/request ${r.cpu.map((c) => `${c.name} ${c.us.toFixed(0)} µs`).join(' + ')}` : '';
   const row = (name: string, r: { rps: number; p50: number; p99: number; cpu?: { name: string; us: number }[] }) => `${name.padEnd(44)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(2).padStart(6)} ms   p99 ${r.p99.toFixed(2).padStart(6)} ms${cpuText(r)}`;
-  const fixedEdge = await measure('edge-fixed', ingressPort, caCert.cert, '/fixed', { serve: serve.child });
-  const fixedBare = await measure('bare-https', bare, caCert.cert, '/', { 'node:https': bareHttpsProc.child });
-  console.log(row('edge, http_response backend', fixedEdge));
-  console.log(row('bare node:https, same body', fixedBare));
-  console.log(`  ratio ${(fixedEdge.rps / fixedBare.rps * 100).toFixed(0)}% (target at least 70%)${cpuRatio(fixedBare, fixedEdge, ['serve'])}\n`);
-  const viaAgent = await measure('edge-agent', ingressPort, caCert.cert, '/agent', { serve: serve.child, agent: agent.child, upstream: upstreamProc.child });
-  const viaProxy = await measure('bare-proxy', proxy, caCert.cert, '/', { proxy: bareProxyProc.child, upstream: upstreamProc.child });
-  console.log(row('edge, ip+headers+rate limit, edgeform agent', viaAgent));
-  console.log(row('bare Node reverse proxy, same upstream', viaProxy));
-  console.log(`  ratio ${(viaAgent.rps / viaProxy.rps * 100).toFixed(0)}% (target at least 50%)${cpuRatio(viaProxy, viaAgent, ['serve', 'agent'], ['proxy'])}`);
+  if (ONLY !== 'agent') {
+    const fixedEdge = await measure('edge-fixed', ingressPort, caCert.cert, '/fixed', { serve: serve.child });
+    const fixedBare = await measure('bare-https', bare, caCert.cert, '/', { 'node:https': bareHttpsProc.child });
+    console.log(row('edge, http_response backend', fixedEdge));
+    console.log(row('bare node:https, same body', fixedBare));
+    console.log(`  ratio ${(fixedEdge.rps / fixedBare.rps * 100).toFixed(0)}% (target at least 70%)${cpuRatio(fixedBare, fixedEdge, ['serve'])}\n`);
+  }
+  if (ONLY !== 'fixed') await agentFigure();
+  async function agentFigure() {
+    const viaAgent = await measure('edge-agent', ingressPort, caCert.cert, '/agent', { serve: serve.child, agent: agent.child, upstream: upstreamProc.child });
+    const viaProxy = await measure('bare-proxy', proxy, caCert.cert, '/', { proxy: bareProxyProc.child, upstream: upstreamProc.child });
+    console.log(row('edge, ip+headers+rate limit, edgeform agent', viaAgent));
+    console.log(row('bare Node reverse proxy, same upstream', viaProxy));
+    console.log(`  ratio ${(viaAgent.rps / viaProxy.rps * 100).toFixed(0)}% (target at least 50%)${cpuRatio(viaProxy, viaAgent, ['serve', 'agent'], ['proxy'])}`);
+  }
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
   // The edge's figures include its access log: a line per request, to a file.
   const logged = fs.readFileSync(path.join(dir, 'serve.log'), 'utf8').split('"msg":"ingress request"').length - 1;

@@ -2,6 +2,7 @@
 import path from 'node:path';
 import type { DrainOptions } from './http/drain.js';
 import { DELIVERY_DEFAULTS, type DeliveryOptions } from './events/delivery.js';
+import { DEFAULT_RELAYS_PER_CLIENT } from './ingress/client-relays.js';
 import type { IngressListenerSpec } from './ingress/types.js';
 
 export interface ServerConfig {
@@ -52,6 +53,8 @@ export interface ServerConfig {
   dataDir?: string;
   /** Connections each ingress listener holds at most (EDGEFORM_INGRESS_MAX_CONNECTIONS); past it new ones are closed at once. */
   ingressMaxConnections?: number;
+  /** Requests and streams one client address relays through agents at once (`--ingress-relays-per-client`); 0 turns the limit off. */
+  ingressRelaysPerClient?: number;
   /** Listener bounds (handshake, header and idle timeouts, header size); tests shorten them. */
   ingressLimits?: Partial<import('./ingress/listen.js').ListenerLimits>;
 }
@@ -70,6 +73,7 @@ export interface ServeFlags {
   endpointDomain?: string;
   /** Repeatable `--ingress`; each value may also hold several, comma-separated. */
   ingress?: string[];
+  ingressRelaysPerClient?: string | number;
 }
 
 function int(name: string, value: string | number | undefined, fallback: number, min: number, max: number): number {
@@ -162,6 +166,7 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     endpointDomain: pick(flags.endpointDomain, env.EDGEFORM_ENDPOINT_DOMAIN) ?? 'edgeform.localhost',
     ingress: parseIngress(flags.ingress?.length ? flags.ingress : env.EDGEFORM_INGRESS ? [env.EDGEFORM_INGRESS] : []),
     ingressMaxConnections: int('EDGEFORM_INGRESS_MAX_CONNECTIONS', pick(env.EDGEFORM_INGRESS_MAX_CONNECTIONS), 10_000, 1, 1_000_000),
+    ingressRelaysPerClient: int('--ingress-relays-per-client / EDGEFORM_INGRESS_RELAYS_PER_CLIENT', pick(flags.ingressRelaysPerClient, env.EDGEFORM_INGRESS_RELAYS_PER_CLIENT), DEFAULT_RELAYS_PER_CLIENT, 0, 1_000_000),
     dataDir,
   };
 }

@@ -103,6 +103,8 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           gateway,
           metrics,
           log: logFields,
+          writeLine: log,
+          relaysPerClient: config.ingressRelaysPerClient,
           limits: { ...(config.ingressMaxConnections ? { maxConnections: config.ingressMaxConnections } : {}), ...config.ingressLimits },
         });
       } catch (e) {

@@ -92,8 +92,10 @@ export const ERRORS = {
   // The ingress's listeners and edges (server/ingress, docs/ingress.md).
   ERR_SERVICE_700: { status: 409, summary: 'The hostport\'s port is held by edges of another kind: HTTPS, TCP and TLS edges cannot share a public port, and a TCP port carries one edge.' },
   ERR_SERVICE_702: { status: 400, summary: 'The request to an edge is not valid HTTP.' },
-  ERR_SERVICE_703: { status: 431, summary: 'The request headers sent to an edge are larger than 16 KiB.' },
+  ERR_SERVICE_703: { status: 431, summary: 'The request line and headers sent to an edge are larger than 16 KiB (HTTP/1.1 and HTTP/2); the connection is closed after the answer on HTTP/1.1.' },
   ERR_SERVICE_704: { status: 408, summary: 'The request headers did not reach the edge within the header timeout (10 s).' },
+  ERR_SERVICE_845: { status: 414, summary: 'The request target (path and query) sent to an edge is longer than 8 KiB; the connection is closed after the answer on HTTP/1.1.' },
+  ERR_SERVICE_846: { status: 429, summary: 'The client address already has as many requests and streams in flight through agents as the server allows one address (`--ingress-relays-per-client`, default 128; an IPv6 /64 counts as one address); retry after Retry-After seconds, when some have finished.' },
   ERR_SERVICE_701: { status: 421, summary: 'The request names a host other than the one its TLS connection was opened for (SNI); open a connection for that host.' },
   ERR_SERVICE_500: { status: 500, summary: 'An internal error occurred.' },
   ERR_SERVICE_503: { status: 503, summary: 'The server is shutting down or its database is unreachable.' },

@@ -3,6 +3,7 @@
 // never a path a client chose, a host name, an address or a secret. One registry per server,
 // so servers started side by side in one process (tests) do not mix their figures.
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { IngressRequestMetrics } from './ingress-request-metrics.js';
 
 const SECONDS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -10,8 +11,8 @@ export class Metrics {
   readonly registry = new Registry();
   readonly apiRequests = new Counter({ name: 'edgeform_api_requests_total', help: 'API requests answered, by method, route template and status.', labelNames: ['method', 'route', 'status'], registers: [this.registry] });
   readonly apiDuration = new Histogram({ name: 'edgeform_api_request_duration_seconds', help: 'API request durations, by method and route template.', labelNames: ['method', 'route'], buckets: SECONDS, registers: [this.registry] });
-  readonly ingressRequests = new Counter({ name: 'edgeform_ingress_requests_total', help: 'HTTPS requests answered by the ingress, by edge id and status.', labelNames: ['edge', 'status'], registers: [this.registry] });
-  readonly ingressDuration = new Histogram({ name: 'edgeform_ingress_request_duration_seconds', help: 'HTTPS request durations at the ingress, by edge id.', labelNames: ['edge'], buckets: SECONDS, registers: [this.registry] });
+  /** edgeform_ingress_requests_total and edgeform_ingress_request_duration_seconds (a request each, so counted without prom-client's per-call label hashing). */
+  readonly ingressRequests = new IngressRequestMetrics(this.registry, SECONDS);
   readonly ingressConnections = new Counter({ name: 'edgeform_ingress_connections_total', help: 'Connections accepted by the ingress listeners, by public port and what became of them (served, refused and why).', labelNames: ['port', 'outcome'], registers: [this.registry] });
   readonly ingressOpen = new Gauge({ name: 'edgeform_ingress_open_connections', help: 'Connections open at the ingress listeners, by public port.', labelNames: ['port'], registers: [this.registry] });
   readonly ingressBytes = new Counter({ name: 'edgeform_ingress_stream_bytes_total', help: 'Bytes relayed by TCP and TLS edges, by edge id and direction (in: from clients).', labelNames: ['edge', 'direction'], registers: [this.registry] });
@@ -36,8 +37,7 @@ export class Metrics {
   }
 
   observeIngress(edge: string, status: number, seconds: number) {
-    this.ingressRequests.inc({ edge, status: String(status) });
-    this.ingressDuration.observe({ edge }, seconds);
+    this.ingressRequests.observe(edge, status, seconds);
   }
 
   async render(): Promise<{ contentType: string; text: string }> {

@@ -8,6 +8,7 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
+import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Metrics } from '../http/metrics.js';
@@ -28,8 +29,13 @@ export interface ListenerLimits {
   headersTimeoutMs: number;
   /** A connection (or HTTP/2 session) idle this long is closed. */
   idleTimeoutMs: number;
-  /** Request header bytes at most (431 past it on HTTP/1.1; HTTP/2 refuses the stream). */
+  /**
+   * Request header bytes at most, request line included: 431 past it, on HTTP/1.1 (Node's
+   * parser) and HTTP/2 (counted as RFC 9113 does; nghttp2 itself refuses past four times it).
+   */
   maxHeaderBytes: number;
+  /** Request-target bytes at most: 414 past it (a longer head is 431 above). */
+  maxUrlBytes: number;
   /**
    * Requests in flight on one connection: HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS, and HTTP/1.1
    * requests pipelined ahead of their answers (Node starts each at once; past this the
@@ -44,6 +50,7 @@ export const LISTENER_LIMITS: ListenerLimits = {
   headersTimeoutMs: 10_000,
   idleTimeoutMs: 60_000,
   maxHeaderBytes: 16_384,
+  maxUrlBytes: 8_192,
   maxRequestsPerConnection: 100,
 };
 
@@ -56,11 +63,33 @@ export interface ListenerDeps {
 }
 
 
-/** The request's host name: lower case, without port or IPv6 brackets. */
-function hostOfRequest(req: http.IncomingMessage | http2.Http2ServerRequest): string {
-  const raw = String((req.headers as Record<string, unknown>)[':authority'] ?? req.headers.host ?? '');
-  const m = /^\[([^\]]*)\]|^([^:]*)/.exec(raw);
-  return (m?.[1] ?? m?.[2] ?? '').toLowerCase();
+/**
+ * The request's authority as sent: HTTP/2's :authority (else Host); for HTTP/1.1 the Host read
+ * from rawHeaders, since req.headers is built on first use, which an answer at the edge need
+ * never pay for. Undefined when there is none, null when an HTTP/1.x request has several.
+ */
+function authorityOf(req: http.IncomingMessage | http2.Http2ServerRequest, h1: boolean): string | undefined | null {
+  if (!h1) {
+    const h = req.headers as Record<string, unknown>;
+    const a = h[':authority'] ?? h.host;
+    return a === undefined ? undefined : String(a);
+  }
+  let host: string | undefined;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i].length !== 4 || raw[i].toLowerCase() !== 'host') continue;
+    if (host !== undefined) return null;
+    host = raw[i + 1];
+  }
+  return host;
+}
+
+/** The host name of an authority: lower case, without port or IPv6 brackets. */
+function hostOfAuthority(raw: string): string {
+  const end = raw.charCodeAt(0) === 91 /* [ */ ? raw.indexOf(']') : -1;
+  if (end > 0) return raw.slice(1, end).toLowerCase();
+  const colon = raw.indexOf(':');
+  return (colon < 0 ? raw : raw.slice(0, colon)).toLowerCase();
 }
 
 /** A request whose host is not the name its TLS connection was opened for (no edge's content crosses names). */
@@ -75,16 +104,20 @@ function writeAnswer(res: http.ServerResponse | http2.Http2ServerResponse, a: Ed
 }
 
 /**
- * An HTTP/1.1 request with no Host header, or with more than one: RFC 9112 (3.2) has a server
- * answer 400. Node keeps the first of several, so an upstream could be told one host while the
- * edge routed by another.
+ * An HTTP/1.1 request with no Host header, or with more than one (`authority` undefined or
+ * null): RFC 9112 (3.2) has a server answer 400. Node keeps the first of several, so an
+ * upstream could be told one host while the edge routed by another.
  */
-function hostHeaderInvalid(req: http.IncomingMessage | http2.Http2ServerRequest): boolean {
-  if (req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1) return false;
-  let hosts = 0;
-  const raw = req.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) if (raw[i].length === 4 && raw[i].toLowerCase() === 'host') hosts++;
-  return hosts !== 1;
+function hostHeaderInvalid(req: http.IncomingMessage | http2.Http2ServerRequest, authority: string | undefined | null): boolean {
+  return authority == null && req.httpVersionMajor === 1 && req.httpVersionMinor === 1;
+}
+
+/** A refusal at the listener; HTTP/1.1 closes the connection after it. */
+function refuse(res: http.ServerResponse | http2.Http2ServerResponse, a: EdgeAnswer) {
+  if ('shouldKeepAlive' in res) {
+    res.shouldKeepAlive = false;
+    writeAnswer(res, { ...a, headers: { ...a.headers, connection: 'close' } });
+  } else writeAnswer(res, a);
 }
 
 function badHost(res: http.ServerResponse, hosts: string) {
@@ -92,21 +125,49 @@ function badHost(res: http.ServerResponse, hosts: string) {
   writeAnswer(res, errorAnswer('ERR_SERVICE_702', `an HTTP/1.1 request needs exactly one Host header (${hosts})`, { connection: 'close' }));
 }
 
-/** HTTP/1.1 that never became a request: answered on the raw connection, which then closes. */
-function answerClientError(err: { code?: string }, socket: Duplex) {
+/** What the listener keeps in a request's context for its end (answered). */
+interface ListenerContext extends HttpsContext {
+  socket: tls.TLSSocket;
+  h1: boolean;
+  startedAt: number;
+}
+
+/** A connection's server name and client address, kept on its socket for its later requests. */
+const PEER = Symbol('edgeform.peer');
+
+/** How long a connection answered for bad input is read (and what comes dropped) before it is cut. */
+const LINGER_MS = 2_000;
+
+/** Connections already answered for bad input: the parser reports every later chunk again. */
+const answeredBadInput = new WeakSet<Duplex>();
+
+/**
+ * HTTP/1.1 that never became a request: answered on the raw connection, which then closes.
+ * The answer is written and the write side closed, then what the client is still sending (the
+ * rest of a 100 KB request line) is read and dropped for up to LINGER_MS: closing with unread
+ * bytes makes the kernel reset the connection, and the client would lose the answer with it.
+ */
+function answerClientError(err: { code?: string }, socket: Duplex, limits: ListenerLimits) {
+  if (answeredBadInput.has(socket)) return;
+  answeredBadInput.add(socket);
   if (!socket.writable) return void socket.destroy();
   const a = err.code === 'HPE_HEADER_OVERFLOW'
-    ? errorAnswer('ERR_SERVICE_703', 'the request headers are larger than 16 KiB')
+    ? errorAnswer('ERR_SERVICE_703', `the request line and headers are larger than ${limits.maxHeaderBytes / 1024} KiB`)
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? errorAnswer('ERR_SERVICE_704', 'the request headers did not arrive in time')
       : errorAnswer('ERR_SERVICE_702', 'the request is not valid HTTP');
   const body = Buffer.from(String(a.body ?? ''));
   const head = [`HTTP/1.1 ${a.status} ${http.STATUS_CODES[a.status] ?? ''}`, ...Object.entries(a.headers ?? {}).map(([k, v]) => `${k}: ${v}`), `${ERROR_CODE_HEADER}: ${a.code}`, `content-length: ${body.length}`, 'connection: close'];
-  const timer = setTimeout(() => socket.destroy(), 1000);
-  socket.end(Buffer.concat([Buffer.from(`${head.join('\r\n')}\r\n\r\n`), body]), () => {
-    clearTimeout(timer);
-    socket.destroy();
-  });
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+  socket.once('close', () => clearTimeout(timer));
+  socket.end(Buffer.concat([Buffer.from(`${head.join('\r\n')}\r\n\r\n`), body]));
+}
+
+/** An HTTP/2 request's header list size as RFC 9113 (6.5.2) counts it: name, value and 32 bytes per field. */
+function headerListBytes(raw: string[]): number {
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) n += raw[i].length + raw[i + 1].length + 32;
+  return n;
 }
 
 export class IngressListener {
@@ -115,6 +176,9 @@ export class IngressListener {
   private terminators = new Map<string, tls.Server>();
   private h1Active = new Map<tls.TLSSocket, number>();
   private sessions = new Set<http2.ServerHttp2Session>();
+  /** HTTP/1.1 connections' bytes (read + written) at the last sweep, and since when they stood still. */
+  private activity = new Map<tls.TLSSocket, { bytes: number; at: number }>();
+  private sweeper?: NodeJS.Timeout;
   private closing = false;
   address = '';
 
@@ -134,6 +198,8 @@ export class IngressListener {
     });
     const a = this.server.address() as net.AddressInfo;
     this.spec.port = a.port;
+    const every = Math.max(50, Math.min(1000, this.d.limits.idleTimeoutMs / 4));
+    this.sweeper = setInterval(() => this.sweepIdle(), every).unref();
     this.address = `${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
   }
 
@@ -190,6 +256,25 @@ export class IngressListener {
     this.terminator('tls', terminationOf(edge.doc)).emit('connection', socket);
   }
 
+  /**
+   * Closes HTTP/1.1 connections that neither sent nor took a byte for idleTimeoutMs (a stalled
+   * upload, an answer the client does not read), within a quarter of it (at most a second)
+   * after: one pass over the connections, instead of a socket timeout re-armed on every read
+   * and write of every request. An upgraded connection (WebSocket) is not swept.
+   */
+  private sweepIdle() {
+    const now = performance.now();
+    for (const [socket, seen] of this.activity) {
+      const bytes = socket.bytesRead + socket.bytesWritten;
+      if (bytes !== seen.bytes) {
+        seen.bytes = bytes;
+        seen.at = now;
+      } else if (now - seen.at >= this.d.limits.idleTimeoutMs) {
+        socket.destroy();
+      }
+    }
+  }
+
   private streamDeps(): StreamDeps {
     return { ...this.d.deps, metrics: this.d.metrics, publicPort: this.spec.publicPort };
   }
@@ -207,7 +292,9 @@ export class IngressListener {
         ...options,
         allowHTTP1: true,
         maxHeaderSize: this.d.limits.maxHeaderBytes,
-        settings: { maxHeaderListSize: this.d.limits.maxHeaderBytes, maxConcurrentStreams: this.d.limits.maxRequestsPerConnection },
+        // HTTP/2 heads up to four times the limit reach request(), which answers 431 past the
+        // limit (nghttp2 would only reset the stream); past that nghttp2 refuses them.
+        settings: { maxHeaderListSize: 4 * this.d.limits.maxHeaderBytes, maxConcurrentStreams: this.d.limits.maxRequestsPerConnection },
         maxSessionMemory: 10,
         unknownProtocolTimeout: this.d.limits.handshakeTimeoutMs,
       } as http2.SecureServerOptions);
@@ -220,11 +307,13 @@ export class IngressListener {
       // How often Node looks for connections past those timeouts (its default, 30 s, would let them run long past).
       (h1 as { connectionsCheckingInterval?: number }).connectionsCheckingInterval = Math.max(50, Math.min(1000, this.d.limits.headersTimeoutMs / 2));
       // The default answer is skipped on TLS sockets (they have written the handshake), so a client would get no answer at all.
-      h2.on('clientError', (err: Error, socket: Duplex) => answerClientError(err as { code?: string }, socket));
-      h2.setTimeout(this.d.limits.idleTimeoutMs);
-      h2.on('request', (req, res) => void this.request(req, res));
+      h2.on('clientError', (err: Error, socket: Duplex) => answerClientError(err as { code?: string }, socket, this.d.limits));
+      h2.on('request', (req, res) => this.request(req, res));
       h2.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => void this.upgrade(req, socket, head));
       h2.on('session', (session) => {
+        // Idle time: an HTTP/2 session by its own timer; HTTP/1.1 connections by sweepIdle,
+        // since a socket timeout re-arms its timer on every read and write of every request.
+        session.setTimeout(this.d.limits.idleTimeoutMs, () => session.destroy());
         this.sessions.add(session);
         session.once('close', () => this.sessions.delete(session));
         if (this.closing) session.close();
@@ -232,7 +321,11 @@ export class IngressListener {
       h2.on('secureConnection', (socket: tls.TLSSocket) => {
         if (socket.alpnProtocol === 'h2') return;
         this.h1Active.set(socket, 0);
-        socket.once('close', () => this.h1Active.delete(socket));
+        this.activity.set(socket, { bytes: -1, at: 0 });
+        socket.once('close', () => {
+          this.h1Active.delete(socket);
+          this.activity.delete(socket);
+        });
       });
       h2.on('tlsClientError', () => this.count('refused_handshake'));
       // Node checks HTTP/1.1 header and request timeouts only for servers that emitted
@@ -252,18 +345,22 @@ export class IngressListener {
     streamEdge(socket, edge, table, this.streamDeps(), String(socket.servername));
   }
 
-  private contextOf(req: http.IncomingMessage | http2.Http2ServerRequest, table: HttpsContext['table']): { ctx?: HttpsContext; sni: string; host: string } {
-    const socket = req.socket as tls.TLSSocket;
-    const sni = String(socket.servername || '').toLowerCase();
-    const host = hostOfRequest(req) || sni;
+  private contextOf(req: http.IncomingMessage | http2.Http2ServerRequest, table: HttpsContext['table'], sent: string | undefined | null, h1 = true, startedAt = 0): { ctx?: ListenerContext; sni: string; host: string } {
+    const socket = req.socket as tls.TLSSocket & { [PEER]?: { sni: string; clientIp: string } };
+    // The connection's name and client address, the same for each of its requests.
+    const peer = (socket[PEER] ??= { sni: String(socket.servername || '').toLowerCase(), clientIp: clientIpOf(socket) });
+    const sni = peer.sni;
+    // Several Host headers on HTTP/1.0: the first, as Node keeps it.
+    const authority = sent === null ? req.headers.host : sent;
+    const host = (authority === undefined ? '' : hostOfAuthority(authority)) || sni;
     if (host !== sni) return { sni, host };
     const held = table.ports.get(this.spec.publicPort);
     const edge = held?.kind === 'https' ? (held.hosts.get(host) as HttpsEdgeEntry | undefined) : undefined;
-    return { sni, host, ctx: { table, edge, clientIp: clientIpOf(socket), publicPort: this.spec.publicPort, host, deps: this.d.deps } };
+    return { sni, host, ctx: { table, edge, clientIp: peer.clientIp, publicPort: this.spec.publicPort, host, hostHeader: authority ?? host, deps: this.d.deps, answered: this.answered as unknown as HttpsContext['answered'], socket, h1, startedAt } };
   }
 
-  private async request(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) {
-    const startedAt = process.hrtime.bigint();
+  private request(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse): void {
+    const startedAt = performance.now();
     const socket = req.socket as tls.TLSSocket;
     const h1 = this.h1Active.has(socket);
     if (h1) {
@@ -276,27 +373,53 @@ export class IngressListener {
       // While draining, each answer tells the client to take its next request elsewhere.
       if (this.closing) (res as http.ServerResponse).shouldKeepAlive = false;
     }
-    if (h1 && hostHeaderInvalid(req)) return badHost(res as http.ServerResponse, req.headers.host === undefined ? 'none was sent' : 'several were sent');
+    const authority = authorityOf(req, h1);
+    if (hostHeaderInvalid(req, authority)) return badHost(res as http.ServerResponse, authority === undefined ? 'none was sent' : 'several were sent');
+    const oversized = this.oversized(req, h1);
+    if (oversized) return refuse(res, oversized);
     // The table is a promise only while a reload is under way; otherwise no extra turn is taken.
     const table = this.d.live.current();
-    const { ctx, sni, host } = this.contextOf(req, table instanceof Promise ? await table : table);
-    res.once('close', () => {
-      if (h1 && this.h1Active.has(socket)) this.h1Active.set(socket, (this.h1Active.get(socket) ?? 1) - 1);
-      this.d.metrics.observeIngress(ctx?.edge?.doc.id ?? 'none', res.statusCode, Number(process.hrtime.bigint() - startedAt) / 1e9);
-    });
-    if (!ctx) return misdirected(res, sni, host);
-    await handleHttpsRequest(req, res, ctx);
+    if (table instanceof Promise) return void table.then((t) => this.routed(req, res, t, authority, h1, startedAt));
+    this.routed(req, res, table, authority, h1, startedAt);
+  }
+
+  private routed(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse, table: HttpsContext['table'], authority: string | undefined | null, h1: boolean, startedAt: number): void {
+    const { ctx, sni, host } = this.contextOf(req, table, authority, h1, startedAt);
+    if (ctx) return void handleHttpsRequest(req, res, ctx);
+    misdirected(res, sni, host);
+    this.answered({ socket: req.socket as tls.TLSSocket, h1, startedAt, edge: undefined }, res.statusCode);
+  }
+
+  /** A request answered (handler.ts calls it through HttpsContext.answered): one fewer in flight on its connection, and its metrics. */
+  private readonly answered = (ctx: Pick<ListenerContext, 'socket' | 'h1' | 'startedAt' | 'edge'>, status: number) => {
+    const active = ctx.h1 ? this.h1Active.get(ctx.socket) : undefined;
+    if (active !== undefined) this.h1Active.set(ctx.socket, active - 1);
+    this.d.metrics.observeIngress(ctx.edge?.doc.id ?? 'none', status, (performance.now() - ctx.startedAt) / 1000);
+  };
+
+  /** An answer for a request whose target or head is over the limits (HTTP/1.1's head is bounded by Node's parser). */
+  private oversized(req: http.IncomingMessage | http2.Http2ServerRequest, h1: boolean): EdgeAnswer | undefined {
+    const { maxUrlBytes, maxHeaderBytes } = this.d.limits;
+    if (!h1 && headerListBytes(req.rawHeaders) > maxHeaderBytes) {
+      return errorAnswer('ERR_SERVICE_703', `the request headers are larger than ${maxHeaderBytes / 1024} KiB`);
+    }
+    if ((req.url?.length ?? 0) > maxUrlBytes) return errorAnswer('ERR_SERVICE_845', `the request target is ${req.url!.length} bytes; this edge reads at most ${maxUrlBytes}`);
+    return undefined;
   }
 
   private async upgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer) {
-    const { ctx, sni, host } = this.contextOf(req, await this.d.live.current());
-    const invalid = hostHeaderInvalid(req);
-    if (!ctx || invalid) {
+    this.activity.delete(socket as tls.TLSSocket);
+    const authority = authorityOf(req, true);
+    const { ctx, sni, host } = this.contextOf(req, await this.d.live.current(), authority);
+    const invalid = hostHeaderInvalid(req, authority);
+    const oversized = this.oversized(req, true);
+    if (!ctx || invalid || oversized) {
       const res = new http.ServerResponse(req);
       res.assignSocket(socket);
       res.shouldKeepAlive = false;
       res.on('finish', () => socket.end());
-      return invalid ? badHost(res, req.headers.host === undefined ? 'none was sent' : 'several were sent') : misdirected(res, sni, host);
+      if (oversized) return writeAnswer(res, oversized);
+      return invalid ? badHost(res, authority === undefined ? 'none was sent' : 'several were sent') : misdirected(res, sni, host);
     }
     await handleHttpsUpgrade(req, socket, head, ctx);
   }
@@ -307,6 +430,7 @@ export class IngressListener {
    */
   async drain(deadlineMs: number): Promise<void> {
     this.closing = true;
+    clearInterval(this.sweeper);
     if (this.server.listening) this.server.close();
     for (const session of this.sessions) session.close();
     const deadline = Date.now() + deadlineMs;

@@ -5,6 +5,7 @@ import type { Metrics } from '../http/metrics.js';
 import { PolicyState } from '../policy/index.js';
 import type { ServerContext } from '../resources/context.js';
 import { openLocalCa } from './ca.js';
+import { ClientRelays, DEFAULT_RELAYS_PER_CLIENT } from './client-relays.js';
 import { IngressListener, LISTENER_LIMITS, type ListenerLimits } from './listen.js';
 import { LiveTable } from './live-table.js';
 import { TlsContexts } from './tls.js';
@@ -18,7 +19,11 @@ export interface IngressOptions {
   gateway: Gateway;
   metrics: Metrics;
   log: (fields: Record<string, unknown>) => void;
+  /** The log's line writer (the access log's lines are made whole, http/access-log.ts). */
+  writeLine?: (line: string) => void;
   limits?: Partial<ListenerLimits>;
+  /** Relays through agents one client address may have at once (0: no limit). */
+  relaysPerClient?: number;
 }
 
 export interface RunningIngress {
@@ -38,7 +43,7 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
   const ca = openLocalCa(o.dataDir);
   const table = await LiveTable.start(o.ctx, o.databaseUrl, o.log);
   o.metrics.tableVersionOf = () => table.now.version;
-  const deps: IngressDeps = { gateway: o.gateway, policyState: new PolicyState(), log: (f) => o.log(f.level ? f : { level: 'info', ...f }), now: Date.now, box: o.ctx.box, publicUrl: o.ctx.publicUrl };
+  const deps: IngressDeps = { gateway: o.gateway, policyState: new PolicyState(), log: (f) => o.log(f.level ? f : { level: 'info', ...f }), writeLine: o.writeLine, now: Date.now, relays: new ClientRelays(o.relaysPerClient ?? DEFAULT_RELAYS_PER_CLIENT), box: o.ctx.box, publicUrl: o.ctx.publicUrl };
   const contexts = new TlsContexts(ca, () => table.now);
   const limits = { ...LISTENER_LIMITS, ...o.limits };
   const listeners = o.listeners.map((spec) => new IngressListener({ ...spec }, { live: table, contexts, deps, metrics: o.metrics, limits }));

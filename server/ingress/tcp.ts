@@ -69,6 +69,13 @@ export function streamEdge(socket: net.Socket, edge: StreamEdgeEntry, table: Ing
     return void socket.destroy();
   }
   line.tunnel = chosen.tunnelId;
+  // A client address past its relays through agents is closed, as an HTTP request past them is answered 429.
+  const release = deps.relays?.take(line.client_ip as string);
+  if (deps.relays && !release) {
+    line.refused = 'ERR_SERVICE_846';
+    return void socket.destroy();
+  }
+  if (release) socket.once('close', release);
   socket.pause();
   relayTcp({ deps }, chosen.tunnelId).then(
     (stream) => {

@@ -71,7 +71,14 @@ export interface IngressDeps {
   policyState: PolicyState;
   /** One JSON log line (access log and warnings); never a secret or a body. */
   log: (fields: Record<string, unknown>) => void;
+  /**
+   * Writes a whole log line as made (the access log builds its JSON itself, http/access-log.ts);
+   * without it the access log goes through `log` as fields.
+   */
+  writeLine?: (line: string) => void;
   now: () => number;
+  /** Relays through agents per client address at once (client-relays.ts); none counted without it. */
+  relays?: import('./client-relays.js').ClientRelays;
   /** How long the HTTP side waits for an upstream's response head before 504 (default 60 s). */
   upstreamTimeoutMs?: number;
   /** The server's key box: sign-in sessions are sealed under a key derived from it (auth/session.ts). */

@@ -6,7 +6,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { edgeRequest, exchange, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
+import { edgeRequest, exchange, h2Get, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;
@@ -51,6 +51,43 @@ describe('bad input at the connection level', () => {
     expect(garbage.text).toMatch(/^HTTP\/1\.1 400 /);
     expect(garbage.text).not.toContain('app content');
     expect((await edgeRequest({ port, host: 'app.example.com', ca })).text).toBe('app content');
+  });
+
+  it('answers a request line of 100 KB, or headers of 100 KB, 431 ERR_SERVICE_703 before closing (the answer is not lost to a reset)', async () => {
+    for (const [what, head] of [
+      ['request line', `GET /${'a'.repeat(100_000)} HTTP/1.1\r\nHost: app.example.com\r\n\r\n`],
+      ['header', `GET / HTTP/1.1\r\nHost: app.example.com\r\nX-Big: ${'a'.repeat(100_000)}\r\n\r\n`],
+      ['many headers', `GET / HTTP/1.1\r\nHost: app.example.com\r\n${Array.from({ length: 2000 }, (_, i) => `X-H${i}: ${'v'.repeat(40)}\r\n`).join('')}\r\n`],
+    ]) {
+      const r = await exchange(await tlsTo(), head, { quietMs: 4000 });
+      expect(r.text, what).toMatch(/^HTTP\/1\.1 431 /);
+      expect(r.text, what).toMatch(/\r\nedgeform-error-code: ERR_SERVICE_703\r\n/);
+      expect(r.text, what).toContain('larger than 16 KiB');
+      expect(r.text, what).not.toContain('app content');
+      expect(r.closed, what).toBe(true);
+    }
+    expect((await edgeRequest({ port, host: 'app.example.com', ca })).text).toBe('app content');
+  });
+
+  it('answers a request target over 8 KiB 414 ERR_SERVICE_845 and closes the HTTP/1.1 connection', async () => {
+    const r = await exchange(await tlsTo(), `GET /${'a'.repeat(10_000)}?q=1 HTTP/1.1\r\nHost: app.example.com\r\n\r\nGET / HTTP/1.1\r\nHost: app.example.com\r\n\r\n`, { quietMs: 4000 });
+    expect(r.text).toMatch(/^HTTP\/1\.1 414 /);
+    expect(r.text).toMatch(/\r\nedgeform-error-code: ERR_SERVICE_845\r\n/);
+    expect(r.text).not.toContain('app content');
+    expect(r.closed).toBe(true);
+    const under = await edgeRequest({ port, host: 'app.example.com', ca, path: `/${'a'.repeat(8000)}` });
+    expect(under.text).toBe('app content');
+  });
+
+  it('over HTTP/2 answers a target over 8 KiB 414 and headers over 16 KiB 431 on their stream, and the session serves on', async () => {
+    const long = await h2Get(port, 'app.example.com', `/${'a'.repeat(10_000)}`, ca);
+    expect(long).toMatchObject({ status: 414, alpn: 'h2' });
+    expect(long.headers['edgeform-error-code']).toBe('ERR_SERVICE_845');
+    const big = await h2Get(port, 'app.example.com', '/', ca, { 'x-big': 'a'.repeat(20_000) });
+    expect(big.status).toBe(431);
+    expect(big.headers['edgeform-error-code']).toBe('ERR_SERVICE_703');
+    expect(big.body).not.toContain('app content');
+    expect(await h2Get(port, 'app.example.com', '/', ca, { 'x-fine': 'a'.repeat(4_000) })).toMatchObject({ status: 200, body: 'app content' });
   });
 
   it('answers an HTTP/1.1 request with no Host, or with two, 400 and closes (RFC 9112 3.2), never the edge content', async () => {

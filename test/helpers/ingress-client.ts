@@ -90,12 +90,12 @@ export function edgeRequest(o: EdgeRequest): Promise<EdgeReply> {
   });
 }
 
-/** One HTTP/2 request (ALPN h2) to the listener; also reports the protocol the server chose. */
-export function h2Get(port: number, name: string, path: string, ca: string): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: string; alpn: string | false | null }> {
+/** One HTTP/2 request (ALPN h2) to the listener, with `headers` besides; also reports the protocol the server chose. */
+export function h2Get(port: number, name: string, path: string, ca: string, extra: http2.OutgoingHttpHeaders = {}): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: string; alpn: string | false | null }> {
   return new Promise((resolve, reject) => {
     const client = http2.connect(`https://${name}`, { createConnection: connector(port, name, ca, ['h2']) });
     client.on('error', reject);
-    const stream = client.request({ ':path': path });
+    const stream = client.request({ ':path': path, ...extra });
     let headers: http2.IncomingHttpHeaders = {};
     let body = '';
     stream.setEncoding('utf8');

@@ -36,6 +36,23 @@ export interface ExchangeInit {
   connect: (ex: Exchange) => Promise<Duplex>;
 }
 
+/**
+ * An answer given many times (an http_response backend's, made once per backend document):
+ * its final headers are made once, and each request writes them as they are unless a filter
+ * edits the head. The object is shared: nothing may change it after prepareAnswer.
+ */
+const prepared = new WeakMap<EdgeAnswer, { headers: Record<string, string | string[]>; length: number }>();
+
+export function prepareAnswer(a: EdgeAnswer): EdgeAnswer {
+  const body = a.body ?? '';
+  const length = Buffer.byteLength(body);
+  const headers: ResponseHead['headers'] = { ...(a.headers ?? {}) };
+  if (a.code) headers[ERROR_CODE_HEADER] = a.code;
+  headers['content-length'] = String(length);
+  prepared.set(a, { headers: responseHeadersOf(headers), length });
+  return a;
+}
+
 export class HttpExchange implements Exchange {
   readonly req; readonly res; readonly clientIp; readonly host; readonly publicPort; readonly table; readonly edge; readonly route; readonly deps; readonly upgrade;
   readonly scheme = 'https' as const;
@@ -49,9 +66,13 @@ export class HttpExchange implements Exchange {
   /** The response body: a buffer (edge answers) or the upstream's stream. */
   private responseBody?: Buffer | string | Readable;
   private head?: ResponseHead;
+  /** The head's headers are a prepared answer's, shared with other requests: copied before any edit. */
+  private headShared = false;
+  private sharedLength = 0;
   private failed = false;
-  private headEdits: ((head: ResponseHead) => void)[] = [];
-  private bodyWraps: ((head: ResponseHead) => Transform | undefined)[] = [];
+  /** Made by the first filter that registers one (most requests have none). */
+  private headEdits?: ((head: ResponseHead) => void)[];
+  private bodyWraps?: ((head: ResponseHead) => Transform | undefined)[];
   private edgeAnswered = false;
   /** The code of the edge's own answer, if any, for the access log. */
   code?: string;
@@ -76,7 +97,15 @@ export class HttpExchange implements Exchange {
     return (this.localValues ??= {});
   }
 
-  get responseHead() { return this.head; }
+  get responseHead() {
+    if (this.headShared && this.head) {
+      this.head = { status: this.head.status, headers: { ...this.head.headers } };
+      this.headShared = false;
+    }
+    return this.head;
+  }
+  /** The status of the response held so far (without copying a shared head). */
+  get responseStatus(): number | undefined { return this.head?.status; }
   get answered() { return this.edgeAnswered; }
   get outcome(): number | 'error' | undefined { return this.failed ? 'error' : this.head?.status; }
 
@@ -102,13 +131,22 @@ export class HttpExchange implements Exchange {
     return this.bodyRead;
   }
 
-  onResponseHead(edit: (head: ResponseHead) => void) { this.headEdits.push(edit); }
-  onResponseBody(wrap: (head: ResponseHead) => Transform | undefined) { this.bodyWraps.push(wrap); }
+  onResponseHead(edit: (head: ResponseHead) => void) { (this.headEdits ??= []).push(edit); }
+  onResponseBody(wrap: (head: ResponseHead) => Transform | undefined) { (this.bodyWraps ??= []).push(wrap); }
 
   answer(a: EdgeAnswer) {
     this.dropUpstreamBody();
     this.edgeAnswered = true;
     this.code = a.code;
+    const ready = prepared.get(a);
+    if (ready) {
+      this.head = { status: a.status, headers: ready.headers };
+      this.headShared = true;
+      this.sharedLength = ready.length;
+      this.responseBody = a.body ?? '';
+      return;
+    }
+    this.headShared = false;
     const headers: ResponseHead['headers'] = { ...(a.headers ?? {}) };
     if (a.code) headers[ERROR_CODE_HEADER] = a.code;
     const body = a.body ?? '';
@@ -127,12 +165,14 @@ export class HttpExchange implements Exchange {
   /** The upstream's answer, kept until the chain returns (on_http_response may still replace it). */
   respondUpstream(status: number, headers: Record<string, string | string[] | number | undefined>, body: Readable) {
     this.dropUpstreamBody();
+    this.headShared = false;
     this.head = { status, headers: responseHeadersOf(headers) };
     this.responseBody = body;
   }
 
   /** The status of a passed-through upgrade, as the upstream answered it (for the log and filters). */
   respondStatus(status: number) {
+    this.headShared = false;
     this.head = { status, headers: {} };
   }
 
@@ -144,19 +184,32 @@ export class HttpExchange implements Exchange {
 
   /** Writes the final head (after every edit) and the body through the chosen transforms; resolves with the bytes sent. */
   send(): Promise<number> {
-    const head = this.head ?? { status: 502, headers: {} };
-    for (const edit of this.headEdits) edit(head);
-    const transforms = this.bodyWraps.length ? this.bodyWraps.map((w) => w(head)).filter((t): t is Transform => t !== undefined) : [];
+    const sent = this.sendNow();
+    return typeof sent === 'number' ? Promise.resolve(sent) : sent;
+  }
+
+  /** send(), with the bytes at once when the body went out whole with the head (an answer at the edge). */
+  sendNow(): number | Promise<number> {
+    const res = this.res as ServerResponse;
+    if (this.headShared && !this.headEdits && !this.bodyWraps) {
+      // A prepared answer no filter edits: its headers as made, the body with them in one write.
+      const head = this.head!;
+      res.writeHead(head.status, head.headers as Record<string, string | string[]>);
+      res.end(this.method === 'HEAD' ? undefined : this.responseBody as string | Buffer);
+      return this.sharedLength;
+    }
+    const head = this.responseHead ?? { status: 502, headers: {} };
+    for (const edit of this.headEdits ?? []) edit(head);
+    const transforms = this.bodyWraps ? this.bodyWraps.map((w) => w(head)).filter((t): t is Transform => t !== undefined) : [];
     const headers = responseHeadersOf(head.headers);
     const body = this.responseBody ?? '';
-    const res = this.res as ServerResponse;
     if (!(body instanceof Readable) && transforms.length === 0) {
       // A string goes as it is: Node writes it with the head as one buffer.
       const length = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
       headers['content-length'] = String(length);
       res.writeHead(head.status, headers);
       res.end(this.method === 'HEAD' ? undefined : body);
-      return Promise.resolve(length);
+      return length;
     }
     if (body instanceof Readable && transforms.length === 0) return gatherAndSend(body, res, head.status, headers, this.method === 'HEAD');
     const source = body instanceof Readable ? body : Readable.from([typeof body === 'string' ? Buffer.from(body) : body]);

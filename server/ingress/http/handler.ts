@@ -7,12 +7,13 @@ import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import { callbackRoute } from '../auth/callback-route.js';
-import { connectBackend, serveBackend } from '../backends/serve.js';
+import { connectBackend, serveBackend, serveBackendNow } from '../backends/serve.js';
 import type { Exchange, HttpFilter, HttpsEdgeEntry, IngressDeps, IngressTable } from '../types.js';
+import { accessLogLine } from './access-log.js';
 import { runChain } from './chain.js';
 import { chainOf, compiledEdge } from './compile-edge.js';
 import { errorAnswer } from './error-page.js';
-import { HttpExchange } from './exchange.js';
+import { EdgeError, HttpExchange } from './exchange.js';
 import { normalizePath, selectRoute, splitTarget } from './select-route.js';
 import { passThroughUpgrade } from './upgrade.js';
 
@@ -25,6 +26,14 @@ export interface HttpsContext {
   publicPort: number;
   /** The request's host name, lower case, no port. */
   host: string;
+  /** The Host (or :authority) as the client sent it, when the listener has read it (else read here). */
+  hostHeader?: string;
+  /**
+   * Called once the request's answer has been sent (with its access-log line), with the status
+   * the client got: the listener's metrics and its count of requests in flight, without a
+   * 'close' listener on every response.
+   */
+  answered?: (ctx: HttpsContext, status: number) => void;
   deps: IngressDeps;
 }
 
@@ -53,7 +62,7 @@ function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchan
   const { path, query } = pathOf(req.url ?? '/');
   // HTTP/2's :authority first: it is what the listener checked against the connection's name (a
   // host header beside it, naming another site, must not reach the upstream).
-  const hostHeader = String(req.headers[':authority'] ?? req.headers.host ?? ctx.host);
+  const hostHeader = ctx.hostHeader ?? String(req.headers[':authority'] ?? req.headers.host ?? ctx.host);
   const compiled = ctx.edge && compiledEdge(ctx.edge, ctx.table, ctx.deps);
   const route = compiled && (callbackRoute(compiled.matchers, path, query) ?? selectRoute(compiled.matchers, ctx.host, path));
   const ex = new HttpExchange({
@@ -81,14 +90,19 @@ function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchan
 const NO_DOC: HttpExchange['edge'] = Object.freeze({ id: '' });
 const NO_FILTERS: readonly HttpFilter[] = Object.freeze([]);
 
+/** A request's end: its access-log line, then the listener's count of it. */
+function requestDone(ex: HttpExchange, ctx: HttpsContext, startedAt: number, bytes: number) {
+  accessLog(ex, startedAt, ex.responseStatus, bytes);
+  ctx.answered?.(ctx, (ex.res as ServerResponse).statusCode);
+}
+
 function accessLog(ex: HttpExchange, startedAt: number, status: number | undefined, bytes: number) {
-  // One object of a fixed shape; an absent code is left out of the line by JSON.
-  ex.deps.log({
-    level: 'info', msg: 'ingress request', edge: ex.edge.id || undefined, route: ex.route.id || undefined,
-    method: ex.req.method, host: ex.host, port: ex.publicPort, path: pathOnly(ex.path), status,
-    duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000, bytes, client_ip: ex.clientIp,
-    code: ex.code,
+  const line = accessLogLine({
+    edge: ex.edge.id, route: ex.route.id, method: ex.req.method, host: ex.host, port: ex.publicPort, path: pathOnly(ex.path), status,
+    duration_ms: performance.now() - startedAt, bytes, client_ip: ex.clientIp, code: ex.code,
   });
+  if (ex.deps.writeLine) ex.deps.writeLine(line);
+  else ex.deps.log(JSON.parse(line));
 }
 
 function pathOnly(path: string): string {
@@ -101,23 +115,69 @@ function internalFault(ex: HttpExchange, e: unknown) {
   ex.fail(errorAnswer('ERR_SERVICE_749', 'the edge could not handle this request; the server log has the details'));
 }
 
-export async function handleHttpsRequest(req: Req, res: Res, ctx: HttpsContext): Promise<void> {
+/**
+ * One request: the chain, the backend, the answer, the access-log line. A request whose route
+ * has no filters and whose backend answers at the edge (http_response) runs to its end here,
+ * with no promise made; otherwise the returned promise settles when the answer is sent.
+ */
+export function handleHttpsRequest(req: Req, res: Res, ctx: HttpsContext): Promise<void> | undefined {
   const startedAt = performance.now();
   (res as NodeJS.EventEmitter).on('error', ignore);
   const { ex, filters } = exchangeFor(req, res, ctx);
+  let running: Promise<void> | undefined;
   try {
-    await runChain(filters, ex, serve);
+    // An exchange answered already (no edge, no route) goes straight to sending.
+    if (!ex.answered) running = filters.length ? runChain(filters, ex, serve) : serveBackendNow(ex);
   } catch (e) {
-    internalFault(ex, e);
+    answerThrown(ex, e);
+  }
+  if (running) return finishLater(ex, ctx, running, startedAt);
+  let sent: number | Promise<number> = 0;
+  try {
+    sent = ex.sendNow();
+  } catch (e) {
+    sendFailed(ex, e);
+  }
+  if (typeof sent !== 'number') return logWhenSent(ex, ctx, sent, startedAt);
+  requestDone(ex, ctx, startedAt, sent);
+  return undefined;
+}
+
+/** What a filter or backend threw: an edge error is the answer (as runChain makes it), anything else a fault. */
+function answerThrown(ex: HttpExchange, e: unknown) {
+  if (!(e instanceof EdgeError)) return internalFault(ex, e);
+  if (e.upstreamFailed) ex.fail(e.answerWith);
+  else ex.answer(e.answerWith);
+}
+
+function sendFailed(ex: HttpExchange, e: unknown) {
+  ex.deps.log({ level: 'warn', msg: `ingress: sending the response failed: ${(e as Error).message}`, route: ex.route.id });
+  (ex.res as ServerResponse).destroy();
+}
+
+async function finishLater(ex: HttpExchange, ctx: HttpsContext, running: Promise<void>, startedAt: number): Promise<void> {
+  try {
+    await running;
+  } catch (e) {
+    answerThrown(ex, e);
   }
   let bytes = 0;
   try {
     bytes = await ex.send();
   } catch (e) {
-    ctx.deps.log({ level: 'warn', msg: `ingress: sending the response failed: ${(e as Error).message}`, route: ex.route.id });
-    (res as ServerResponse).destroy();
+    sendFailed(ex, e);
   }
-  accessLog(ex, startedAt, ex.responseHead?.status, bytes);
+  requestDone(ex, ctx, startedAt, bytes);
+}
+
+async function logWhenSent(ex: HttpExchange, ctx: HttpsContext, sent: Promise<number>, startedAt: number): Promise<void> {
+  let bytes = 0;
+  try {
+    bytes = await sent;
+  } catch (e) {
+    sendFailed(ex, e);
+  }
+  requestDone(ex, ctx, startedAt, bytes);
 }
 
 export async function handleHttpsUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, ctx: HttpsContext): Promise<void> {
@@ -136,9 +196,9 @@ export async function handleHttpsUpgrade(req: IncomingMessage, socket: Duplex, h
     internalFault(ex, e);
   }
   if (upgrade.taken && !ex.answered) {
-    socket.once('close', () => accessLog(ex, startedAt, ex.responseHead?.status ?? 101, (socket as Socket).bytesWritten ?? 0));
+    socket.once('close', () => accessLog(ex, startedAt, ex.responseStatus ?? 101, (socket as Socket).bytesWritten ?? 0));
     return;
   }
   const bytes = await ex.send().catch(() => 0);
-  accessLog(ex, startedAt, ex.responseHead?.status, bytes);
+  accessLog(ex, startedAt, ex.responseStatus, bytes);
 }
