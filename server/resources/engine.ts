@@ -112,7 +112,7 @@ function planOf(kind: KindEntry): ShapePlan {
  * Shapes stored resources into their read forms (embedding children where the catalog says).
  * `db`: what they are read from, the hot reads outside a write (ctx.db.hot), the transaction inside one.
  */
-export async function present(ctx: Ctx, db: Rows, kind: KindEntry, rows: StoredResource[], extra: Doc = {}): Promise<Doc[]> {
+export async function present(ctx: Ctx, db: Rows, kind: KindEntry, rows: StoredResource[], extra?: Doc): Promise<Doc[]> {
   const plan = planOf(kind);
   const embedded: [string, Map<string, Doc[]>][] = [];
   for (const child of plan.children) {
@@ -130,7 +130,7 @@ export async function present(ctx: Ctx, db: Rows, kind: KindEntry, rows: StoredR
   const b = behaviourOf(kind.kind);
   const refs = { uriOf: refUri(ctx) };
   const base = `${ctx.publicUrl}${plan.pathParts[0]}`;
-  const hasExtra = Object.keys(extra).length > 0;
+  const hasExtra = extra !== undefined && Object.keys(extra).length > 0;
   const out: Doc[] = [];
   for (const row of rows) {
     // Later sources win, as they always have: the body's fields, then computed ones, embedded children, extra.
