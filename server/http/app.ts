@@ -8,6 +8,7 @@ import { newIdBody } from '../store/ids.js';
 import { ApiError } from './errors.js';
 import type { Metrics } from './metrics.js';
 import { parseJsonBody } from './body.js';
+import { answered } from './drain.js';
 import { logLine, writeLogLine } from '../log-lines.js';
 import { answerProtocolErrors, missingHost } from './protocol.js';
 import { authFailureCounter, clientKey, RateLimiter } from './rate-limit.js';
@@ -180,6 +181,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     // The route's template (never the path a client chose) keeps the metric's labels bounded.
     opts.metrics?.observeApi(request.method, request.routeTemplate || (request.routeOptions.url ?? 'unmatched'), status, ms / 1000);
     const query = request.url.indexOf('?');
+    answered(request.raw.socket);
     log(logLine({
       level: status >= 500 ? 'error' : 'info',
       method: request.method,
