@@ -12,7 +12,8 @@ import { newId } from '../store/ids.js';
 type Doc = Record<string, any>;
 export type EventAction = 'created' | 'updated' | 'deleted';
 
-export const rfc3339 = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+/** RFC 3339 in UTC without fractions: toISOString() always ends in ".sssZ" (a regular expression per timestamp was a read's largest share after the statement). */
+export const rfc3339 = (d: Date) => `${d.toISOString().slice(0, -5)}Z`;
 
 /** Records `<type>_<action>.v0` for a kind that emits events; `object` is the read form. */
 export async function emit(tx: EventWrites, kind: KindEntry, action: EventAction, object: Doc) {

@@ -2,14 +2,15 @@
 // limit, content type, errors, request log) around the route table.
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { authenticate, inactiveBotKey, invalidKey, type Authenticated } from '../resources/accounts.js';
-import type { Caller, Ctx, ServerContext } from '../resources/context.js';
+import type { Ctx, ServerContext } from '../resources/context.js';
 import type { ApiRoute, Method } from '../resources/routes.js';
 import { newIdBody } from '../store/ids.js';
 import { ApiError } from './errors.js';
 import type { Metrics } from './metrics.js';
 import { parseJsonBody } from './body.js';
-import { writeLogLine } from '../log-lines.js';
-import { answerProtocolErrors } from './protocol.js';
+import { answered } from './drain.js';
+import { logLine, writeLogLine } from '../log-lines.js';
+import { answerProtocolErrors, missingHost } from './protocol.js';
 import { authFailureCounter, clientKey, RateLimiter } from './rate-limit.js';
 import { SAML_PATH_PREFIX, samlEndpoints } from './saml-endpoints.js';
 import { answerClientError, API_KEY_HEADER, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
@@ -31,8 +32,12 @@ const METHODS: Method[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
 declare module 'fastify' {
   interface FastifyRequest {
-    caller?: Caller;
-    startedAt: bigint;
+    /** The handler's context (the server's, and the caller), once authenticated. */
+    ctx?: Ctx;
+    /** performance.now() when the request arrived. */
+    startedAt: number;
+    /** The route's template, set by its handler ('' until then: the request log's metrics ask Fastify). */
+    routeTemplate: string;
   }
 }
 
@@ -86,8 +91,9 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     done();
   });
 
-  app.decorateRequest('caller', undefined);
-  app.decorateRequest('startedAt', 0n);
+  app.decorateRequest('ctx', undefined);
+  app.decorateRequest('startedAt', 0);
+  app.decorateRequest('routeTemplate', '');
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, text, done) => {
@@ -97,6 +103,20 @@ export function buildApp(opts: AppOptions): FastifyInstance {
       done(e as ApiError, undefined);
     }
   });
+
+  // A handler's context: the server's, and the caller. Made once per authenticated caller
+  // (a cached one answers many requests) rather than copied per request; the server's
+  // context is its prototype, so what is added to it later is seen.
+  const contexts = new WeakMap<Authenticated, Ctx>();
+  const contextOf = (found: Authenticated): Ctx => {
+    let ctx = contexts.get(found);
+    if (!ctx) {
+      ctx = Object.create(opts.server) as Ctx;
+      ctx.caller = { keyId: found.keyId, ownerId: found.ownerId, admin: found.admin };
+      contexts.set(found, ctx);
+    }
+    return ctx;
+  };
 
   /** The checks after authentication; `found` is who the token is, if anyone. */
   const admit = (request: FastifyRequest, reply: FastifyReply, found: Authenticated | undefined) => {
@@ -110,16 +130,23 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     if (version !== '2') throw new ApiError('ERR_SERVICE_217', `Service-Version ${quoteStart(version)} is not supported; send Service-Version: 2`);
     const wait = limiter.take(found.keyId);
     if (wait > 0) throw new ApiError('ERR_SERVICE_226', `too many requests for this API key; retry in ${wait} s`, { retry_after: wait }, { 'Retry-After': String(wait) });
-    request.caller = { keyId: found.keyId, ownerId: found.ownerId, admin: found.admin };
+    request.ctx = contextOf(found);
     // Which key this is, so a client can avoid deleting the key it runs on (docs/api.md).
     reply.header(API_KEY_HEADER, found.keyId);
   };
 
-  // Callback-style hooks: a cached caller (most requests) is admitted without a promise.
+  // One callback-style hook does every check before routing: a cached caller (most requests)
+  // is admitted without a promise, and each further hook was a pass through Fastify's hook runner.
   app.addHook('onRequest', (request, reply, done) => {
     let pending: Promise<Authenticated | undefined> | undefined;
     try {
-      request.startedAt = process.hrtime.bigint();
+      request.startedAt = performance.now();
+      const h = request.headers;
+      // A request with no body has no content type to judge: a DELETE or POST that names one
+      // (text/plain, a form) but sends nothing is read as sending nothing.
+      if (h['content-type'] !== undefined && h['transfer-encoding'] === undefined && (h['content-length'] === undefined || h['content-length'] === '0')) delete h['content-type'];
+      const noHost = missingHost(request);
+      if (noHost) throw noHost;
       reply.header(OPERATION_HEADER, request.id);
       // A request on a kept-alive connection after SIGTERM: refuse it so the client retries elsewhere.
       if (closing || opts.isClosing?.()) throw new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry', {}, { Connection: 'close', 'Retry-After': '1' });
@@ -148,24 +175,18 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     }, (e: Error) => done(e));
   });
 
-  // A request with no body has no content type to judge: a DELETE or POST that names one
-  // (text/plain, a form) but sends nothing is read as sending nothing.
-  app.addHook('preParsing', (request, _reply, payload, done) => {
-    const h = request.headers;
-    if (h['transfer-encoding'] === undefined && (h['content-length'] === undefined || h['content-length'] === '0')) delete h['content-type'];
-    done(null, payload);
-  });
-
   app.addHook('onResponse', (request, reply, done) => {
-    const ms = Number(process.hrtime.bigint() - request.startedAt) / 1e6;
+    const ms = performance.now() - request.startedAt;
+    const status = reply.statusCode;
     // The route's template (never the path a client chose) keeps the metric's labels bounded.
-    opts.metrics?.observeApi(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, ms / 1000);
-    log(JSON.stringify({
-      time: new Date().toISOString(),
-      level: reply.statusCode >= 500 ? 'error' : 'info',
+    opts.metrics?.observeApi(request.method, request.routeTemplate || (request.routeOptions.url ?? 'unmatched'), status, ms / 1000);
+    const query = request.url.indexOf('?');
+    answered(request.raw.socket);
+    log(logLine({
+      level: status >= 500 ? 'error' : 'info',
       method: request.method,
-      path: request.url.split('?')[0],
-      status: reply.statusCode,
+      path: query < 0 ? request.url : request.url.slice(0, query),
+      status,
       duration_ms: Math.round(ms * 10) / 10,
       operation_id: request.id,
     }));
@@ -213,12 +234,14 @@ export function buildApp(opts: AppOptions): FastifyInstance {
         for (const h of ['content-type', 'content-length', 'transfer-encoding']) delete request.headers[h];
       } } : {}),
       handler: async (request: FastifyRequest, reply) => {
+        request.routeTemplate = url;
         const query = request.query as Record<string, string | string[] | undefined>;
-        const unknown = Object.keys(query).filter((q) => !route.query.includes(q));
+        const unknown: string[] = [];
+        for (const q in query) if (!route.query.includes(q)) unknown.push(q);
         if (unknown.length) {
           throw new ApiError('ERR_SERVICE_104', `unknown query parameter ${unknown.map((q) => `"${q}"`).join(', ')}; supported: ${route.query.join(', ') || 'none'}`, { field: unknown[0] });
         }
-        const ctx: Ctx = { ...opts.server, caller: request.caller! };
+        const ctx = request.ctx!;
         const out = await route.handle(ctx, { params: request.params as Record<string, string>, query, body: route.method === 'GET' || route.method === 'DELETE' ? undefined : request.body });
         reply.code(route.status);
         return route.status === 204 ? reply.send() : out;

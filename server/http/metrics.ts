@@ -31,9 +31,18 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry, prefix: 'edgeform_' });
   }
 
+  /** The counter and histogram of one (method, route, status), bound once: labels given per observation were hashed each time. */
+  private readonly apiSeries = new Map<string, { count: { inc(): void }; duration: { observe(v: number): void } }>();
+
   observeApi(method: string, route: string, status: number, seconds: number) {
-    this.apiRequests.inc({ method, route, status: String(status) });
-    this.apiDuration.observe({ method, route }, seconds);
+    const key = `${status} ${method} ${route}`;
+    let series = this.apiSeries.get(key);
+    if (!series) {
+      series = { count: this.apiRequests.labels({ method, route, status: String(status) }), duration: this.apiDuration.labels({ method, route }) };
+      this.apiSeries.set(key, series);
+    }
+    series.count.inc();
+    series.duration.observe(seconds);
   }
 
   observeIngress(edge: string, status: number, seconds: number) {

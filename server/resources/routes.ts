@@ -36,13 +36,19 @@ export interface ApiRoute {
   handle(ctx: Ctx, req: RouteRequest): Promise<unknown>;
 }
 
+/** The path parameters naming ids of a kind's routes, with the kind each must be of (worked out once per kind). */
+const idParams = new Map<KindEntry, [string, KindEntry][]>();
+
 /** Checks the prefixes of path ids: a wrong prefix is 400, not 404. */
 function checkIds(kind: KindEntry, params: Record<string, string>) {
-  const expect: [string, KindEntry][] = [];
-  if (params.id !== undefined) expect.push(['id', kind]);
-  if (kind.parent?.in === 'path') expect.push([kind.parent.field, catalog.find((k) => k.kind === kind.parent!.kind)!]);
+  let expect = idParams.get(kind);
+  if (!expect) {
+    expect = [['id', kind]];
+    if (kind.parent?.in === 'path') expect.push([kind.parent.field, catalog.find((k) => k.kind === kind.parent!.kind)!]);
+    idParams.set(kind, expect);
+  }
   for (const [name, k] of expect) {
-    if (!isIdOf(k.prefix, params[name])) {
+    if (params[name] !== undefined && !isIdOf(k.prefix, params[name])) {
       throw new ApiError('ERR_SERVICE_105', `${name}: "${params[name]}" is not an id of ${label(k)} (ids start with ${k.prefix}_)`, { field: name });
     }
   }
@@ -67,7 +73,7 @@ function kindRoutes(kind: KindEntry): ApiRoute[] {
   const k = label(kind);
   const aK = withArticle(k);
   const add = (r: Omit<ApiRoute, 'kind' | 'tag' | 'query'> & { query?: readonly string[] }) =>
-    routes.push({ kind, tag, query: [], ...r, handle: async (ctx, req) => { checkIds(kind, req.params); return r.handle(ctx, req); } });
+    routes.push({ kind, tag, query: [], ...r, handle: (ctx, req) => { checkIds(kind, req.params); return r.handle(ctx, req); } });
   if (ops.has('create')) {
     add({ method: 'POST', path: kind.path, summary: `Create ${aK}`, request: kind.create, status: 201, response: kind.read, handle: (ctx, req) => createResource(ctx, kind, req.body, req.params) });
   }

@@ -288,6 +288,36 @@ describe('the request log', () => {
     expect(RFC3339.test(line.time.replace(/\.\d+Z$/, 'Z'))).toBe(true);
   });
 
+  it('is written, and counted in /metrics under the route template, whether the handler or a check before it answered', async () => {
+    const fresh = await startTestServer();
+    try {
+      const policy = await fresh.post('/ip_policies', {});
+      const answers = [
+        await fresh.get(`/ip_policies/${policy.body.id}`),
+        await fresh.get(`/ip_policies/${policy.body.id}`),
+        await fresh.get(`/ip_policies/${policy.body.id}`, { token: null }),
+        await fresh.get(`/ip_policies/${policy.body.id}?limit=1`),
+        await fresh.get('/no_such_collection'),
+      ];
+      expect(answers.map((r) => r.status)).toEqual([200, 200, 401, 400, 404]);
+      for (const r of answers) {
+        const line = fresh.logs.map((l) => JSON.parse(l)).find((l) => l.operation_id === r.headers.get('service-operation-id'));
+        expect(line).toMatchObject({ level: 'info', method: 'GET', status: r.status });
+        expect(line.path).not.toContain('?');
+        expect(Object.keys(line)).toEqual(['time', 'level', 'method', 'path', 'status', 'duration_ms', 'operation_id']);
+      }
+      const metrics = (await fresh.get('/metrics', { token: null, version: null })).text;
+      const count = (labels: string) => Number(new RegExp(`^edgeform_api_requests_total\\{${labels}\\} (\\d+)$`, 'm').exec(metrics)?.[1]);
+      expect(count('method="GET",route="/ip_policies/:id",status="200"')).toBe(2);
+      expect(count('method="GET",route="/ip_policies/:id",status="401"')).toBe(1);
+      expect(count('method="GET",route="/ip_policies/:id",status="400"')).toBe(1);
+      expect(count('method="GET",route="unmatched",status="404"')).toBe(1);
+      expect(metrics).toMatch(/^edgeform_api_request_duration_seconds_count\{method="GET",route="\/ip_policies\/:id"\} 4$/m);
+    } finally {
+      await fresh.close();
+    }
+  });
+
   it('never contains a token, a query string or a body', async () => {
     const marker = 'body-marker-7f3a';
     const key = await s.post('/api_keys', { description: marker });
