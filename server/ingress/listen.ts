@@ -385,7 +385,17 @@ export class IngressListener {
 
   private routed(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse, table: HttpsContext['table'], authority: string | undefined | null, h1: boolean, startedAt: number): void {
     const { ctx, sni, host } = this.contextOf(req, table, authority, h1, startedAt);
-    if (ctx) return void handleHttpsRequest(req, res, ctx);
+    if (ctx) {
+      try {
+        return void handleHttpsRequest(req, res, ctx);
+      } catch (e) {
+        // The handler answers its own faults; this is one before it had an exchange to answer with.
+        this.d.deps.log({ level: 'error', msg: `ingress: request failed: ${(e as Error)?.stack ?? e}` });
+        if (res.headersSent) return void res.destroy();
+        writeAnswer(res, errorAnswer('ERR_SERVICE_749', 'the edge could not handle this request; the server log has the details'));
+        return this.answered(ctx, res.statusCode);
+      }
+    }
     misdirected(res, sni, host);
     this.answered({ socket: req.socket as tls.TLSSocket, h1, startedAt, edge: undefined }, res.statusCode);
   }

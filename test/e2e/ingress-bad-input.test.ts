@@ -6,7 +6,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { edgeRequest, exchange, h2Get, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
+import { edgeAnswering, edgeRequest, exchange, h2Get, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;
@@ -22,9 +22,7 @@ beforeAll(async () => {
   });
   port = ingressPort(s, 443);
   ca = localCa(s);
-  const b = await s.post('/backends/http_response', { body: 'app content' });
-  const e = await s.post('/edges/https', { hostports: ['app.example.com:443'] });
-  await s.post(`/edges/https/${e.body.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: b.body.id } });
+  await edgeAnswering(s, 'app.example.com', 'app content');
 });
 
 afterAll(async () => {

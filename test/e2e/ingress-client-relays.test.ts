@@ -5,7 +5,7 @@
 // Over real sockets, with a real `edgeform agent` relaying to a local upstream that holds
 // /hold requests until the test lets them go.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveConfig } from '../../server/config.js';
 import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
@@ -29,7 +29,7 @@ beforeAll(async () => {
     else res.end(`upstream ${req.url}`);
   });
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-  s = await startTestServer({ ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }], ingressRelaysPerClient: 3 });
+  s = await startTestServer({ ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }, { publicPort: 20000, host: '127.0.0.1', port: 0 }], ingressRelaysPerClient: 3 });
   port = ingressPort(s, 443);
   ca = localCa(s);
   const cr = await credentialToken(s);
@@ -40,6 +40,7 @@ beforeAll(async () => {
   const edge = await s.post('/edges/https', { hostports: ['r.example.com:443'] });
   await s.post(`/edges/https/${edge.body.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: group.body.id } });
   await s.post(`/edges/https/${edge.body.id}/routes`, { match_type: 'path_prefix', match: '/fixed', backend: { backend_id: fixed.body.id } });
+  await s.post('/edges/tcp', { hostports: ['1.tcp.example.com:20000'], backend: { backend_id: group.body.id } });
 }, 60_000);
 
 afterAll(async () => {
@@ -100,6 +101,22 @@ describe('relays per client address', () => {
     expect(reached).not.toContain('/ws');
     releaseHeld();
     await Promise.all(inFlight);
+  });
+});
+
+describe('TCP edges', () => {
+  it('count a connection as a relay: past the limit the connection is closed unserved, and served again once a slot is free', async () => {
+    const tcpPort = ingressPort(s, 20000);
+    const ask = (path: string) => exchange(net.connect(tcpPort, '127.0.0.1'), `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`, { quietMs: 3000 });
+    expect((await ask('/tcp-free')).text).toContain('upstream /tcp-free');
+    const inFlight = [get('/hold/t1'), get('/hold/t2'), get('/hold/t3')];
+    await until(() => held.length === 3);
+    const refused = await ask('/tcp-full');
+    expect(refused).toMatchObject({ text: '', closed: true });
+    expect(reached).not.toContain('/tcp-full');
+    releaseHeld();
+    await Promise.all(inFlight);
+    expect((await ask('/tcp-again')).text).toContain('upstream /tcp-again');
   });
 });
 

@@ -4,7 +4,7 @@
 // bytes keep coming is not, however long it takes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TLSSocket } from 'node:tls';
-import { ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
+import { edgeAnswering, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { until } from '../helpers/wait.js';
 
@@ -16,9 +16,7 @@ beforeAll(async () => {
   s = await startTestServer({ ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }], ingressLimits: { idleTimeoutMs: 600 } });
   port = ingressPort(s, 443);
   ca = localCa(s);
-  const b = await s.post('/backends/http_response', { body: 'app content' });
-  const e = await s.post('/edges/https', { hostports: ['app.example.com:443'] });
-  await s.post(`/edges/https/${e.body.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: b.body.id } });
+  await edgeAnswering(s, 'app.example.com', 'app content');
 });
 
 afterAll(async () => {

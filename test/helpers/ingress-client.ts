@@ -23,6 +23,14 @@ export function ingressPort(s: TestServer, publicPort: number): number {
 
 export const localCa = (s: TestServer) => fs.readFileSync(s.server.ingress!.caFile, 'utf8');
 
+/** An HTTPS edge `host:publicPort` whose one route (`/`) answers `body` with an http_response backend. */
+export async function edgeAnswering(s: TestServer, host: string, body: string, publicPort = 443): Promise<{ edgeId: string }> {
+  const b = await s.post('/backends/http_response', { body });
+  const e = await s.post('/edges/https', { hostports: [`${host}:${publicPort}`] });
+  await s.post(`/edges/https/${e.body.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: b.body.id } });
+  return { edgeId: e.body.id };
+}
+
 export interface EdgeRequest {
   /** The loopback port to connect to. */
   port: number;
