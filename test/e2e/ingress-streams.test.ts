@@ -28,8 +28,9 @@ const listen = async <T extends net.Server>(server: T) => {
 };
 
 /** Sends `text` on a connection and returns what came back before it went quiet or closed; then closes it. */
+/** Sends `text` and waits for its echo, or for the connection to close (a refusal), up to exchange's 10 s bound: no quiet period a loaded machine could outlast. */
 async function roundTrip(socket: net.Socket, text: string) {
-  const r = await exchange(socket, text, { quietMs: 1500 });
+  const r = await exchange(socket, text, { want: Buffer.byteLength(text) });
   socket.destroy();
   return r;
 }
