@@ -131,4 +131,11 @@ describe('the HTTP side behind --ingress', () => {
     expect(lines.length).toBeGreaterThan(0);
     expect(lines.at(-1)).toMatchObject({ edge: edgeId, status: 200, client_ip: '127.0.0.1', bytes: 5 });
   });
+
+  it('logs no body bytes for a HEAD request, whose answer carries none', async () => {
+    const r = await edgeRequest({ port, host: 'app.example.com', path: '/exact', ca, method: 'HEAD' });
+    expect(r).toMatchObject({ status: 200, text: '' });
+    await until(() => s.logs.some((l) => l.includes('"method":"HEAD"') && l.includes('"path":"/exact"')), 5000);
+    expect(JSON.parse(s.logs.find((l) => l.includes('"method":"HEAD"') && l.includes('"path":"/exact"'))!)).toMatchObject({ status: 200, bytes: 0 });
+  });
 });

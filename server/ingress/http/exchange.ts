@@ -195,7 +195,8 @@ export class HttpExchange implements Exchange {
       // A prepared answer no filter edits: its headers as made, the body with them in one write.
       const head = this.head!;
       res.writeHead(head.status, head.headers as Record<string, string | string[]>);
-      res.end(this.method === 'HEAD' ? undefined : this.responseBody as string | Buffer);
+      if (this.method === 'HEAD') { res.end(); return 0; }
+      res.end(this.responseBody as string | Buffer);
       return this.sharedLength;
     }
     const head = this.responseHead ?? { status: 502, headers: {} };
@@ -208,7 +209,8 @@ export class HttpExchange implements Exchange {
       const length = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
       headers['content-length'] = String(length);
       res.writeHead(head.status, headers);
-      res.end(this.method === 'HEAD' ? undefined : body);
+      if (this.method === 'HEAD') { res.end(); return 0; }
+      res.end(body);
       return length;
     }
     if (body instanceof Readable && transforms.length === 0) return gatherAndSend(body, res, head.status, headers, this.method === 'HEAD');
