@@ -4,7 +4,8 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { expectError } from '../helpers/api.js';
-import { agentTestHooks, credentialToken, fakeAgent, sessions, validHello, type AgentProcess } from '../helpers/agent.js';
+import { agentTestHooks } from '../helpers/agent-hooks.js';
+import { credentialToken, fakeAgent, sessions, validHello, type AgentProcess } from '../helpers/agent.js';
 import { tempDir } from '../helpers/temp.js';
 import { until } from '../helpers/wait.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';

@@ -3,7 +3,8 @@
 // while the first holds it, and gets it once the first session has gone. The claim is a
 // UniqueKey row, so it holds across instances too (agent-postgres.test.ts).
 import { describe, expect, it } from 'vitest';
-import { agentConfigFile, agentTestHooks, credentialToken, hostnameConfig, sessions, tunnels } from '../helpers/agent.js';
+import { agentTestHooks } from '../helpers/agent-hooks.js';
+import { agentConfigFile, credentialToken, hostnameConfig, sessions, tunnels } from '../helpers/agent.js';
 import { until } from '../helpers/wait.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 

@@ -3,42 +3,15 @@
 // restarted agent (which starts its successor as a child) is stopped whole.
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll } from 'vitest';
 import { startCli, type CliProcess } from './cli-process.js';
 import type { TestServer } from './server.js';
-import { removeTempDirs, tempDir } from './temp.js';
-import { until } from './wait.js';
+import { tempDir } from './temp.js';
 
 export type AgentProcess = CliProcess;
 
 /** `edgeform agent ...` in its own process group; the API URL and token come only from `args` and `env`. */
 export function startAgent(args: string[], env: Record<string, string | undefined> = {}): AgentProcess {
   return startCli(['agent', ...args], { EDGEFORM_AUTHTOKEN: undefined, EDGEFORM_API_URL: undefined, ...env }, { detached: true });
-}
-
-/**
- * The hooks of a test file whose tests run agents against one server: `start` makes the server
- * before all tests; after each test every agent started through the returned function is
- * killed and the test waits until the server lists no session; after all, the server is
- * closed and the temporary folders removed.
- */
-export function agentTestHooks(start: () => Promise<TestServer>): (args: string[], env?: Record<string, string | undefined>) => AgentProcess {
-  let server: TestServer | undefined;
-  const running: AgentProcess[] = [];
-  beforeAll(async () => { server = await start(); });
-  afterEach(async () => {
-    for (const a of running.splice(0)) a.kill();
-    await until(async () => (await sessions(server!)).length === 0, 10_000, () => 'sessions of killed agents stayed listed');
-  });
-  afterAll(async () => {
-    await server?.close();
-    removeTempDirs();
-  });
-  return (args, env = {}) => {
-    const a = startAgent(args, env);
-    running.push(a);
-    return a;
-  };
 }
 
 /** An agent config file (YAML) in a fresh temporary folder (removed by removeTempDirs); returns its path. */
