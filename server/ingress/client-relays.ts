@@ -3,21 +3,12 @@
 // client has read the whole answer, so a few hundred clients that never read could hold every
 // upstream connection of an agent. Past the limit a request is refused at the edge (429 with
 // Retry-After, ERR_SERVICE_846), before any stream to an agent is opened; a TCP or TLS edge's
-// connection is closed. IPv6 clients count per /64, the block one host is given.
+// connection is closed. IPv6 clients count per /64, the block one host is given (clientKey,
+// the key the API's per-address limits use too).
+import { clientKey } from '../http/rate-limit.js';
 
 /** The default of `--ingress-relays-per-client`: above one HTTP/2 connection's 100 streams, below an agent's 256 upstream connections. */
 export const DEFAULT_RELAYS_PER_CLIENT = 128;
-
-/** The key a client is counted under: an IPv4 address, or an IPv6 address's /64. */
-export function clientKey(ip: string): string {
-  if (!ip.includes(':')) return ip;
-  const [head, tail] = ip.split('::');
-  const left = head ? head.split(':') : [];
-  const right = tail === undefined ? [] : tail ? tail.split(':') : [];
-  const groups = tail === undefined ? left : [...left, ...Array<string>(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right];
-  const prefix = groups.slice(0, 4).map((g) => parseInt(g, 16));
-  return prefix.length === 4 && prefix.every((n) => n >= 0 && n <= 0xffff) ? `${prefix.map((n) => n.toString(16)).join(':')}::/64` : ip;
-}
 
 export class ClientRelays {
   private held = new Map<string, number>();

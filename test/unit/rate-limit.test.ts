@@ -68,6 +68,7 @@ describe('clientKey', () => {
     { address: '2001:db8:1:2:aaaa:bbbb:cccc:dddd', key: '2001:db8:1:2::/64', reason: 'IPv6 by its /64' },
     { address: '2001:db8:1:2::1', key: '2001:db8:1:2::/64', reason: 'another address of the same /64' },
     { address: '2001:DB8::1', key: '2001:db8:0:0::/64', reason: 'compressed and upper case' },
+    { address: '2001:0db8:0001:0002::9', key: '2001:db8:1:2::/64', reason: 'leading zeros do not make another key' },
     { address: '::1', key: '0:0:0:0::/64', reason: 'loopback' },
     { address: 'fe80::1%eth0', key: 'fe80:0:0:0::/64', reason: 'a zone is dropped' },
   ])('$reason', ({ address, key }) => {
