@@ -178,13 +178,15 @@ async function measure(name: string, port: number, ca: string, p: string, busy: 
   await load(port, ca, p, Math.min(1000, REQUESTS));
   const before = Object.values(busy).map((c) => cpuMicros(c.pid));
   const from = micros();
+  const own = process.cpuUsage();
   const r = await load(port, ca, p, REQUESTS);
+  const used = process.cpuUsage(own);
   phases.push({ name, from, to: micros() });
   const cpu = Object.keys(busy).map((k, i) => {
     const a = before[i], b = cpuMicros(busy[k].pid);
     return a === undefined || b === undefined ? undefined : { name: k, us: (b - a) / REQUESTS };
   });
-  return { ...r, cpu: cpu.every((c) => c) ? cpu as { name: string; us: number }[] : undefined };
+  return { ...r, cpu: cpu.every((c) => c) ? cpu as { name: string; us: number }[] : undefined, loadUs: (used.user + used.system) / REQUESTS };
 }
 
 async function main() {
@@ -251,8 +253,8 @@ async function main() {
     const b = cpuSum(bare, bareNames), e = cpuSum(edge, edgeNames);
     return b && e ? `; by CPU per request ${(b / e * 100).toFixed(0)}% (${bareNames?.join('+') ?? 'bare'} over ${edgeNames.join('+')})` : '';
   };
-  const cpuText = (r: { cpu?: { name: string; us: number }[] }) => r.cpu ? `   CPU/request ${r.cpu.map((c) => `${c.name} ${c.us.toFixed(0)} µs`).join(' + ')}` : '';
-  const row = (name: string, r: { rps: number; p50: number; p99: number; cpu?: { name: string; us: number }[] }) => `${name.padEnd(44)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(2).padStart(6)} ms   p99 ${r.p99.toFixed(2).padStart(6)} ms${cpuText(r)}`;
+  const cpuText = (r: { cpu?: { name: string; us: number }[]; loadUs: number }) => `${r.cpu ? `   CPU/request ${r.cpu.map((c) => `${c.name} ${c.us.toFixed(0)} µs`).join(' + ')}` : ''} (load generator ${r.loadUs.toFixed(0)} µs)`;
+  const row = (name: string, r: { rps: number; p50: number; p99: number; cpu?: { name: string; us: number }[]; loadUs: number }) => `${name.padEnd(44)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(2).padStart(6)} ms   p99 ${r.p99.toFixed(2).padStart(6)} ms${cpuText(r)}`;
   if (ONLY !== 'agent') {
     const fixedEdge = await measure('edge-fixed', ingressPort, caCert.cert, '/fixed', { serve: serve.child });
     const fixedBare = await measure('bare-https', bare, caCert.cert, '/', { 'node:https': bareHttpsProc.child });
