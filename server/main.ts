@@ -12,6 +12,7 @@ import { startIngress, type RunningIngress } from './ingress/start.js';
 import { drainable, DRAIN_DEFAULTS } from './http/drain.js';
 import { openapiDocument } from './openapi.js';
 import './resources/register.js';
+import { lookUpKey } from './resources/accounts.js';
 import { CallerCache } from './resources/caller-cache.js';
 import type { ServerContext } from './resources/context.js';
 import { apiRoutes } from './resources/routes.js';
@@ -47,7 +48,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const box = await secretBoxFor(db, config, (msg) => logFields({ msg }));
     const boot = await bootstrap(db, { token: config.bootstrapToken, tokenFile: config.bootstrapTokenFile });
     const routes = apiRoutes();
-    const server: ServerContext = { db, box, callers: new CallerCache(), publicUrl: config.publicUrl ?? '', stackLockLeaseSeconds: config.stackLockLeaseSeconds, fingerprintRateLimit: config.fingerprintRateLimit };
+    const server: ServerContext = { db, box, callers: new CallerCache((digest) => lookUpKey(db.hot, digest)), publicUrl: config.publicUrl ?? '', stackLockLeaseSeconds: config.stackLockLeaseSeconds, fingerprintRateLimit: config.fingerprintRateLimit };
     let openapi: unknown;
     const metrics = new Metrics();
     let closing = false;

@@ -1,16 +1,18 @@
 // Authenticates an agent by its credential token, like API keys: the token's SHA-256 digest
 // is looked up (tokens are stored only as digests; the lookup by a digest of the secret leaks
-// nothing about it, and digestMatches confirms in constant time).
+// nothing about it).
 import { credential } from '../../provider/catalog/accounts.js';
 import { ApiError } from '../http/errors.js';
 import { findTokenHolder, ownerActive } from '../resources/accounts.js';
 import type { Tx } from '../resources/context.js';
+import { digestOf } from '../http/tokens.js';
+import { prismaRows } from '../store/prisma-rows.js';
 
 export interface AgentCredential { credentialId: string; ownerId: string; acl: string[] }
 
 /** The credential a token belongs to, or the ApiError the agent is refused with. */
 export async function authenticateAgent(tx: Tx, token: string): Promise<AgentCredential> {
-  const found = await findTokenHolder(tx, token, credential.kind);
+  const found = await findTokenHolder(prismaRows(tx), digestOf(token), credential.kind);
   if (!found) {
     throw new ApiError('ERR_SERVICE_202', 'the authtoken is not the token of a tunnel credential: it is unknown, or its credential was deleted; create one with POST /credentials and pass its token with --authtoken');
   }

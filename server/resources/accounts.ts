@@ -1,10 +1,11 @@
 // Behaviour of users, bots, API keys and credentials: ownership rules and tokens.
 import { apiKey, botUser, credential, user } from '../../provider/catalog/accounts.js';
 import { ApiError } from '../http/errors.js';
-import { digestMatches, digestOf, newToken } from '../http/tokens.js';
+import { digestOf, newToken } from '../http/tokens.js';
 import { behaviour, type StoredResource } from './behaviours.js';
 import type { Writes } from '../store/hot-writes.js';
-import type { Ctx, ServerContext, Tx } from './context.js';
+import type { TokenRows } from '../store/hot-reads.js';
+import type { Ctx, ServerContext } from './context.js';
 
 /**
  * The permission rule for owned things (docs/api.md, "Permissions"): anyone may read them; only
@@ -82,16 +83,18 @@ type OwnerRow = { kind: string; data: unknown };
 export const ownerActive = (owner: OwnerRow) => owner.kind !== botUser.kind || (owner.data as { body: { active?: boolean } }).body.active !== false;
 
 /**
- * The resource of `kind` (an API key or a credential) a bearer token belongs to, with its body
- * and its owner's row (null when the owner is gone); undefined for an unknown token. Looked up
- * by digest, confirmed in constant time, for API keys and agents' credentials alike.
+ * The resource of `kind` (an API key or a credential) holding the token with this SHA-256
+ * digest, with its body and its owner's row (null when the owner is gone); undefined for an
+ * unknown token. For API keys and agents' credentials alike. The database compares digests,
+ * not tokens: how long a comparison takes can tell only about the digest, from which nothing
+ * about the token follows.
  */
-export async function findTokenHolder(tx: Tx, token: string, kind: string) {
-  const found = await tx.token.findUnique({ where: { digest: digestOf(token) }, include: { resource: true } });
-  if (!found || !digestMatches(token, found.digest) || found.resource.kind !== kind) return undefined;
-  const body = (found.resource.data as { body: Record<string, unknown> & { owner_id: string } }).body;
-  const owner = await tx.resource.findUnique({ where: { id: body.owner_id } });
-  return { id: found.resourceId, body, owner };
+export async function findTokenHolder(rows: TokenRows, digest: string, kind: string) {
+  const holder = await rows.tokenHolder(digest);
+  if (!holder || holder.kind !== kind) return undefined;
+  const body = (holder.data as { body: Record<string, unknown> & { owner_id: string } }).body;
+  const owner = (await rows.resource(body.owner_id)) ?? null;
+  return { id: holder.id, body, owner };
 }
 
 const CHALLENGE = { 'WWW-Authenticate': 'Bearer' };
@@ -104,12 +107,12 @@ export const inactiveBotKey = () => new ApiError('ERR_SERVICE_203', 'the API key
  * cache when it has one, whose hits come back at once rather than as a promise.
  */
 export function authenticate(server: ServerContext, token: string): Authenticated | Promise<Authenticated | undefined> {
-  const lookup = () => lookUpKey(server.db.read as unknown as Tx, token);
-  return server.callers ? server.callers.resolve(token, lookup) : lookup();
+  return server.callers ? server.callers.resolve(token) : lookUpKey(server.db.hot, digestOf(token));
 }
 
-async function lookUpKey(tx: Tx, token: string): Promise<Authenticated | undefined> {
-  const found = await findTokenHolder(tx, token, apiKey.kind);
+/** The API key holding the token with this digest, and its owner's standing; through the hot reads. */
+export async function lookUpKey(rows: TokenRows, digest: string): Promise<Authenticated | undefined> {
+  const found = await findTokenHolder(rows, digest, apiKey.kind);
   if (!found?.owner) return undefined;
   const { owner } = found;
   return {

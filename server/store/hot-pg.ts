@@ -29,5 +29,9 @@ export function hotReadsPg(pool: Pool): HotReads {
     children(kind, parentIds) {
       return run('edgeform_hot_children', `${SELECT} WHERE "kind" = $1 AND "parentId" = ANY($2) ORDER BY "id"`, [kind, parentIds]);
     },
+    async tokenHolder(digest) {
+      const [row] = await run('edgeform_hot_token', `${SELECT} WHERE "id" = (SELECT "resourceId" FROM "Token" WHERE "digest" = $1)`, [digest]);
+      return row;
+    },
   };
 }

@@ -25,7 +25,12 @@ export interface HotReads {
   children(kind: string, parentIds: string[]): Promise<ResourceRow[]>;
   /** Every row of a kind, in id order (read-time fields that match rows of another kind). */
   ofKind(kind: string): Promise<ResourceRow[]>;
+  /** The row (an API key, a credential) holding the token with this SHA-256 digest. */
+  tokenHolder(digest: string): Promise<ResourceRow | undefined>;
 }
+
+/** What finding a token's holder reads: the hot reads outside a transaction, Prisma's inside one (prisma-rows.ts). */
+export type TokenRows = Pick<HotReads, 'tokenHolder' | 'resource'>;
 
 /**
  * SQLite's lookups of children name their index: without planner statistics (a database

@@ -18,6 +18,7 @@ export function hotReadsSqlite(db: BetterSqlite3.Database): HotReads {
   const first = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "kind" = ? ORDER BY "id" DESC LIMIT ?`);
   const after = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "kind" = ? AND "id" < ? ORDER BY "id" DESC LIMIT ?`);
   const all = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "kind" = ? ORDER BY "id"`);
+  const holder = db.prepare(`SELECT ${COLUMNS} FROM "Resource" WHERE "id" = (SELECT "resourceId" FROM "Token" WHERE "digest" = ?)`);
   const byParents = new Map<number, BetterSqlite3.Statement>();
   const childrenOf = (n: number) => {
     let stmt = byParents.get(n);
@@ -38,6 +39,10 @@ export function hotReadsSqlite(db: BetterSqlite3.Database): HotReads {
     },
     async ofKind(kind) {
       return (all.all(kind) as Raw[]).map(toRow);
+    },
+    async tokenHolder(digest) {
+      const row = holder.get(digest) as Raw | undefined;
+      return row && toRow(row);
     },
     async children(kind, parentIds) {
       const out: ResourceRow[] = [];

@@ -2,11 +2,14 @@
 // transactions, for the writes that stay on Prisma (agents' sessions, server/gateway) and
 // still shape read forms and record events like the engine.
 import type { Tx } from './db.js';
-import type { ResourceRow } from './hot-reads.js';
+import type { ResourceRow, TokenRows } from './hot-reads.js';
 import type { EventWrites } from './hot-writes.js';
 
-export function prismaRows(tx: Tx): EventWrites {
+export function prismaRows(tx: Tx): EventWrites & TokenRows {
   return {
+    async tokenHolder(digest) {
+      return ((await tx.token.findUnique({ where: { digest }, include: { resource: true } }))?.resource ?? undefined) as ResourceRow | undefined;
+    },
     async resource(id) {
       return ((await tx.resource.findUnique({ where: { id } })) ?? undefined) as ResourceRow | undefined;
     },

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DATABASES, pgAvailable, serverOn } from '../helpers/databases.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { childrenSql } from '../../server/store/hot-sqlite.js';
+import { digestOf } from '../../server/http/tokens.js';
 
 const available = pgAvailable;
 if (!available) console.warn('\n*** SKIPPING the hot reads on PostgreSQL: initdb is not on the PATH ***\n');
@@ -45,6 +46,17 @@ describe.each(DATABASES)('hot reads on $db', ({ db, skip }) => {
     const rows = await s.server.db.hot.children('IPPolicyRule', policies);
     expect(rows).toEqual(await s.server.db.prisma.resource.findMany({ where: { kind: 'IPPolicyRule', parentId: { in: policies } }, orderBy: { id: 'asc' } }));
     expect(rows).toHaveLength(10);
+  });
+
+  it.skipIf(skip)("a token's holder: the key's row as Prisma reads it through the token; undefined for an unknown digest", async () => {
+    const key = (await s.post('/api_keys', { description: 'hot holder' })).body;
+    const digest = digestOf(key.token);
+    const viaPrisma = await s.server.db.prisma.token.findUnique({ where: { digest }, include: { resource: true } });
+    expect(viaPrisma?.resource.id).toBe(key.id);
+    expect(await s.server.db.hot.tokenHolder(digest)).toEqual(viaPrisma!.resource);
+    expect(await s.server.db.hot.tokenHolder(digestOf(`${key.token}x`))).toBeUndefined();
+    await s.del(`/api_keys/${key.id}`);
+    expect(await s.server.db.hot.tokenHolder(digest)).toBeUndefined();
   });
 
   it.skipIf(skip)('GET and a list answer the same documents as the write that made them', async () => {
