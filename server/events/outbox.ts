@@ -15,6 +15,12 @@ export type EventAction = 'created' | 'updated' | 'deleted';
 /** RFC 3339 in UTC without fractions: toISOString() always ends in ".sssZ" (a regular expression per timestamp was a read's largest share after the statement). */
 export const rfc3339 = (d: Date) => `${d.toISOString().slice(0, -5)}Z`;
 
+/** The UTC forms both databases give timestamps as text in: SQLite's as written ("+00:00"), PostgreSQL's to_char ("Z"). */
+const UTC_TEXT = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|\+00:00)$/;
+
+/** rfc3339 of a stored timestamp's text (TextRow): cut to its seconds when it is UTC text as the databases give it, else through a Date. */
+export const readTime = (text: string) => (UTC_TEXT.test(text) ? `${text.slice(0, 19)}Z` : rfc3339(new Date(text)));
+
 /** Records `<type>_<action>.v0` for a kind that emits events; `object` is the read form. */
 export async function emit(tx: EventWrites, kind: KindEntry, action: EventAction, object: Doc) {
   if (!kind.spec.events) return;

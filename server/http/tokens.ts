@@ -1,5 +1,5 @@
 // Bearer tokens: 32 random bytes in base62, stored only as a SHA-256 digest.
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -13,5 +13,10 @@ export function newToken(): string {
   return out;
 }
 
-export const digestOf = (token: string) => createHash('sha256').update(token, 'utf8').digest('hex');
+/**
+ * A token's SHA-256 digest in hex. Every API request takes one (the caller cache is keyed by
+ * it): Node's one-shot `hash` (20.12 on; package.json asks for 20.19) makes no Hash object
+ * and costs a third of createHash's chain.
+ */
+export const digestOf = (token: string) => hash('sha256', token, 'hex');
 

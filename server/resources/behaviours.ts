@@ -11,6 +11,8 @@ export interface StoredResource {
   kind: string;
   parentId: string | null;
   createdAt: Date;
+  /** createdAt as the database's text, when it was read as text: the read form takes it as it is. */
+  readonly createdText?: string;
   body: Doc;
   computed: Doc;
   /** Write-only values of the body, keyed by path. */

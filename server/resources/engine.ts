@@ -9,12 +9,12 @@ import { newId } from '../store/ids.js';
 import type { RefRow, Rows, Writes } from '../store/hot-writes.js';
 import type { LockMode } from '../store/locks.js';
 import { failAfterInsertForTests } from '../store/test-hooks.js';
-import { emit, readSubscriptionsEarly, rfc3339 } from '../events/outbox.js';
+import { emit, readSubscriptionsEarly, readTime, rfc3339 } from '../events/outbox.js';
 import { behaviourOf, type Doc, type StoredResource } from './behaviours.js';
 import { holdCaller } from './caller-hold.js';
 import type { Ctx, ServerContext } from './context.js';
 
-export type Row = { id: string; kind: string; parentId: string | null; createdAt: Date; updatedAt: Date; data: unknown; sealed: string | null };
+export type Row = { id: string; kind: string; parentId: string | null; createdAt: Date; updatedAt: Date; data: unknown; sealed: string | null; readonly createdText?: string };
 
 /** Attempts of a write transaction that PostgreSQL aborted as a deadlock victim. */
 const ATTEMPTS = 5;
@@ -41,11 +41,13 @@ class Stored implements StoredResource {
   readonly id: string;
   readonly kind: string;
   readonly parentId: string | null;
-  readonly createdAt: Date;
+  readonly createdText: string | undefined;
   readonly body: Doc;
   readonly computed: Doc;
   readonly #ctx: ServerContext;
   readonly #sealed: string | null;
+  /** A row read with Dates (Prisma's) keeps its Date; a TextRow's is made when asked for. */
+  readonly #createdAt: Date | undefined;
   #opened?: { fields: Record<string, unknown>; internal: Doc };
 
   constructor(ctx: ServerContext, row: Row) {
@@ -53,13 +55,15 @@ class Stored implements StoredResource {
     this.id = row.id;
     this.kind = row.kind;
     this.parentId = row.parentId;
-    this.createdAt = row.createdAt;
+    this.createdText = row.createdText;
+    this.#createdAt = row.createdText === undefined ? row.createdAt : undefined;
     this.body = data.body;
     this.computed = data.computed;
     this.#ctx = ctx;
     this.#sealed = row.sealed;
   }
 
+  get createdAt() { return this.#createdAt ?? new Date(this.createdText!); }
   get secretFields() { return this.#open().fields; }
   get internal() { return this.#open().internal; }
 
@@ -137,7 +141,7 @@ export async function present(ctx: Ctx, db: Rows, kind: KindEntry, rows: StoredR
     const values = toReadFields(kind.fields, row.body, refs);
     if (!('id' in values)) values.id = row.id;
     if (!('uri' in values)) values.uri = plan.parentField ? `${base}${row.parentId ?? ''}${plan.pathParts[1]}/${row.id}` : `${base}/${row.id}`;
-    if (!('created_at' in values)) values.created_at = rfc3339(row.createdAt);
+    if (!('created_at' in values)) values.created_at = row.createdText === undefined ? rfc3339(row.createdAt) : readTime(row.createdText);
     if (plan.parentField && !(plan.parentField in values)) values[plan.parentField] = row.parentId;
     Object.assign(values, row.computed);
     for (const [k, m] of embedded) values[k] = m.get(row.id) ?? [];
@@ -466,7 +470,8 @@ async function rewrite(ctx: Ctx, kind: KindEntry, id: string, parentId: string |
     await w.update(id, new Date(), { body: pub, computed }, sealFor(ctx, secretFields, internal));
     await writeRefs(w, kind, id, body, full);
     await writeKeys(w, kind, id, body, prior.parentId, full);
-    const [out] = await present(ctx, w, kind, [{ ...prior, body: pub, computed, secretFields, internal }]);
+    // Named one by one: a stored resource's createdAt is a getter, which a spread would drop.
+    const [out] = await present(ctx, w, kind, [{ id, kind: prior.kind, parentId: prior.parentId, createdAt: prior.createdAt, createdText: prior.createdText, body: pub, computed, secretFields, internal }]);
     await emit(w, kind, 'updated', out);
     return out;
   });

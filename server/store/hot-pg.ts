@@ -2,14 +2,14 @@
 // driver adapter holds (db.ts). Outside a transaction each sees committed rows only.
 // Timestamps are read as RFC 3339 text in UTC, as Prisma writes them (no time zone).
 import type { Pool } from 'pg';
-import type { HotReads, ResourceRow } from './hot-reads.js';
+import { TextRow, type HotReads, type ResourceRow } from './hot-reads.js';
 
 // to_char, not ::text, whose form follows the session's DateStyle.
 const ISO = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`;
 export const SELECT = `SELECT "id", "kind", "parentId", to_char("createdAt", ${ISO}) AS "createdAt", to_char("updatedAt", ${ISO}) AS "updatedAt", "data", "sealed" FROM "Resource"`;
 export type Raw = Omit<ResourceRow, 'createdAt' | 'updatedAt'> & { createdAt: string; updatedAt: string };
 
-export const toRow = (r: Raw): ResourceRow => ({ ...r, createdAt: new Date(r.createdAt), updatedAt: new Date(r.updatedAt) });
+export const toRow = (r: Raw): ResourceRow => new TextRow(r.id, r.kind, r.parentId, r.createdAt, r.updatedAt, r.data, r.sealed);
 
 export function hotReadsPg(pool: Pool): HotReads {
   const run = async (name: string, text: string, values: unknown[]) => ((await pool.query({ name, text, values })).rows as Raw[]).map(toRow);

@@ -14,6 +14,29 @@ export interface ResourceRow {
   updatedAt: Date;
   data: unknown;
   sealed: string | null;
+  /** createdAt as the database's text, when the row was read as text (TextRow). */
+  readonly createdText?: string;
+}
+
+/**
+ * A row the hot reads and writes read, its timestamps kept as the database's RFC 3339 text
+ * and made Dates only when something asks: a read form wants the text (readTime in events/outbox.ts), and a GET
+ * of a policy with one rule turned four texts into Dates and two Dates back into text
+ * (bench/README.md, "GET one on SQLite: the tail").
+ */
+export class TextRow implements ResourceRow {
+  constructor(
+    readonly id: string,
+    readonly kind: string,
+    readonly parentId: string | null,
+    readonly createdText: string,
+    readonly updatedText: string,
+    readonly data: unknown,
+    readonly sealed: string | null,
+  ) {}
+
+  get createdAt() { return new Date(this.createdText); }
+  get updatedAt() { return new Date(this.updatedText); }
 }
 
 export interface HotReads {

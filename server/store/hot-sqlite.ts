@@ -1,11 +1,11 @@
 // The hot reads on SQLite: statements prepared once on the read-only connection (db.ts),
 // run synchronously by better-sqlite3. Dates are stored as RFC 3339 text, JSON as text.
 import type BetterSqlite3 from 'better-sqlite3';
-import { BY_PARENT, COLUMNS, type HotReads, type ResourceRow } from './hot-reads.js';
+import { BY_PARENT, COLUMNS, TextRow, type HotReads, type ResourceRow } from './hot-reads.js';
 
 export type Raw = { id: string; kind: string; parentId: string | null; createdAt: string; updatedAt: string; data: string; sealed: string | null };
 
-export const toRow = (r: Raw): ResourceRow => ({ id: r.id, kind: r.kind, parentId: r.parentId, createdAt: new Date(r.createdAt), updatedAt: new Date(r.updatedAt), data: JSON.parse(r.data), sealed: r.sealed });
+export const toRow = (r: Raw): ResourceRow => new TextRow(r.id, r.kind, r.parentId, r.createdAt, r.updatedAt, JSON.parse(r.data), r.sealed);
 
 /** Children statements by how many parents they take (a page has up to 100). */
 const PARENT_BATCH = 100;

@@ -2,7 +2,7 @@
 // same rows, on both databases; and SQLite keeps the planner's statistics, so a child
 // lookup uses the parent index however many rows there are.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DATABASES, pgAvailable, serverOn } from '../helpers/databases.js';
+import { asPrismaRow, DATABASES, pgAvailable, serverOn } from '../helpers/databases.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { childrenSql } from '../../server/store/hot-sqlite.js';
 import { digestOf } from '../../server/http/tokens.js';
@@ -30,21 +30,21 @@ describe.each(DATABASES)('hot reads on $db', ({ db, skip }) => {
 
   it.skipIf(skip)('one row: the same fields, dates and document as Prisma reads; undefined for an unknown id', async () => {
     for (const id of policies) {
-      expect(await s.server.db.hot.resource(id)).toEqual(await s.server.db.prisma.resource.findUnique({ where: { id } }));
+      expect(asPrismaRow(await s.server.db.hot.resource(id))).toEqual(await s.server.db.prisma.resource.findUnique({ where: { id } }));
     }
     expect(await s.server.db.hot.resource('ipp_unknown')).toBeUndefined();
   });
 
   it.skipIf(skip)('a page, newest first, and the page before an id', async () => {
     const prisma = s.server.db.prisma.resource;
-    expect(await s.server.db.hot.page('IPPolicy', 3)).toEqual(await prisma.findMany({ where: { kind: 'IPPolicy' }, orderBy: { id: 'desc' }, take: 3 }));
+    expect((await s.server.db.hot.page('IPPolicy', 3)).map(asPrismaRow)).toEqual(await prisma.findMany({ where: { kind: 'IPPolicy' }, orderBy: { id: 'desc' }, take: 3 }));
     const before = policies[3];
-    expect(await s.server.db.hot.page('IPPolicy', 10, before)).toEqual(await prisma.findMany({ where: { kind: 'IPPolicy', id: { lt: before } }, orderBy: { id: 'desc' }, take: 10 }));
+    expect((await s.server.db.hot.page('IPPolicy', 10, before)).map(asPrismaRow)).toEqual(await prisma.findMany({ where: { kind: 'IPPolicy', id: { lt: before } }, orderBy: { id: 'desc' }, take: 10 }));
   });
 
   it.skipIf(skip)('children of several parents, in id order', async () => {
     const rows = await s.server.db.hot.children('IPPolicyRule', policies);
-    expect(rows).toEqual(await s.server.db.prisma.resource.findMany({ where: { kind: 'IPPolicyRule', parentId: { in: policies } }, orderBy: { id: 'asc' } }));
+    expect(rows.map(asPrismaRow)).toEqual(await s.server.db.prisma.resource.findMany({ where: { kind: 'IPPolicyRule', parentId: { in: policies } }, orderBy: { id: 'asc' } }));
     expect(rows).toHaveLength(10);
   });
 
@@ -53,7 +53,7 @@ describe.each(DATABASES)('hot reads on $db', ({ db, skip }) => {
     const digest = digestOf(key.token);
     const viaPrisma = await s.server.db.prisma.token.findUnique({ where: { digest }, include: { resource: true } });
     expect(viaPrisma?.resource.id).toBe(key.id);
-    expect(await s.server.db.hot.tokenHolder(digest)).toEqual(viaPrisma!.resource);
+    expect(asPrismaRow(await s.server.db.hot.tokenHolder(digest))).toEqual(viaPrisma!.resource);
     expect(await s.server.db.hot.tokenHolder(digestOf(`${key.token}x`))).toBeUndefined();
     await s.del(`/api_keys/${key.id}`);
     expect(await s.server.db.hot.tokenHolder(digest)).toBeUndefined();

@@ -4,7 +4,7 @@
 // that throws leaves nothing behind, and the database's refusals are classified for the
 // engine's 409s and 400s.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DATABASES, serverOn } from '../helpers/databases.js';
+import { asPrismaRow, DATABASES, serverOn } from '../helpers/databases.js';
 import type { TestServer } from '../helpers/server.js';
 
 describe.each(DATABASES)('the engine writes on $db', ({ db, skip }) => {
@@ -30,7 +30,9 @@ describe.each(DATABASES)('the engine writes on $db', ({ db, skip }) => {
     const after = await s.server.db.prisma.resource.findUnique({ where: { id: created.id } });
     expect(after!.createdAt).toEqual(row!.createdAt);
     expect(after!.updatedAt.getTime()).toBeGreaterThan(row!.updatedAt.getTime());
-    expect(await s.server.db.hot.resource(created.id)).toEqual(after);
+    const hot = await s.server.db.hot.resource(created.id);
+    expect(asPrismaRow(hot)).toEqual(after);
+    expect(hot!.createdText).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(Z|\+00:00)$/);
   });
 
   it.skipIf(skip)('references, unique keys and a parent are stored as rows, and a delete removes them with the resource', async () => {

@@ -28,3 +28,10 @@ export async function serverOn(db: 'SQLite' | 'PostgreSQL', name: string, overri
     throw e;
   }
 }
+
+/**
+ * A row of the hot reads (a TextRow, dates kept as text until asked for) in the plain shape
+ * Prisma reads, to compare the two.
+ */
+export const asPrismaRow = <R extends { id: string; kind: string; parentId: string | null; createdAt: Date; updatedAt: Date; data: unknown; sealed: string | null }>(r: R | undefined) =>
+  r && { id: r.id, kind: r.kind, parentId: r.parentId, createdAt: r.createdAt, updatedAt: r.updatedAt, data: r.data, sealed: r.sealed };
