@@ -9,7 +9,7 @@ import { ApiError } from './errors.js';
 import type { Metrics } from './metrics.js';
 import { parseJsonBody } from './body.js';
 import { answered } from './drain.js';
-import { logLine, writeLogLine } from '../log-lines.js';
+import { requestLogLine, writeLogLine } from '../log-lines.js';
 import { answerProtocolErrors, missingHost } from './protocol.js';
 import { authFailureCounter, clientKey, RateLimiter } from './rate-limit.js';
 import { SAML_PATH_PREFIX, samlEndpoints } from './saml-endpoints.js';
@@ -182,14 +182,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     opts.metrics?.observeApi(request.method, request.routeTemplate || (request.routeOptions.url ?? 'unmatched'), status, ms / 1000);
     const query = request.url.indexOf('?');
     answered(request.raw.socket);
-    log(logLine({
-      level: status >= 500 ? 'error' : 'info',
-      method: request.method,
-      path: query < 0 ? request.url : request.url.slice(0, query),
-      status,
-      duration_ms: Math.round(ms * 10) / 10,
-      operation_id: request.id,
-    }));
+    log(requestLogLine(status >= 500 ? 'error' : 'info', request.method, query < 0 ? request.url : request.url.slice(0, query), status, ms, request.id));
     done();
   });
 

@@ -1,9 +1,10 @@
-// The access-log line (server/ingress/http/access-log.ts) is made as text, not by
-// JSON.stringify: every field must still come back from JSON.parse as it went in, whatever a
-// client put in its method, host or path.
+// The ingress's access-log line (server/ingress/http/access-log.ts) and the API's request
+// line (requestLogLine, server/log-lines.ts) are made as text, not by JSON.stringify: every
+// field must still come back from JSON.parse as it went in, whatever a client put in its
+// method, host or path.
 import { describe, expect, it } from 'vitest';
-import { accessLogLine, jsonString, millis, type AccessLogFields } from '../../server/ingress/http/access-log.js';
-import { logLine } from '../../server/log-lines.js';
+import { accessLogLine, type AccessLogFields } from '../../server/ingress/http/access-log.js';
+import { jsonString, logLine, millis, requestLogLine } from '../../server/log-lines.js';
 
 const plain: AccessLogFields = {
   edge: 'edghts_2abc', route: 'edghtsrt_2def', method: 'GET', host: 'app.example.com', port: 443, path: '/api/v1',
@@ -68,5 +69,24 @@ describe('accessLogLine', () => {
 
   it('writes a number JSON cannot hold as null, as JSON.stringify does', () => {
     expect(JSON.parse(accessLogLine({ ...plain, duration_ms: Number.NaN })).duration_ms).toBeNull();
+  });
+});
+
+describe('the API request line', () => {
+  it('is the line logLine makes of the same fields, in the same order', () => {
+    const line = requestLogLine('info', 'GET', '/ip_policies/ipp_1', 200, 1.25, 'op_1');
+    const parsed = JSON.parse(line);
+    const generic = JSON.parse(logLine({ level: 'info', method: 'GET', path: '/ip_policies/ipp_1', status: 200, duration_ms: 1.25, operation_id: 'op_1' }));
+    expect(parsed).toEqual({ ...generic, time: parsed.time });
+    expect(Object.keys(parsed)).toEqual(Object.keys(generic));
+    expect(JSON.parse(requestLogLine('error', 'POST', '/x', 500, 0.0004, 'op_2'))).toMatchObject({ level: 'error', status: 500, duration_ms: 0 });
+  });
+
+  it.each(HOSTILE)('round-trips %s as method and path, on one line', (_why, value) => {
+    const line = requestLogLine('info', value, value, 404, 3, 'op_1');
+    expect(line).not.toMatch(/[\n\r]/);
+    const parsed = JSON.parse(line);
+    expect(parsed).toMatchObject({ method: value, path: value, status: 404, duration_ms: 3, operation_id: 'op_1' });
+    expect(Object.keys(parsed)).toEqual(['time', 'level', 'method', 'path', 'status', 'duration_ms', 'operation_id']);
   });
 });

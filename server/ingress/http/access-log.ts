@@ -4,7 +4,7 @@
 // fields in a fixed order, absent ones left out. Every string that a client can influence
 // (method, host, path) or that comes from the store (ids, code) goes through jsonString, which
 // escapes as JSON.stringify does; numbers are numbers the edge computed.
-import { isoNow } from '../../log-lines.js';
+import { isoNow, jsonNumber as num, jsonString, millis } from '../../log-lines.js';
 
 export interface AccessLogFields {
   /** Empty when no edge or route served the request: left out of the line. */
@@ -21,30 +21,6 @@ export interface AccessLogFields {
   bytes: number;
   client_ip: string;
   code: string | undefined;
-}
-
-/** Characters a JSON string cannot hold raw (quote, backslash, controls) or must escape to stay well-formed (surrogates). */
-const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
-
-/** `s` as a JSON string literal: the common case (nothing to escape) without JSON.stringify. */
-export function jsonString(s: string): string {
-  return NEEDS_ESCAPE.test(s) ? JSON.stringify(s) : `"${s}"`;
-}
-
-/** Finite numbers as JSON writes them; anything else (NaN, Infinity) as null, as JSON.stringify does. */
-const num = (n: number) => (Number.isFinite(n) ? `${n}` : 'null');
-
-/**
- * Milliseconds to the microsecond, as decimal text made from integers: the same number as
- * Math.round(ms * 1000) / 1000 once parsed, without formatting a double (which was a fifth of
- * the line's cost). Trailing zeros are kept ("1.050"): JSON reads them as the same number.
- */
-export function millis(ms: number): string {
-  const us = Math.round(ms * 1000);
-  if (!(us >= 0 && us < 2 ** 31)) return num(us / 1000);
-  const whole = Math.floor(us / 1000);
-  const frac = us - whole * 1000;
-  return frac === 0 ? `${whole}` : `${whole}.${frac < 10 ? '00' : frac < 100 ? '0' : ''}${frac}`;
 }
 
 export function accessLogLine(f: AccessLogFields): string {
