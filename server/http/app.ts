@@ -27,6 +27,15 @@ function quoteStart(header: string | string[]): string {
   return `${JSON.stringify(value.slice(0, ECHO_MAX))}… (${value.length.toLocaleString('en-US')} characters)`;
 }
 const PUBLIC = new Set(['/healthz', '/openapi.json', '/metrics']);
+
+/** Whether a request target's path (query and trailing slashes aside) needs no key: the public paths and the SAML SP URLs. */
+function isPublic(url: string): boolean {
+  const q = url.indexOf('?');
+  let end = q < 0 ? url.length : q;
+  while (end > 1 && url.charCodeAt(end - 1) === 47 /* / */) end--;
+  const path = end === url.length ? url : url.slice(0, end);
+  return PUBLIC.has(path) || path.startsWith(SAML_PATH_PREFIX);
+}
 const METHODS: Method[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 /** Client addresses whose failed authentications are counted at once; the oldest is forgotten past it. */
 
@@ -150,9 +159,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
       reply.header(OPERATION_HEADER, request.id);
       // A request on a kept-alive connection after SIGTERM: refuse it so the client retries elsewhere.
       if (closing || opts.isClosing?.()) throw new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry', {}, { Connection: 'close', 'Retry-After': '1' });
-      const path = request.url.split('?')[0].replace(/\/+$/, '') || '/';
       // The SAML SP URLs are called by identity providers and browsers (saml-endpoints.ts).
-      if (PUBLIC.has(path) || path.startsWith(SAML_PATH_PREFIX)) return done();
+      if (isPublic(request.url)) return done();
       const auth = request.headers.authorization;
       const bearer = auth && /^Bearer\s+(\S+)\s*$/i.exec(auth);
       if (!bearer) throw new ApiError('ERR_SERVICE_201', 'send Authorization: Bearer <API key token>', {}, { 'WWW-Authenticate': 'Bearer' });

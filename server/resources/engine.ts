@@ -73,15 +73,27 @@ class Stored implements StoredResource {
 }
 
 /** The absolute uri of a resource. */
-export function uriOf(ctx: Ctx, kind: KindEntry, id: string, parentId?: string | null): string {
+export function uriOf(ctx: Pick<Ctx, 'publicUrl'>, kind: KindEntry, id: string, parentId?: string | null): string {
   const path = kind.parent?.in === 'path' ? kind.path.replace(`{${kind.parent.field}}`, parentId ?? '') : kind.path;
   return `${ctx.publicUrl}${path}/${id}`;
 }
 
-const refUri = (ctx: Ctx) => (id: string) => {
-  const kind = kindOfId(id);
-  return kind ? uriOf(ctx, kind, id) : '';
-};
+/** The `uri` of referenced resources in read forms, one per public URL (a server has one): made per read, it was garbage on every GET. */
+const refsByUrl = new Map<string, { uriOf: (id: string) => string }>();
+function refsOf(ctx: Ctx) {
+  let refs = refsByUrl.get(ctx.publicUrl);
+  if (!refs) {
+    const server = { publicUrl: ctx.publicUrl };
+    refs = {
+      uriOf: (id: string) => {
+        const kind = kindOfId(id);
+        return kind ? uriOf(server, kind, id) : '';
+      },
+    };
+    refsByUrl.set(server.publicUrl, refs);
+  }
+  return refs;
+}
 
 /** What shaping a kind's read form needs, worked out once per kind (a GET did it per request). */
 interface ShapePlan {
@@ -124,15 +136,15 @@ export async function present(ctx: Ctx, db: Rows, kind: KindEntry, rows: StoredR
     const stored = childRows.map((r) => toStored(ctx, r));
     const shaped = await present(ctx, db, child, stored);
     const byParent = new Map<string, Doc[]>();
-    stored.forEach((r, i) => {
-      const list = byParent.get(r.parentId!);
+    for (let i = 0; i < stored.length; i++) {
+      const list = byParent.get(stored[i].parentId!);
       if (list) list.push(shaped[i]);
-      else byParent.set(r.parentId!, [shaped[i]]);
-    });
+      else byParent.set(stored[i].parentId!, [shaped[i]]);
+    }
     embedded.push([child.parent!.nestAs, byParent]);
   }
   const b = behaviourOf(kind.kind);
-  const refs = { uriOf: refUri(ctx) };
+  const refs = refsOf(ctx);
   const base = `${ctx.publicUrl}${plan.pathParts[0]}`;
   const hasExtra = extra !== undefined && Object.keys(extra).length > 0;
   const out: Doc[] = [];
