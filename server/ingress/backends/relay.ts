@@ -6,6 +6,7 @@ import type { Duplex, Readable } from 'node:stream';
 import { AGENT_ERROR_HEADER } from '../../../agent/protocol.js';
 import { ApiError } from '../../http/errors.js';
 import { edgeError, type HttpExchange } from '../http/exchange.js';
+import { relayPooled, upstreamOf } from './relay-pooled.js';
 
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
 
@@ -15,7 +16,6 @@ function openFailed(e: unknown, tunnelId: string): never {
   throw edgeError('ERR_SERVICE_742', `the tunnel ${tunnelId} went offline`, true);
 }
 
-const upstreamOf = (tunnelId: string) => `the upstream of tunnel ${tunnelId}`;
 
 /**
  * Waiting for a stream's response head. Its listeners are functions shared by every stream
@@ -115,6 +115,19 @@ function bodyless(req: HttpExchange['req']): boolean {
 
 export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<void> {
   const empty = ex.body ? ex.body.length === 0 : bodyless(ex.req);
+  const gateway = ex.deps.gateway;
+  let pooled;
+  try {
+    pooled = gateway.takePooled(tunnelId);
+  } catch (e) {
+    openFailed(e, tunnelId);
+  }
+  if (pooled) {
+    gateway.relayed.pooled++;
+    if (await relayPooled(ex, tunnelId, pooled, empty, ex.deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS)) return;
+    gateway.relayed.pooled--;
+  }
+  gateway.relayed.stream++;
   let stream: ClientHttp2Stream;
   try {
     stream = ex.deps.gateway.openStream(tunnelId, { method: ex.method, path: ex.path, headers: ex.upstreamHeaders, endStream: empty });
