@@ -155,6 +155,8 @@ export class PooledRequest implements Dispatcher.DispatchHandler {
     private readonly pooled: PooledConnection,
     private readonly onHead: (status: number, headers: PooledHeaders, body: Readable) => void,
     private readonly onFail: (e: Error) => void,
+    /** Whether the request's body has all gone: an upstream may answer before it has, and then the connection is not reused. */
+    private readonly bodySent: () => boolean = () => true,
   ) {}
 
   get settled() { return this.body !== undefined || this.ended; }
@@ -190,7 +192,8 @@ export class PooledRequest implements Dispatcher.DispatchHandler {
   onResponseEnd() {
     if (this.ended) return;
     this.ended = true;
-    this.pooled.release();
+    if (this.bodySent()) this.pooled.release();
+    else this.pooled.close();
     this.body!.push(null);
   }
 

@@ -44,7 +44,7 @@ export function relayPooled(ex: HttpExchange, tunnelId: string, pooled: { conn: 
       settle();
       if (replayable) resolve(false);
       else reject(edgeError('ERR_SERVICE_743', `${upstreamOf(tunnelId)} closed the connection before answering`, true));
-    });
+    }, replayable ? undefined : () => (ex.req as Readable).readableEnded);
     const late = () => {
       if (settled) return;
       settle();
