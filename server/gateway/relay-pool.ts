@@ -140,26 +140,38 @@ export class RelayPool {
 
 export type PooledHeaders = Record<string, string | string[] | undefined>;
 
+/** A pooled answer's body: read as undici delivers it; destroyed before its end, it cancels the request. */
+class PooledBody extends Readable {
+  constructor(private readonly request: PooledRequest, private readonly controller: Dispatcher.DispatchController) {
+    super();
+  }
+  override _read() { this.controller.resume(); }
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void) {
+    this.request.cancel();
+    cb(err);
+  }
+}
+
 /**
  * One relayed request over a pooled connection, as an undici dispatch handler: the answer's
- * head goes to `onHead` with its body as a Readable fed as undici reads it (undici pauses
+ * head goes to `head()` with its body as a Readable fed as undici reads it (undici pauses
  * while the reader is full and resumes when it reads); a failure before the head goes to
- * `onFail`. Cancelling (the client went away, the upstream was late) aborts the request,
- * which closes its connection: the agent closes the upstream connection with it.
+ * `failed()`. Cancelling (the client went away, the upstream was late) aborts the request,
+ * which closes its connection: the agent closes the upstream connection with it. Subclasses
+ * say what a head and a failure mean (methods, not closures: this runs for every request).
  */
-export class PooledRequest implements Dispatcher.DispatchHandler {
+export abstract class PooledRequest implements Dispatcher.DispatchHandler {
   private controller?: Dispatcher.DispatchController;
-  private body?: Readable;
+  private body?: PooledBody;
   private ended = false;
-  constructor(
-    private readonly pooled: PooledConnection,
-    private readonly onHead: (status: number, headers: PooledHeaders, body: Readable) => void,
-    private readonly onFail: (e: Error) => void,
-    /** Whether the request's body has all gone: an upstream may answer before it has, and then the connection is not reused. */
-    private readonly bodySent: () => boolean = () => true,
-  ) {}
+  constructor(private readonly pooled: PooledConnection) {}
 
-  get settled() { return this.body !== undefined || this.ended; }
+  /** The answer's head arrived; `body` streams the rest. */
+  protected abstract head(status: number, headers: PooledHeaders, body: Readable): void;
+  /** The connection failed before any answer. */
+  protected abstract failed(e: Error): void;
+  /** Whether the request's body has all gone: an upstream may answer before it has, and then the connection is not reused. */
+  protected bodySent(): boolean { return true; }
 
   cancel() {
     if (this.ended) return;
@@ -174,15 +186,8 @@ export class PooledRequest implements Dispatcher.DispatchHandler {
   }
 
   onResponseStart(c: Dispatcher.DispatchController, status: number, headers: PooledHeaders) {
-    const request = this;
-    this.body = new Readable({
-      read() { c.resume(); },
-      destroy(err, cb) {
-        request.cancel();
-        cb(err);
-      },
-    });
-    this.onHead(status, headers, this.body);
+    this.body = new PooledBody(this, c);
+    this.head(status, headers, this.body);
   }
 
   onResponseData(c: Dispatcher.DispatchController, chunk: Buffer) {
@@ -202,6 +207,6 @@ export class PooledRequest implements Dispatcher.DispatchHandler {
     this.ended = true;
     this.pooled.close();
     if (this.body) this.body.destroy(e);
-    else this.onFail(e);
+    else this.failed(e);
   }
 }
