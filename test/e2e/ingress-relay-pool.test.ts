@@ -16,6 +16,10 @@ import { agentToken, many, startIngress, type Ingress } from '../helpers/ingress
 import { edgeRequest } from '../helpers/ingress-client.js';
 import { killServers } from '../helpers/serve.js';
 import { removeTempDirs } from '../helpers/temp.js';
+import { credentialToken, tunnels } from '../helpers/agent.js';
+import { route, startHttpIngress, tableOf, type HttpIngress } from '../helpers/ingress-http.js';
+import { freePort } from '../helpers/ports.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
 import { until } from '../helpers/wait.js';
 
 const MiB = 1024 * 1024;
@@ -88,14 +92,18 @@ async function relayed(ing: Ingress): Promise<{ pooled: number; stream: number }
 const get = (ing: Ingress, cert: string, p: string, o: { method?: string; body?: Buffer } = {}) =>
   edgeRequest({ port: ing.port(443), host: 'app.example.com', path: p, ca: cert, ...o });
 
-/** Sends GETs until one went over a pooled connection (the first ones open it). */
-async function warm(ing: Ingress, cert: string) {
-  const before = (await relayed(ing)).pooled;
+/** Sends requests until one went over a pooled connection (the first ones open it). */
+async function warmUntil(send: () => Promise<{ status: number }>, pooledCount: () => Promise<number> | number) {
+  const before = await pooledCount();
   await until(async () => {
-    expect((await get(ing, cert, '/who')).status).toBe(200);
-    return (await relayed(ing)).pooled > before;
+    expect((await send()).status).toBe(200);
+    return (await pooledCount()) > before;
   }, 10_000, () => 'no request went over a pooled connection');
 }
+const warm = (ing: Ingress, cert: string) => warmUntil(() => get(ing, cert, '/who'), async () => (await relayed(ing)).pooled);
+
+let local: TestServer;
+let inProcess: HttpIngress;
 
 beforeAll(async () => {
   upstream = upstreamServer();
@@ -104,12 +112,34 @@ beforeAll(async () => {
   [pooled, unpooled] = await Promise.all([edgeWithAgent(['--agent-relay-pool', '2'], port), edgeWithAgent(['--agent-relay-pool', '0'], port)]);
   ca = await pooled.ca();
   caOff = await unpooled.ca();
+  // The HTTP handler in this process on the gateway of an in-process server, for what needs a
+  // short upstream timeout or an HTTP/2 client: the gateway's own counts are read directly.
+  local = await startTestServer({ agentHeartbeatMs: 1000, agentRelayPool: 2 });
+  const cr = await credentialToken(local);
+  agents.push(startAgent(['--api-url', local.url, '--authtoken', cr.token, '--label', 'app=web', '--forwards-to', `127.0.0.1:${port}/base`]));
+  agents.push(startAgent(['--api-url', local.url, '--authtoken', cr.token, '--label', 'app=down', '--forwards-to', `127.0.0.1:${await freePort()}`]));
+  await until(async () => (await tunnels(local)).length === 2, 30_000, () => agents.map((a) => a.output()).join('\n'));
+  inProcess = await handlerOnLocal(false);
 });
+
+/** The HTTP handler on the in-process gateway, with a 1 s upstream timeout; `tls` for HTTP/2 clients. */
+const handlerOnLocal = (tls: boolean) => startHttpIngress(tableOf({
+  edges: [{ id: 'edghts_app', hostports: ['app.example.com:443'], routes: [
+    route('edghtsrt_web', '/', { backend: { enabled: true, backend_id: 'bkdtg_web' } }),
+    route('edghtsrt_down', '/down', { backend: { enabled: true, backend_id: 'bkdtg_down' } }),
+  ] }],
+  backends: [
+    { id: 'bkdtg_web', kind: 'TunnelGroupBackend', labels: { app: 'web' } },
+    { id: 'bkdtg_down', kind: 'TunnelGroupBackend', labels: { app: 'down' } },
+  ],
+}), { gateway: local.server.gateway, upstreamTimeoutMs: 1000 }, { tls });
 
 afterAll(async () => {
   for (const a of agents) a.kill();
   upstream?.closeAllConnections();
   upstream?.close();
+  await inProcess?.close();
+  await local?.close();
   killServers();
   removeTempDirs();
 });
@@ -188,5 +218,60 @@ describe('relayed HTTP requests over pooled upstream connections', () => {
     const after = await relayed(unpooled);
     expect(after.stream - before.stream).toBe(5);
     expect(after.pooled).toBe(0);
+  });
+});
+
+describe('pooled relays and the edge errors (the HTTP handler on an in-process gateway)', () => {
+  const counts = () => local.server.gateway.relayed;
+  const warmLocal = () => warmUntil(() => inProcess.get('/who'), () => counts().pooled);
+
+  it('an upstream that does not answer in time over a pooled connection: 504 ERR_SERVICE_744, and the upstream request is cancelled', async () => {
+    await warmLocal();
+    const before = { ...counts() };
+    const held = holds.length;
+    const r = await inProcess.get('/hold');
+    expect(r.status).toBe(504);
+    expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_744');
+    expect(counts().pooled).toBe(before.pooled + 1);
+    await until(() => holds[held]?.closed === true, 10_000, () => 'the late upstream request was not cancelled');
+  });
+
+  it('an HTTP/2 client\'s body goes up over a pooled connection and comes back (1 MiB, by digest)', async () => {
+    const http2 = await import('node:http2');
+    const h2 = await handlerOnLocal(true);
+    const session = http2.connect(h2.url, { rejectUnauthorized: false });
+    try {
+      const h2get = () => new Promise<{ status: number }>((resolve, reject) => {
+        const s = session.request({ ':path': '/who', ':authority': 'app.example.com' });
+        s.on('response', (h) => { s.resume(); s.on('end', () => resolve({ status: Number(h[':status']) })); });
+        s.on('error', reject);
+      });
+      await warmUntil(h2get, () => counts().pooled);
+      const before = counts().pooled;
+      const body = Buffer.alloc(1024 * 1024, 'h2-pooled-');
+      const stream = session.request({ ':method': 'POST', ':path': '/echo', ':authority': 'app.example.com' });
+      stream.end(body);
+      const head = await new Promise<Record<string, unknown>>((r) => stream.once('response', r));
+      const chunks: Buffer[] = [];
+      for await (const c of stream) chunks.push(c as Buffer);
+      expect(head[':status']).toBe(200);
+      expect(createHash('sha256').update(Buffer.concat(chunks)).digest('hex')).toBe(createHash('sha256').update(body).digest('hex'));
+      expect(counts().pooled).toBe(before + 1);
+    } finally {
+      session.close();
+      await h2.close();
+    }
+  });
+
+  it('an upstream the agent cannot reach: no pooled connection opens, the requests go as streams and get 502 ERR_SERVICE_743', async () => {
+    const before = { ...counts() };
+    for (let i = 0; i < 3; i++) {
+      const r = await inProcess.get('/down');
+      expect(r.status).toBe(502);
+      expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_743');
+      expect(r.text).toContain('unreachable from its agent');
+    }
+    expect(counts().pooled).toBe(before.pooled);
+    expect(counts().stream).toBe(before.stream + 3);
   });
 });
