@@ -83,15 +83,18 @@ function onLate(r: PooledExchange) { r.late(); }
  */
 export function relayPooled(ex: HttpExchange, tunnelId: string, pooled: { conn: PooledConnection; prefix: string }, empty: boolean, timeoutMs: number): Promise<boolean> {
   return new Promise((resolve, reject) => {
-    const source = ex.upstreamHeaders;
-    const headers: Record<string, string | string[]> = {};
-    for (const k in source) if (k !== EXPECT) headers[k] = source[k];
+    // The exchange's upstream headers as they are (undici only reads them), copied only to change them.
+    let headers = ex.upstreamHeaders;
     let body: Buffer | AsyncIterable<Buffer> | null = null;
     if (empty) (ex.req as Readable).resume();
     else if (ex.body) {
       body = ex.body;
-      headers['content-length'] = String(ex.body.length);
+      headers = { ...headers, 'content-length': String(ex.body.length) };
     } else body = (ex.req as Readable).iterator({ destroyOnReturn: false });
+    if (headers[EXPECT] !== undefined) {
+      headers = { ...headers };
+      delete headers[EXPECT];
+    }
     const replayable = body === null || Buffer.isBuffer(body);
     const request = new PooledExchange(pooled.conn, ex, tunnelId, replayable, timeoutMs, resolve, reject);
     // Unnamed closures, not properties on the request and response (which would change their
