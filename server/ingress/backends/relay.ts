@@ -16,7 +16,6 @@ function openFailed(e: unknown, tunnelId: string): never {
   throw edgeError('ERR_SERVICE_742', `the tunnel ${tunnelId} went offline`, true);
 }
 
-
 /**
  * Waiting for a stream's response head. Its listeners are functions shared by every stream
  * (an emitter calls a listener with itself as `this`), and the wait is kept on the stream:
@@ -116,6 +115,8 @@ function bodyless(req: HttpExchange['req']): boolean {
 export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<void> {
   const empty = ex.body ? ex.body.length === 0 : bodyless(ex.req);
   const gateway = ex.deps.gateway;
+  // Over a pooled connection when one is idle (relay-pooled.ts); else, or when it failed
+  // before answering a request that can be sent again, as a stream of its own.
   let pooled;
   try {
     pooled = gateway.takePooled(tunnelId);
