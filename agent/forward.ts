@@ -5,7 +5,7 @@ import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type Ser
 import net from 'node:net';
 import type { Readable } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
-import { AGENT_ERROR_HEADER } from './protocol.js';
+import { AGENT_ERROR_HEADER, httpUpstreamOf, type HttpUpstream } from './protocol.js';
 
 /** Connection-specific headers, which neither HTTP/2 nor a relayed request carries (undici refuses `expect`). */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'http2-settings', 'expect', 'edgeform-tunnel-id']);
@@ -43,16 +43,11 @@ export function relayTcp(stream: ServerHttp2Stream, forwardsTo: string) {
   stream.on('close', () => socket.destroy());
 }
 
-/** Where a `forwards_to` sends HTTP: its origin and path prefix (parsed once per tunnel, not per request). */
-interface Upstream { origin: string; prefix: string; host: string }
-const upstreams = new Map<string, Upstream>();
-function upstreamOf(forwardsTo: string): Upstream {
+/** Where a `forwards_to` sends HTTP (parsed once per tunnel, not per request). */
+const upstreams = new Map<string, HttpUpstream>();
+function upstreamOf(forwardsTo: string): HttpUpstream {
   let u = upstreams.get(forwardsTo);
-  if (!u) {
-    const base = /^[a-z]+:\/\//i.test(forwardsTo) ? new URL(forwardsTo) : new URL(`http://${forwardsTo}`);
-    u = { origin: base.origin, prefix: base.pathname === '/' ? '' : base.pathname.replace(/\/$/, ''), host: base.host };
-    upstreams.set(forwardsTo, u);
-  }
+  if (!u) upstreams.set(forwardsTo, u = httpUpstreamOf(forwardsTo));
   return u;
 }
 

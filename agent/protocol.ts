@@ -29,6 +29,13 @@ export const MAX_CONTROL_BODY = 256 * 1024;
 
 export const PROTOS = ['http', 'https', 'tcp', 'tls'] as const;
 
+/** Where a `forwards_to` sends HTTP (a URL, or host:port for http): its origin, path prefix and host. */
+export interface HttpUpstream { origin: string; prefix: string; host: string; /** http: (not https:), so plain HTTP/1.1 over a TCP connection reaches it. */ plain: boolean }
+export function httpUpstreamOf(forwardsTo: string): HttpUpstream {
+  const base = /^[a-z]+:\/\//i.test(forwardsTo) ? new URL(forwardsTo) : new URL(`http://${forwardsTo}`);
+  return { origin: base.origin, prefix: base.pathname === '/' ? '' : base.pathname.replace(/\/$/, ''), host: base.host, plain: base.protocol === 'http:' };
+}
+
 const labelKey = z.string().min(1).max(63).regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, ".", "_" and "-"');
 
 export const tunnelConfig = z.strictObject({

@@ -4,6 +4,7 @@ import { resolveConfig, type ServerConfig } from '../server/config.js';
 import { startServer, type RunningServer } from '../server/main.js';
 import { providerOf } from '../server/store/db.js';
 import { logLine, writeLogLine } from '../server/log-lines.js';
+import { DEFAULT_RELAY_POOL } from '../server/gateway/relay-pool.js';
 import { DEFAULT_RELAYS_PER_CLIENT } from '../server/ingress/client-relays.js';
 import { startupProblem } from './serve-errors.js';
 
@@ -19,6 +20,7 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--region <name>', 'the region of agent sessions started here').env('EDGEFORM_REGION').default('local'))
     .addOption(new Option('--agent-heartbeat-interval <seconds>', 'agent heartbeat interval: a vanished agent\'s session is gone within it').env('EDGEFORM_AGENT_HEARTBEAT_INTERVAL').default('10'))
     .addOption(new Option('--agent-max-sessions-per-credential <n>', 'agent sessions one credential may hold at once (all instances together); past it an agent is refused with ERR_SERVICE_840; 0 turns the limit off').env('EDGEFORM_AGENT_MAX_SESSIONS_PER_CREDENTIAL').default('100'))
+    .addOption(new Option('--agent-relay-pool <n>', 'pooled upstream connections per tunnel of an agent session that relayed HTTP requests reuse (HTTP/1.1 through the agent); 0: each request is its own HTTP/2 stream').env('EDGEFORM_AGENT_RELAY_POOL').default(String(DEFAULT_RELAY_POOL)))
     .addOption(new Option('--endpoint-domain <domain>', 'domain under which ephemeral tunnels get their hostnames').env('EDGEFORM_ENDPOINT_DOMAIN').default('edgeform.localhost'))
     .addOption(new Option('--ingress <PUBLIC_PORT=ADDRESS:PORT>', 'serve the edges\' hostports on PUBLIC_PORT at ADDRESS:PORT (repeatable; EDGEFORM_INGRESS takes several, comma-separated; none by default)').argParser((v: string, prev: string[] = []) => [...prev, v]))
     .addOption(new Option('--ingress-relays-per-client <n>', 'requests and streams one client address (an IPv6 /64) relays through agents at once; past it 429; 0 turns the limit off').env('EDGEFORM_INGRESS_RELAYS_PER_CLIENT').default(String(DEFAULT_RELAYS_PER_CLIENT)))

@@ -2,6 +2,7 @@
 import path from 'node:path';
 import type { DrainOptions } from './http/drain.js';
 import { DELIVERY_DEFAULTS, type DeliveryOptions } from './events/delivery.js';
+import { DEFAULT_RELAY_POOL } from './gateway/relay-pool.js';
 import { DEFAULT_RELAYS_PER_CLIENT } from './ingress/client-relays.js';
 import type { IngressListenerSpec } from './ingress/types.js';
 
@@ -41,6 +42,8 @@ export interface ServerConfig {
   agentHeartbeatMs: number;
   /** Agent sessions one credential may hold at once across all instances (default 100); 0 turns the limit off. */
   agentMaxSessionsPerCredential?: number;
+  /** Pooled upstream connections per tunnel of an agent session for relayed HTTP requests (default 16); 0: each request is its own HTTP/2 stream. */
+  agentRelayPool?: number;
   /** Domain of ephemeral endpoints' hostnames (default `edgeform.localhost`). */
   endpointDomain: string;
   /** How long an agent command waits for the agent's acknowledgement before 504 (default 5 s). */
@@ -70,6 +73,7 @@ export interface ServeFlags {
   region?: string;
   agentHeartbeatInterval?: string | number;
   agentMaxSessionsPerCredential?: string | number;
+  agentRelayPool?: string | number;
   endpointDomain?: string;
   /** Repeatable `--ingress`; each value may also hold several, comma-separated. */
   ingress?: string[];
@@ -163,6 +167,7 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     region: pick(flags.region, env.EDGEFORM_REGION) ?? 'local',
     agentHeartbeatMs: 1000 * int('--agent-heartbeat-interval / EDGEFORM_AGENT_HEARTBEAT_INTERVAL (seconds)', pick(flags.agentHeartbeatInterval, env.EDGEFORM_AGENT_HEARTBEAT_INTERVAL), 10, 1, 3600),
     agentMaxSessionsPerCredential: int('--agent-max-sessions-per-credential / EDGEFORM_AGENT_MAX_SESSIONS_PER_CREDENTIAL', pick(flags.agentMaxSessionsPerCredential, env.EDGEFORM_AGENT_MAX_SESSIONS_PER_CREDENTIAL), DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL, 0, 1_000_000),
+    agentRelayPool: int('--agent-relay-pool / EDGEFORM_AGENT_RELAY_POOL', pick(flags.agentRelayPool, env.EDGEFORM_AGENT_RELAY_POOL), DEFAULT_RELAY_POOL, 0, 1000),
     endpointDomain: pick(flags.endpointDomain, env.EDGEFORM_ENDPOINT_DOMAIN) ?? 'edgeform.localhost',
     ingress: parseIngress(flags.ingress?.length ? flags.ingress : env.EDGEFORM_INGRESS ? [env.EDGEFORM_INGRESS] : []),
     ingressMaxConnections: int('EDGEFORM_INGRESS_MAX_CONNECTIONS', pick(env.EDGEFORM_INGRESS_MAX_CONNECTIONS), 10_000, 1, 1_000_000),

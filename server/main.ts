@@ -69,6 +69,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const gateway = new Gateway(server, {
       heartbeatMs: config.agentHeartbeatMs,
       maxSessionsPerCredential: config.agentMaxSessionsPerCredential ?? DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL,
+      relayPool: config.agentRelayPool,
       region: config.region,
       endpointDomain: config.endpointDomain,
       commandTimeoutMs: config.agentCommandTimeoutMs ?? 5000,

@@ -6,6 +6,7 @@ import type { Socket } from 'node:net';
 import { MAX_CONTROL_BODY, TUNNEL_HEADER } from '../../agent/protocol.js';
 import { ApiError } from '../http/errors.js';
 import { MAX_WAITING_RESETS, ResetPacer } from './reset-pacer.js';
+import { RelayPool, type PooledConnection } from './relay-pool.js';
 
 /** HTTP/2 settings of both ends: a large window so one stream can fill a fast link. */
 export const H2_WINDOW = 4 * 1024 * 1024;
@@ -25,6 +26,9 @@ const WITHOUT_BODY = { ...STREAM_OPTIONS, endStream: true };
 
 export class TimeoutError extends Error {}
 
+/** How long the agent has to reach a tunnel's upstream for a pooled connection. */
+const OPEN_TIMEOUT_MS = 10_000;
+
 export interface ControlReply { status: number; body: any }
 
 export class AgentConnection {
@@ -32,6 +36,8 @@ export class AgentConnection {
   private pingTimer?: NodeJS.Timeout;
   private closed = false;
   readonly done: Promise<void>;
+  /** Per tunnel, its pooled upstream connections (relay-pool.ts). */
+  private readonly pools = new Map<string, RelayPool>();
   /** Cancels of relayed streams go at a pace the agent's HTTP/2 server accepts (reset-pacer.ts). */
   private resets = new ResetPacer(() => this.closed || this.h2.destroyed);
 
@@ -51,6 +57,7 @@ export class AgentConnection {
       if (this.closed) return;
       this.closed = true;
       clearInterval(this.pingTimer);
+      for (const p of this.pools.values()) p.closeAll();
       onClose();
       resolve();
     };
@@ -140,6 +147,38 @@ export class AgentConnection {
     // endStream: a request without a body says so in its HEADERS frame, so the agent sends it
     // upstream at once, without a body to wait for (a GET made chunked, waiting for its end).
     return this.resets.pace(this.h2.request(headers, req.endStream === true ? WITHOUT_BODY : WITH_BODY));
+  }
+
+  /**
+   * An idle pooled connection to the tunnel's upstream (relay-pool.ts), or undefined (then the
+   * request goes as its own stream, and the pool opens one more if it has room).
+   */
+  takePooled(tunnelId: string, poolSize: number): PooledConnection | undefined {
+    if (this.closed) return undefined;
+    let pool = this.pools.get(tunnelId);
+    if (!pool) this.pools.set(tunnelId, pool = new RelayPool(poolSize, () => this.openUpstream(tunnelId)));
+    return pool.take();
+  }
+
+  /** A CONNECT stream the agent joined to the tunnel's upstream; fails when the agent could not reach it. */
+  private openUpstream(tunnelId: string): Promise<ClientHttp2Stream> {
+    return new Promise((resolve, reject) => {
+      const stream = this.openTcp(tunnelId);
+      stream.on('error', () => {});
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        stream.off('response', onResponse);
+        stream.off('close', onClose);
+        if (ok) return resolve(stream);
+        if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
+        reject(new Error('the agent did not reach the upstream'));
+      };
+      const onResponse = (h: http2.IncomingHttpHeaders) => done(Number(h[':status']) === 200);
+      const onClose = () => done(false);
+      const timer = setTimeout(done, OPEN_TIMEOUT_MS, false);
+      stream.on('response', onResponse);
+      stream.on('close', onClose);
+    });
   }
 
   /** A raw TCP stream to a tunnel's upstream (an HTTP/2 CONNECT stream; WebSockets ride on these too). */

@@ -6,7 +6,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
 import type { ClientHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
-import { AGENT_PATH, CONTROL, hello as helloSchema, UPGRADE_TOKEN, type Action, type Bound, type BoundTunnel, type Hello, type TunnelConfig } from '../../agent/protocol.js';
+import { AGENT_PATH, CONTROL, hello as helloSchema, httpUpstreamOf, UPGRADE_TOKEN, type Action, type Bound, type BoundTunnel, type Hello, type TunnelConfig } from '../../agent/protocol.js';
 import { tunnelSession } from '../../provider/catalog/tunnels.js';
 import { ApiError, ERRORS, notFound, type ErrorCode } from '../http/errors.js';
 import type { ServerContext } from '../resources/context.js';
@@ -17,6 +17,7 @@ import { authenticateAgent, checkOwnerActive, type AgentCredential } from './aut
 import { agentBundle } from './bundle.js';
 import { busFor, type Bus, type BusReply } from './bus.js';
 import { AgentConnection, TimeoutError } from './connection.js';
+import { DEFAULT_RELAY_POOL, type PooledConnection } from './relay-pool.js';
 import { createSession, deleteSessions, holderOf, renewLeases, SessionLimit, sessionsOf, staleSessions, type TakenEndpoint, type TunnelRow } from './live-rows.js';
 
 export interface GatewayOptions {
@@ -38,6 +39,8 @@ export interface GatewayOptions {
   authFailures?: RateLimiter;
   /** Sessions one credential may hold at once, all instances together (ERR_SERVICE_840 past it); 0 for no limit. */
   maxSessionsPerCredential: number;
+  /** Pooled upstream connections per tunnel of a session for relayed HTTP requests (relay-pool.ts); 0: each request is its own stream. */
+  relayPool?: number;
 }
 
 interface Live {
@@ -54,6 +57,10 @@ export class Gateway {
   readonly instanceId = newIdBody();
   private sessions = new Map<string, Live>();
   private tunnels = new Map<string, string>();
+  /** Path prefixes of the tunnels whose forwards_to is plain HTTP (the ones pooled connections serve). */
+  private plainHttp = new Map<string, string>();
+  /** Relayed HTTP requests by how they went: over a pooled connection, or as their own stream (GET /metrics). */
+  readonly relayed = { pooled: 0, stream: 0 };
   /** Labeled tunnels held here, by id: what tunnel-group backends choose among (the ingress). */
   private labeled = new Map<string, Readonly<Record<string, string>>>();
   private timers: NodeJS.Timeout[] = [];
@@ -182,7 +189,7 @@ export class Gateway {
     const conn = new AgentConnection(socket, this.opts.heartbeatMs, () => {
       if (!registered) return;
       this.sessions.delete(sessionId);
-      for (const t of live.tunnels) { this.tunnels.delete(t); this.labeled.delete(t); }
+      for (const t of live.tunnels) { this.tunnels.delete(t); this.labeled.delete(t); this.plainHttp.delete(t); }
       this.opts.log({ level: 'info', msg: 'agent session closed', session: sessionId });
       const done = deleteSessions(this.ctx, [sessionId])
         .catch((e) => this.opts.log({ level: 'warn', msg: `could not delete session ${sessionId} (the sweeper will): ${(e as Error).message}` }))
@@ -235,6 +242,8 @@ export class Gateway {
       live.tunnels.add(r.id);
       this.tunnels.set(r.id, sessionId);
       if (r.labels) this.labeled.set(r.id, r.labels);
+      const prefix = r.proto === undefined || r.proto === 'http' ? plainPrefix(r.forwardsTo) : undefined;
+      if (prefix !== undefined) this.plainHttp.set(r.id, prefix);
     }
     this.opts.log({ level: 'info', msg: 'agent session started', session: sessionId, credential: credential.credentialId, ip, tunnels: rows.length, refused: results.filter((r) => r.error).length });
     const bound: Bound = { session_id: sessionId, tunnels: results };
@@ -368,6 +377,20 @@ export class Gateway {
     return this.connOf(tunnelId).openTcp(tunnelId);
   }
 
+  /**
+   * An idle pooled connection to the tunnel's upstream with the path prefix of its forwards_to,
+   * or undefined: the pool is off, the upstream is not plain HTTP, or none is idle (then the
+   * request goes by openStream). Throws as openStream does when the tunnel is gone.
+   */
+  takePooled(tunnelId: string): { conn: PooledConnection; prefix: string } | undefined {
+    const conn = this.connOf(tunnelId);
+    const size = this.opts.relayPool ?? DEFAULT_RELAY_POOL;
+    const prefix = this.plainHttp.get(tunnelId);
+    if (size <= 0 || prefix === undefined) return undefined;
+    const pooled = conn.takePooled(tunnelId, size);
+    return pooled && { conn: pooled, prefix };
+  }
+
   private connOf(tunnelId: string): AgentConnection {
     const session = this.tunnels.get(tunnelId);
     const live = session ? this.sessions.get(session) : undefined;
@@ -401,6 +424,16 @@ function settleTaken(sessionId: string, rows: TunnelRow[], results: BoundTunnel[
     };
   }
   return rows.filter((r) => !refused.has(r.id));
+}
+
+/** The path prefix of a forwards_to that is plain HTTP; undefined for another scheme (or one that does not parse). */
+function plainPrefix(forwardsTo: string): string | undefined {
+  try {
+    const up = httpUpstreamOf(forwardsTo);
+    return up.plain ? up.prefix : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The refusal of a session past its credential's limit, with what to do about it. */

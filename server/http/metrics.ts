@@ -35,6 +35,22 @@ export class Metrics {
     },
   });
 
+  /** Relayed HTTP requests so far by transport, read when metrics are scraped (the gateway counts them in plain numbers). */
+  relayedOf?: () => { pooled: number; stream: number };
+  readonly relayed = new Counter({
+    name: 'edgeform_ingress_relayed_requests_total',
+    help: 'HTTP requests relayed through agents, by transport: pooled (HTTP/1.1 over a pooled connection to the upstream) or stream (an HTTP/2 stream of its own).',
+    labelNames: ['transport'],
+    registers: [this.registry],
+    collect: () => {
+      const counts = this.relayedOf?.();
+      if (!counts) return;
+      this.relayed.reset();
+      this.relayed.inc({ transport: 'pooled' }, counts.pooled);
+      this.relayed.inc({ transport: 'stream' }, counts.stream);
+    },
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'edgeform_' });
   }

@@ -43,6 +43,7 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
   const ca = openLocalCa(o.dataDir);
   const table = await LiveTable.start(o.ctx, o.databaseUrl, o.log);
   o.metrics.tableVersionOf = () => table.now.version;
+  o.metrics.relayedOf = () => o.gateway.relayed;
   const deps: IngressDeps = { gateway: o.gateway, policyState: new PolicyState(), log: (f) => o.log(f.level ? f : { level: 'info', ...f }), writeLine: o.writeLine, now: Date.now, relays: new ClientRelays(o.relaysPerClient ?? DEFAULT_RELAYS_PER_CLIENT), box: o.ctx.box, publicUrl: o.ctx.publicUrl };
   const contexts = new TlsContexts(ca, () => table.now);
   const limits = { ...LISTENER_LIMITS, ...o.limits };

@@ -3,7 +3,8 @@
 // processes keep their memory bounded: nothing on the way buffers a body, every hop waits
 // for the next (HTTP/2 flow control between server and agent, socket backpressure around).
 // The server runs in its own process (test/helpers/gateway-process.ts), with a plain HTTP
-// front into gateway.openStream standing in for the ingress.
+// front into gateway.openStream standing in for the ingress; and again through the ingress's
+// HTTP handler, over a pooled upstream connection (server/gateway/relay-pool.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -42,6 +43,7 @@ function memoryOf(pid: number) {
 
 let server: ChildProcess;
 let front: string;
+let ingress: string;
 let agent: AgentProcess;
 let upstream: http.Server;
 let tunnel: string;
@@ -72,12 +74,13 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   server = spawn(process.execPath, ['--import', 'tsx', path.resolve(import.meta.dirname, '../helpers/gateway-process.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const ready = await new Promise<{ url: string; front: string; token: string }>((resolve, reject) => {
+  const ready = await new Promise<{ url: string; front: string; ingress: string; token: string }>((resolve, reject) => {
     let out = '';
     server.stdout!.on('data', (c) => { out += c; if (out.includes('\n')) resolve(JSON.parse(out.split('\n')[0])); });
     server.on('exit', (code) => reject(new Error(`the server process exited (${code})`)));
   });
   front = ready.front;
+  ingress = ready.ingress;
   agent = startAgent(['--api-url', ready.url, '--authtoken', ready.token, '--label', 'app=big', '--forwards-to', `127.0.0.1:${(upstream.address() as AddressInfo).port}`]);
   await agent.waitFor('online: tn_');
   tunnel = /online: (tn_\w+)/.exec(agent.output())![1];
@@ -103,11 +106,40 @@ async function growthDuring(transfer: () => Promise<void>) {
   return growth;
 }
 
-describe('1 GiB through the tunnel, streamed', () => {
+/** Where a transfer goes: into gateway.openStream (a stream of its own), or through the ingress's handler (a pooled connection). */
+interface Route { url: (p: string) => string; headers: Record<string, string>; before: () => Promise<void>; after: () => Promise<void> }
+
+const relayedCounts = async (): Promise<{ pooled: number; stream: number }> => (await fetch(`${front}/_relayed`)).json() as never;
+const viaStream: Route = { url: (p) => `${front}/${tunnel}${p}`, headers: {}, before: async () => {}, after: async () => {} };
+let pooledBefore = 0;
+const viaPool: Route = {
+  url: (p) => `${ingress}${p}`,
+  headers: { host: 'big.example.com' },
+  // Small requests until one went over a pooled connection: the big one then takes it.
+  before: async () => {
+    const start = (await relayedCounts()).pooled;
+    for (let i = 0; i < 50 && (await relayedCounts()).pooled === start; i++) {
+      const length = await new Promise<number>((resolve, reject) => {
+        http.get(`${ingress}/source/10`, { headers: { host: 'big.example.com' } }, (res) => {
+          let n = 0;
+          res.on('data', (c: Buffer) => { n += c.length; });
+          res.on('end', () => resolve(n));
+        }).on('error', reject);
+      });
+      expect(length).toBe(10);
+    }
+    pooledBefore = (await relayedCounts()).pooled;
+    expect(pooledBefore).toBeGreaterThan(start);
+  },
+  after: async () => { expect((await relayedCounts()).pooled).toBe(pooledBefore + 1); },
+};
+
+describe.each([['as its own stream', viaStream], ['over a pooled upstream connection', viaPool]] as const)('1 GiB through the tunnel, streamed, %s', (_name, via) => {
   it('an upload reaches the upstream whole, and neither the server nor the agent holds it', async () => {
     let sent = '';
+    await via.before();
     const growth = await growthDuring(async () => {
-      const req = http.request(`${front}/${tunnel}/sink`, { method: 'PUT', headers: { 'content-type': 'application/octet-stream', 'content-length': String(GiB) } });
+      const req = http.request(via.url('/sink'), { method: 'PUT', headers: { ...via.headers, 'content-type': 'application/octet-stream', 'content-length': String(GiB) } });
       const answered = new Promise<string>((resolve, reject) => {
         req.on('response', (res) => { let t = ''; res.setEncoding('utf8'); res.on('data', (c) => { t += c; }); res.on('end', () => resolve(t)); });
         req.on('error', reject);
@@ -119,13 +151,15 @@ describe('1 GiB through the tunnel, streamed', () => {
     expect(await received).toEqual({ bytes: GiB, sha256: sent });
     expect(growth.server).toBeLessThan(MAX_GROWTH_MB);
     expect(growth.agent).toBeLessThan(MAX_GROWTH_MB);
+    await via.after();
   }, 180_000);
 
   it('a download reaches the client whole, and neither the server nor the agent holds it', async () => {
     let got = { bytes: 0, sha256: '' };
+    await via.before();
     const growth = await growthDuring(async () => {
       got = await new Promise((resolve, reject) => {
-        http.get(`${front}/${tunnel}/source/${GiB}`, (res) => {
+        http.get(via.url(`/source/${GiB}`), { headers: via.headers }, (res) => {
           const hash = createHash('sha256');
           let bytes = 0;
           res.on('data', (c: Buffer) => { hash.update(c); bytes += c.length; });
@@ -137,5 +171,6 @@ describe('1 GiB through the tunnel, streamed', () => {
     expect(got).toEqual({ bytes: GiB, sha256: await sentDigest });
     expect(growth.server).toBeLessThan(MAX_GROWTH_MB);
     expect(growth.agent).toBeLessThan(MAX_GROWTH_MB);
+    await via.after();
   }, 180_000);
 });

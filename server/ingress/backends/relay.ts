@@ -6,6 +6,7 @@ import type { Duplex, Readable } from 'node:stream';
 import { AGENT_ERROR_HEADER } from '../../../agent/protocol.js';
 import { ApiError } from '../../http/errors.js';
 import { edgeError, type HttpExchange } from '../http/exchange.js';
+import { relayPooled, upstreamOf } from './relay-pooled.js';
 
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
 
@@ -14,8 +15,6 @@ function openFailed(e: unknown, tunnelId: string): never {
   if (e instanceof ApiError && e.code === 'ERR_SERVICE_752') throw edgeError(e.code, e.message);
   throw edgeError('ERR_SERVICE_742', `the tunnel ${tunnelId} went offline`, true);
 }
-
-const upstreamOf = (tunnelId: string) => `the upstream of tunnel ${tunnelId}`;
 
 /**
  * Waiting for a stream's response head. Its listeners are functions shared by every stream
@@ -115,6 +114,21 @@ function bodyless(req: HttpExchange['req']): boolean {
 
 export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<void> {
   const empty = ex.body ? ex.body.length === 0 : bodyless(ex.req);
+  const gateway = ex.deps.gateway;
+  // Over a pooled connection when one is idle (relay-pooled.ts); else, or when it failed
+  // before answering a request that can be sent again, as a stream of its own.
+  let pooled;
+  try {
+    pooled = gateway.takePooled(tunnelId);
+  } catch (e) {
+    openFailed(e, tunnelId);
+  }
+  if (pooled) {
+    gateway.relayed.pooled++;
+    if (await relayPooled(ex, tunnelId, pooled, empty, ex.deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS)) return;
+    gateway.relayed.pooled--;
+  }
+  gateway.relayed.stream++;
   let stream: ClientHttp2Stream;
   try {
     stream = ex.deps.gateway.openStream(tunnelId, { method: ex.method, path: ex.path, headers: ex.upstreamHeaders, endStream: empty });

@@ -7,8 +7,10 @@ import { IDENTITY_HEADER_PREFIX } from '../auth/session.js';
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'http2-settings', 'proxy-authenticate', 'proxy-authorization']);
 
-function connectionNamed(value: string | string[] | undefined): Set<string> {
-  if (!value) return new Set();
+const NONE: ReadonlySet<string> = new Set();
+/** The headers a Connection header names; none, or only `keep-alive` (hop-by-hop anyway, and what an upstream's answer says), is one shared empty set. */
+function connectionNamed(value: string | string[] | undefined): ReadonlySet<string> {
+  if (!value || value === 'keep-alive') return NONE;
   return new Set(String(value).split(',').map((t) => t.trim().toLowerCase()).filter(Boolean));
 }
 
