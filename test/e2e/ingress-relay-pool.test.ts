@@ -27,6 +27,8 @@ let upstream: http.Server;
 let connections = 0;
 /** Requests to /hold: whether the upstream saw each one's connection close before it answered. */
 const holds: { closed: boolean }[] = [];
+/** Methods of the requests to /drop the upstream took. */
+const drops: string[] = [];
 const agents: AgentProcess[] = [];
 let pooled: Ingress;
 let unpooled: Ingress;
@@ -60,6 +62,11 @@ function upstreamServer(): http.Server {
       return;
     }
     if (p === '/base/close') return void res.writeHead(200, { connection: 'close' }).end('closing');
+    if (p === '/base/drop') {
+      // Takes the request, then drops the connection without an answer (an upstream that crashed handling it).
+      drops.push(req.method ?? '');
+      return void req.socket.destroy();
+    }
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ url: req.url, conn: socket.serial, headers: req.headers }));
   });
@@ -207,6 +214,24 @@ describe('relayed HTTP requests over pooled upstream connections', () => {
     expect(closing.text).toBe('closing');
     await warm(pooled, ca);
     for (let i = 0; i < 3; i++) expect((await get(pooled, ca, '/who')).status).toBe(200);
+  });
+
+  it('a POST whose pooled connection drops before an answer is not sent again (502); a GET is, once, as a stream', async () => {
+    await warm(pooled, ca);
+    const before = await relayed(pooled);
+    const post = await get(pooled, ca, '/drop', { method: 'POST', body: Buffer.alloc(0) });
+    expect(post.status).toBe(502);
+    expect(post.headers['edgeform-error-code']).toBe('ERR_SERVICE_743');
+    expect(drops).toEqual(['POST']);
+    expect((await relayed(pooled)).pooled).toBe(before.pooled + 1);
+    await warm(pooled, ca);
+    const again = await relayed(pooled);
+    const gotten = await get(pooled, ca, '/drop');
+    expect(gotten.status).toBe(502);
+    // Once over the pool, once more as its own stream (which the agent's 502 answers).
+    expect(drops).toEqual(['POST', 'GET', 'GET']);
+    const after = await relayed(pooled);
+    expect([after.pooled - again.pooled, after.stream - again.stream]).toEqual([0, 1]);
   });
 
   it('with --agent-relay-pool 0, each request is its own HTTP/2 stream', async () => {

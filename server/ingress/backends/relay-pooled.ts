@@ -14,6 +14,14 @@ export const upstreamOf = (tunnelId: string) => `the upstream of tunnel ${tunnel
 const EXPECT = 'expect';
 
 /**
+ * Methods a request may be sent twice with (RFC 9110 9.2.2). A pooled connection that fails
+ * before any answer may have carried the request to the upstream already (an upstream that
+ * crashed while handling it): sending a POST again could do its work twice, so it gets the
+ * 502 a failed stream gets, as a proxy does (nginx retries only these by default).
+ */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
+
+/**
  * The exchange's side of a pooled request: settles once, with the head on the exchange (true),
  * false for "send it again as a stream", or an edge error. Methods of one object per request
  * rather than named closures (each costs tsx's keep-names a defineProperty).
@@ -77,7 +85,8 @@ function onLate(r: PooledExchange) { r.late(); }
 
 /**
  * Resolves true once the answer's head is on the exchange; false when the connection failed
- * before any answer and the request can be sent again as it was (no body, or a buffered one):
+ * before any answer and the request can be sent again as it was (an idempotent method, and no
+ * body or a buffered one):
  * a pooled connection the upstream closed while idle is not the client's failure, and the
  * caller sends it as its own stream. Otherwise the failure is an edge error, as on a stream.
  */
@@ -95,7 +104,7 @@ export function relayPooled(ex: HttpExchange, tunnelId: string, pooled: { conn: 
       headers = { ...headers };
       delete headers[EXPECT];
     }
-    const replayable = body === null || Buffer.isBuffer(body);
+    const replayable = (body === null || Buffer.isBuffer(body)) && IDEMPOTENT.has(ex.method);
     const request = new PooledExchange(pooled.conn, ex, tunnelId, replayable, timeoutMs, resolve, reject);
     // Unnamed closures, not properties on the request and response (which would change their
     // shapes for Node's own code).
