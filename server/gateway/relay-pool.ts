@@ -140,10 +140,18 @@ export class RelayPool {
 
 export type PooledHeaders = Record<string, string | string[] | undefined>;
 
-/** A pooled answer's body: read as undici delivers it; destroyed before its end, it cancels the request. */
+/** Errors of a pooled answer's body are seen by whoever reads it (its close), as a relayed stream's are. */
+function ignore() {}
+
+/**
+ * A pooled answer's body: read as undici delivers it; destroyed before its end, it cancels the
+ * request. It may fail before anyone reads it (a bad chunk right after the head, parsed with
+ * it): its error must not be an uncaught one, which would end the whole server.
+ */
 class PooledBody extends Readable {
   constructor(private readonly request: PooledRequest, private readonly controller: Dispatcher.DispatchController) {
     super();
+    this.on('error', ignore);
   }
   override _read() { this.controller.resume(); }
   override _destroy(err: Error | null, cb: (err?: Error | null) => void) {

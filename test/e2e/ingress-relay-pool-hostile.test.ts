@@ -1,0 +1,249 @@
+// Pooled upstream connections (server/gateway/relay-pool.ts) against a hostile or broken
+// upstream, with real processes and sockets: an in-process server with one pooled connection
+// per tunnel, `edgeform agent` processes, and a raw TCP upstream that answers some paths with
+// bytes no well-behaved server sends (a second answer nobody asked for, a body after HEAD or
+// 204, both Content-Length and Transfer-Encoding, bad chunks, 100 and 101, a cut body). The
+// guarantee above all: one client never gets an answer meant for another request, and a
+// pooled connection whose state is unknown is not used again.
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { agentConfigFile, credentialToken, startAgent, tunnels, type AgentProcess } from '../helpers/agent.js';
+import { route, startHttpIngress, tableOf, type HttpIngress } from '../helpers/ingress-http.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { removeTempDirs } from '../helpers/temp.js';
+import { until } from '../helpers/wait.js';
+
+/** A request as the raw upstream took it: its connection's serial, method and path. */
+interface Seen { conn: number; method: string; path: string }
+
+/** A fake answer: a complete 200 with its own body, which no client asked for. */
+const FAKE = 'HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nSMUGGLED';
+const ok = (body: string, extra = '') => `HTTP/1.1 200 OK\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
+
+/**
+ * A raw HTTP/1.1 upstream: requests parsed one after another on each connection (Content-Length
+ * or chunked bodies), answered by the last segment of their path. `/…/who` (and anything not
+ * named) answers JSON naming the connection and the path it was asked.
+ */
+function rawUpstream(name: string) {
+  const seen: Seen[] = [];
+  let serial = 0;
+  const answers: Record<string, (s: net.Socket, r: Seen) => void> = {
+    smuggle: (s) => s.write(ok('ok') + FAKE),
+    'smuggle-late': (s) => { s.write(ok('ok')); setTimeout(() => { if (!s.destroyed) s.write(FAKE); }, 30); },
+    'head-body': (s) => s.write(`HTTP/1.1 200 OK\r\ncontent-length: ${FAKE.length}\r\n\r\n${FAKE}`),
+    'no-content': (s) => s.write(`HTTP/1.1 204 No Content\r\n\r\n${FAKE}`),
+    'not-modified': (s) => s.write('HTTP/1.1 304 Not Modified\r\netag: "x"\r\n\r\n'),
+    'cl-te': (s) => s.write(`HTTP/1.1 200 OK\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n${FAKE}`),
+    'bad-chunk': (s) => s.write(`HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nZZ\r\nok\r\n0\r\n\r\n${FAKE}`),
+    continue: (s) => s.write(`HTTP/1.1 100 Continue\r\n\r\n${ok('continued')}`),
+    switch: (s) => s.write(`HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: evil\r\n\r\n${FAKE}`),
+    eof: (s) => s.end('HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nuntil the end'),
+    'huge-head': (s) => s.write(ok('big', `x-big: ${'a'.repeat(100_000)}\r\n`)),
+    cut: (s) => { s.write('HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n0123456789'); setTimeout(() => s.destroy(), 20); },
+  };
+  const server = net.createServer((socket) => {
+    const conn = ++serial;
+    socket.on('error', () => {});
+    let buf = Buffer.alloc(0);
+    socket.on('data', (c) => {
+      buf = Buffer.concat([buf, c]);
+      for (;;) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const lines = buf.subarray(0, end).toString('latin1').split('\r\n');
+        const [method, path] = lines[0].split(' ');
+        const headers = Object.fromEntries(lines.slice(1).map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+        let rest = buf.subarray(end + 4);
+        if (headers['transfer-encoding'] === 'chunked') {
+          const last = rest.indexOf('0\r\n\r\n');
+          if (last < 0) return;
+          rest = rest.subarray(last + 5);
+        } else {
+          const length = Number(headers['content-length'] ?? 0);
+          if (rest.length < length) return;
+          rest = rest.subarray(length);
+        }
+        buf = rest;
+        const r = { conn, method, path };
+        seen.push(r);
+        const answer = answers[path.split('?')[0].split('/').pop() ?? ''];
+        if (answer) answer(socket, r);
+        else {
+          const body = JSON.stringify({ upstream: name, ...r });
+          socket.write(method === 'HEAD' ? `HTTP/1.1 200 OK\r\ncontent-length: ${body.length}\r\n\r\n` : ok(body));
+        }
+      }
+    });
+  });
+  return { server, seen };
+}
+
+let local: TestServer;
+let ingress: HttpIngress;
+const agents: AgentProcess[] = [];
+const upA = rawUpstream('A');
+const upB = rawUpstream('B');
+
+const portOf = (s: net.Server) => (s.address() as AddressInfo).port;
+
+beforeAll(async () => {
+  await Promise.all([upA, upB].map((u) => new Promise<void>((r) => u.server.listen(0, '127.0.0.1', r))));
+  local = await startTestServer({ agentHeartbeatMs: 1000, agentRelayPool: 1 });
+  const cr = await credentialToken(local);
+  // Session one: two tunnels, to two upstreams; session two: a tunnel to the first upstream under another prefix.
+  const both = agentConfigFile([
+    'tunnels:',
+    `  a: { labels: { app: a }, forwards_to: "http://127.0.0.1:${portOf(upA.server)}/a" }`,
+    `  b: { labels: { app: b }, forwards_to: "http://127.0.0.1:${portOf(upB.server)}/b" }`,
+  ].join('\n'));
+  agents.push(startAgent(['--api-url', local.url, '--authtoken', cr.token, '--config', both]));
+  agents.push(startAgent(['--api-url', local.url, '--authtoken', cr.token, '--label', 'app=c', '--forwards-to', `http://127.0.0.1:${portOf(upA.server)}/c`]));
+  await until(async () => (await tunnels(local)).length === 3, 30_000, () => agents.map((a) => a.output()).join('\n'));
+  const edge = (name: string) => ({ id: `edghts_${name}`, hostports: [`${name}.example.com:443`], routes: [route(`edghtsrt_${name}`, '/', { backend: { enabled: true, backend_id: `bkdtg_${name}` } })] });
+  ingress = await startHttpIngress(tableOf({
+    edges: ['a', 'b', 'c'].map(edge),
+    backends: ['a', 'b', 'c'].map((n) => ({ id: `bkdtg_${n}`, kind: 'TunnelGroupBackend', labels: { app: n } })),
+  }), { gateway: local.server.gateway, upstreamTimeoutMs: 1000 });
+});
+
+afterAll(async () => {
+  for (const a of agents) a.kill();
+  await ingress?.close();
+  await local?.close();
+  for (const u of [upA, upB]) u.server.close();
+  removeTempDirs();
+});
+
+const counts = () => local.server.gateway.relayed;
+const send = (path: string, o: { host?: string; method?: string; body?: string } = {}) => ingress.get(path, { host: o.host ?? 'a.example.com', method: o.method, body: o.body });
+
+/** Requests until one went over the pooled connection; returns the upstream connection it used. */
+async function warmPooled(): Promise<number> {
+  let conn = 0;
+  await until(async () => {
+    const before = counts().pooled;
+    const r = await send('/who?warm');
+    expect(r.status).toBe(200);
+    conn = JSON.parse(r.text).conn;
+    return counts().pooled > before;
+  }, 10_000, () => 'no request went over a pooled connection');
+  return conn;
+}
+
+/** Normal requests after a hostile one: each gets its own answer (its own path back), never the fake one. */
+async function answeredRightly(tag: string, n = 4): Promise<number[]> {
+  const conns: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const r = await send(`/who?${tag}=${i}`);
+    expect(r.text).not.toContain('SMUGGLED');
+    expect(r.status).toBe(200);
+    const body = JSON.parse(r.text);
+    expect(body.path).toBe(`/a/who?${tag}=${i}`);
+    conns.push(body.conn);
+  }
+  return conns;
+}
+
+/** The hostile request goes over the pooled connection `conn`; the upstream saw it there. */
+function onConn(path: string, conn: number) {
+  return upA.seen.some((s) => s.conn === conn && s.path === `/a${path}`);
+}
+
+describe('a pooled connection to a hostile upstream', { timeout: 20_000 }, () => {
+  it('a second answer sent after the first never reaches the next client, and the connection is dropped', async () => {
+    for (const path of ['/smuggle', '/smuggle-late']) {
+      const conn = await warmPooled();
+      const r = await send(path);
+      expect([r.status, r.text]).toEqual([200, 'ok']);
+      expect(onConn(path, conn)).toBe(true);
+      await new Promise((res) => setTimeout(res, 100));
+      const later = await answeredRightly(path.slice(1));
+      expect(later).not.toContain(conn);
+    }
+  });
+
+  it('HEAD, 204 and 304: no body is read, a body the upstream sends anyway ends the connection', async () => {
+    let conn = await warmPooled();
+    const head = await send('/who', { method: 'HEAD' });
+    expect([head.status, head.body.length]).toEqual([200, 0]);
+    // (Without Connection: keep-alive on a HEAD answer, undici closes the connection: not reused, not wrong.)
+    await answeredRightly('after-head', 2);
+    for (const [path, method, status] of [['/head-body', 'HEAD', 200], ['/no-content', 'GET', 204]] as const) {
+      conn = await warmPooled();
+      const r = await send(path, { method });
+      expect([r.status, r.text]).toEqual([status, '']);
+      expect(onConn(path, conn)).toBe(true);
+      await new Promise((res) => setTimeout(res, 50));
+      expect(await answeredRightly(path.slice(1))).not.toContain(conn);
+    }
+    conn = await warmPooled();
+    const nm = await send('/not-modified');
+    expect([nm.status, nm.text, nm.headers.etag]).toEqual([304, '', '"x"']);
+    expect(await answeredRightly('after-304', 2)).toEqual([conn, conn]);
+  });
+
+  it('an answer no client may get (Content-Length with chunked, 101, a huge head): 502 with the edge\'s code, the connection dropped', async () => {
+    for (const path of ['/cl-te', '/switch', '/huge-head']) {
+      const conn = await warmPooled();
+      const r = await send(path);
+      expect(r.text).not.toContain('SMUGGLED');
+      expect(r.status).toBe(502);
+      expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_743');
+      expect(onConn(path, conn)).toBe(true);
+      expect(await answeredRightly(path.slice(1), 2)).not.toContain(conn);
+    }
+  });
+
+  it('an invalid chunked body right after the head: the server does not crash (no uncaught error), the client never gets a complete answer', async () => {
+    const uncaught: unknown[] = [];
+    const record = (e: unknown) => uncaught.push(e);
+    process.on('uncaughtException', record);
+    try {
+      const conn = await warmPooled();
+      const bad = await send('/bad-chunk').then((r) => r, (e: Error) => e);
+      if (!(bad instanceof Error)) {
+        expect(bad.text).not.toContain('SMUGGLED');
+        expect(bad.status).toBe(502);
+      }
+      expect(await answeredRightly('bad-chunk', 2)).not.toContain(conn);
+      expect(uncaught).toEqual([]);
+    } finally {
+      process.off('uncaughtException', record);
+    }
+  });
+
+  it('an answer ended by close: the whole body, then a new connection', async () => {
+    const conn = await warmPooled();
+    const e = await send('/eof');
+    expect([e.status, e.text]).toEqual([200, 'until the end']);
+    expect(await answeredRightly('eof', 2)).not.toContain(conn);
+  });
+
+  it('a body cut short: the client sees a failed answer, never a complete one, and the next requests are answered', async () => {
+    const conn = await warmPooled();
+    const cut = await send('/cut').then((r) => r, (e: Error) => e);
+    if (!(cut instanceof Error)) expect(cut.status).toBe(502);
+    expect(await answeredRightly('cut', 2)).not.toContain(conn);
+  });
+});
+
+describe('pooled connections and tenants', { timeout: 20_000 }, () => {
+  it('two tunnels of one session and a tunnel of another session never share a pooled connection', async () => {
+    upA.seen.length = 0;
+    const hosts = ['a', 'b', 'c'];
+    const replies = await Promise.all(Array.from({ length: 60 }, (_v, i) => send(`/who?t=${i}`, { host: `${hosts[i % 3]}.example.com` })));
+    for (const [i, r] of replies.entries()) {
+      expect(r.status).toBe(200);
+      const body = JSON.parse(r.text);
+      const host = hosts[i % 3];
+      expect(body.upstream).toBe(host === 'b' ? 'B' : 'A');
+      expect(body.path).toBe(`/${host}/who?t=${i}`);
+    }
+    // Each connection of upstream A carried requests of one tunnel only.
+    const prefixes = new Map<number, Set<string>>();
+    for (const s of upA.seen) (prefixes.get(s.conn) ?? prefixes.set(s.conn, new Set()).get(s.conn)!).add(s.path.split('/')[1]);
+    for (const p of prefixes.values()) expect(p.size).toBe(1);
+  });
+});
