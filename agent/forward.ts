@@ -76,6 +76,9 @@ export function relayHttp(stream: ServerHttp2Stream, headers: IncomingHttpHeader
       if (stream.destroyed) c.abort(new Error('the relayed stream closed'));
     },
     onResponseStart(c, statusCode, resHeaders) {
+      // An informational answer (103 Early Hints) comes before the answer: skipped (undici
+      // reads no body for it and goes on); responding with it would fail the request.
+      if (statusCode < 200) return;
       if (stream.destroyed) return c.abort(new Error('the relayed stream closed'));
       const back: OutgoingHttpHeaders = { ':status': statusCode };
       for (const k in resHeaders) if (!HOP_BY_HOP.has(k)) back[k] = resHeaders[k];

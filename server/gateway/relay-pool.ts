@@ -194,6 +194,9 @@ export abstract class PooledRequest implements Dispatcher.DispatchHandler {
   }
 
   onResponseStart(c: Dispatcher.DispatchController, status: number, headers: PooledHeaders) {
+    // An informational answer (103 Early Hints) before the answer: skipped, as a relayed
+    // stream's are (undici reads no body for it and goes on to the answer). Not the answer's head.
+    if (status < 200) return;
     this.body = new PooledBody(this, c);
     this.head(status, headers, this.body);
   }

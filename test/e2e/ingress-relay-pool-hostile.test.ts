@@ -38,6 +38,8 @@ function rawUpstream(name: string) {
     'cl-te': (s) => s.write(`HTTP/1.1 200 OK\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n${FAKE}`),
     'bad-chunk': (s) => s.write(`HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nZZ\r\nok\r\n0\r\n\r\n${FAKE}`),
     continue: (s) => s.write(`HTTP/1.1 100 Continue\r\n\r\n${ok('continued')}`),
+    slow: (s) => { setTimeout(() => { if (!s.destroyed) s.write(ok('slow')); }, 300); },
+    hints: (s) => s.write(`HTTP/1.1 103 Early Hints\r\nlink: </app.css>; rel=preload\r\n\r\n${ok('hinted')}`),
     switch: (s) => s.write(`HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: evil\r\n\r\n${FAKE}`),
     eof: (s) => s.end('HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nuntil the end'),
     'huge-head': (s) => s.write(ok('big', `x-big: ${'a'.repeat(100_000)}\r\n`)),
@@ -212,6 +214,25 @@ describe('a pooled connection to a hostile upstream', { timeout: 20_000 }, () =>
     } finally {
       process.off('uncaughtException', record);
     }
+  });
+
+  it('103 Early Hints before the answer (Node\'s writeEarlyHints): the answer, over the same connection after', async () => {
+    const conn = await warmPooled();
+    for (const method of ['GET', 'POST']) {
+      const h = await send('/hints', { method, body: method === 'POST' ? 'x'.repeat(10) : undefined });
+      expect([h.status, h.text]).toEqual([200, 'hinted']);
+      expect(onConn('/hints', conn)).toBe(true);
+      expect(await answeredRightly(`hints-${method}`, 2)).toEqual([conn, conn]);
+    }
+    // With the pooled connection busy, as a stream of its own: the agent skips the hints too.
+    await warmPooled();
+    const busy = send('/slow');
+    await until(() => upA.seen.some((s) => s.path === '/a/slow'), 5000);
+    const streams = counts().stream;
+    const h = await send('/hints');
+    expect([h.status, h.text]).toEqual([200, 'hinted']);
+    expect(counts().stream).toBe(streams + 1);
+    expect((await busy).text).toBe('slow');
   });
 
   it('an answer ended by close: the whole body, then a new connection', async () => {
