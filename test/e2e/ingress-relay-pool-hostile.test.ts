@@ -6,6 +6,7 @@
 // guarantee above all: one client never gets an answer meant for another request, and a
 // pooled connection whose state is unknown is not used again.
 import net from 'node:net';
+import { Readable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentConfigFile, credentialToken, startAgent, tunnels, type AgentProcess } from '../helpers/agent.js';
@@ -15,7 +16,7 @@ import { removeTempDirs } from '../helpers/temp.js';
 import { until } from '../helpers/wait.js';
 
 /** A request as the raw upstream took it: its connection's serial, method and path. */
-interface Seen { conn: number; method: string; path: string }
+interface Seen { conn: number; method: string; path: string; body: string; expect?: string; chunked: boolean }
 
 /** A fake answer: a complete 200 with its own body, which no client asked for. */
 const FAKE = 'HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nSMUGGLED';
@@ -28,6 +29,9 @@ const ok = (body: string, extra = '') => `HTTP/1.1 200 OK\r\ncontent-length: ${B
  */
 function rawUpstream(name: string) {
   const seen: Seen[] = [];
+  /** Connections the upstream saw close, and the bytes each has received. */
+  const closed = new Set<number>();
+  const received = new Map<number, number>();
   let serial = 0;
   const answers: Record<string, (s: net.Socket, r: Seen) => void> = {
     smuggle: (s) => s.write(ok('ok') + FAKE),
@@ -38,6 +42,7 @@ function rawUpstream(name: string) {
     'cl-te': (s) => s.write(`HTTP/1.1 200 OK\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n${FAKE}`),
     'bad-chunk': (s) => s.write(`HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nZZ\r\nok\r\n0\r\n\r\n${FAKE}`),
     continue: (s) => s.write(`HTTP/1.1 100 Continue\r\n\r\n${ok('continued')}`),
+    hold: () => {},
     slow: (s) => { setTimeout(() => { if (!s.destroyed) s.write(ok('slow')); }, 300); },
     hints: (s) => s.write(`HTTP/1.1 103 Early Hints\r\nlink: </app.css>; rel=preload\r\n\r\n${ok('hinted')}`),
     switch: (s) => s.write(`HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: evil\r\n\r\n${FAKE}`),
@@ -48,8 +53,10 @@ function rawUpstream(name: string) {
   const server = net.createServer((socket) => {
     const conn = ++serial;
     socket.on('error', () => {});
+    socket.on('close', () => closed.add(conn));
     let buf = Buffer.alloc(0);
     socket.on('data', (c) => {
+      received.set(conn, (received.get(conn) ?? 0) + c.length);
       buf = Buffer.concat([buf, c]);
       for (;;) {
         const end = buf.indexOf('\r\n\r\n');
@@ -58,17 +65,32 @@ function rawUpstream(name: string) {
         const [method, path] = lines[0].split(' ');
         const headers = Object.fromEntries(lines.slice(1).map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
         let rest = buf.subarray(end + 4);
+        if (path.endsWith('/early')) {
+          // Answers at once and reads what follows as the next request, body or not (a naive server).
+          seen.push({ conn, method, path, body: '', chunked: false });
+          buf = rest;
+          socket.write(ok('early'));
+          continue;
+        }
+        const chunks: Buffer[] = [];
         if (headers['transfer-encoding'] === 'chunked') {
-          const last = rest.indexOf('0\r\n\r\n');
-          if (last < 0) return;
-          rest = rest.subarray(last + 5);
+          for (;;) {
+            const line = rest.indexOf('\r\n');
+            if (line < 0) return;
+            const size = parseInt(rest.subarray(0, line).toString(), 16);
+            if (rest.length < line + 2 + size + 2) return;
+            chunks.push(rest.subarray(line + 2, line + 2 + size));
+            rest = rest.subarray(line + 2 + size + 2);
+            if (size === 0) break;
+          }
         } else {
           const length = Number(headers['content-length'] ?? 0);
           if (rest.length < length) return;
+          chunks.push(rest.subarray(0, length));
           rest = rest.subarray(length);
         }
         buf = rest;
-        const r = { conn, method, path };
+        const r = { conn, method, path, body: Buffer.concat(chunks).toString(), expect: headers.expect, chunked: headers['transfer-encoding'] === 'chunked' };
         seen.push(r);
         const answer = answers[path.split('?')[0].split('/').pop() ?? ''];
         if (answer) answer(socket, r);
@@ -79,7 +101,7 @@ function rawUpstream(name: string) {
       }
     });
   });
-  return { server, seen };
+  return { server, seen, closed, received };
 }
 
 let local: TestServer;
@@ -122,11 +144,11 @@ const counts = () => local.server.gateway.relayed;
 const send = (path: string, o: { host?: string; method?: string; body?: string } = {}) => ingress.get(path, { host: o.host ?? 'a.example.com', method: o.method, body: o.body });
 
 /** Requests until one went over the pooled connection; returns the upstream connection it used. */
-async function warmPooled(): Promise<number> {
+async function warmPooled(host = 'a.example.com'): Promise<number> {
   let conn = 0;
   await until(async () => {
     const before = counts().pooled;
-    const r = await send('/who?warm');
+    const r = await send('/who?warm', { host });
     expect(r.status).toBe(200);
     conn = JSON.parse(r.text).conn;
     return counts().pooled > before;
@@ -250,21 +272,111 @@ describe('a pooled connection to a hostile upstream', { timeout: 20_000 }, () =>
   });
 });
 
+describe('a pooled connection and a hostile or broken client', { timeout: 20_000 }, () => {
+  it('a chunked request body goes up whole over the pooled connection, and Expect: 100-continue is answered at the edge', async () => {
+    const conn = await warmPooled();
+    async function* parts() { for (const p of ['one,', 'two,', 'three']) yield Buffer.from(p); }
+    const r = await ingress.get('/who?chunked', { host: 'a.example.com', method: 'POST', body: Readable.from(parts()) as never });
+    expect(r.status).toBe(200);
+    expect(JSON.parse(r.text)).toMatchObject({ conn, path: '/a/who?chunked', body: 'one,two,three', chunked: true });
+    // A raw client that waits for 100 Continue before its body, as curl does.
+    const socket = net.connect(ingress.port, '127.0.0.1');
+    socket.on('error', () => {});
+    let out = '';
+    socket.on('data', (c) => { out += c; });
+    socket.write('POST /who?expect HTTP/1.1\r\nhost: a.example.com\r\ncontent-length: 5\r\nexpect: 100-continue\r\nconnection: close\r\n\r\n');
+    await until(() => out.includes('100 Continue'), 5000, () => `no 100 Continue: ${out}`);
+    socket.write('hello');
+    await until(() => out.includes('}'), 5000, () => `no answer: ${out}`);
+    socket.destroy();
+    const answer = JSON.parse(out.slice(out.indexOf('{')));
+    expect(answer).toMatchObject({ conn, path: '/a/who?expect', body: 'hello' });
+    expect(answer.expect).toBeUndefined();
+  });
+
+  it('a client that goes away halfway through its upload: the upstream connection is closed, never reused, and the next requests are answered', async () => {
+    const conn = await warmPooled();
+    const pooled = counts().pooled;
+    const socket = net.connect(ingress.port, '127.0.0.1');
+    socket.on('error', () => {});
+    socket.write(`POST /who?half HTTP/1.1\r\nhost: a.example.com\r\ncontent-length: 1000\r\n\r\n${'x'.repeat(500)}`);
+    const had = upA.received.get(conn) ?? 0;
+    await until(() => (upA.received.get(conn) ?? 0) > had + 500, 5000, () => 'the upload never reached the upstream');
+    expect(counts().pooled).toBe(pooled + 1);
+    socket.destroy();
+    await until(() => upA.closed.has(conn), 5000, () => 'the upstream connection stayed open');
+    expect(await answeredRightly('after-half', 3)).not.toContain(conn);
+    expect(upA.seen.some((s) => s.path === '/a/who?half')).toBe(false);
+  });
+});
+
+describe('an upstream that answers before the request body has come', { timeout: 20_000 }, () => {
+  it('the rest of the body never reaches the upstream as a request of the next client\'s connection: the pooled connection is dropped', async () => {
+    const conn = await warmPooled();
+    // The body is two requests; undici sends the head with the body's first part, the second comes later.
+    const inner = (n: number) => `GET /a/who?smuggled=${n} HTTP/1.1\r\nhost: a.example.com\r\n\r\n`;
+    const socket = net.connect(ingress.port, '127.0.0.1');
+    socket.on('error', () => {});
+    let out = '';
+    socket.on('data', (c) => { out += c; });
+    socket.write(`POST /early HTTP/1.1\r\nhost: a.example.com\r\ncontent-length: ${inner(1).length + inner(2).length}\r\n\r\n${inner(1)}`);
+    await until(() => out.includes('early'), 5000, () => `no early answer: ${out}`);
+    expect(upA.seen.some((s) => s.conn === conn && s.path === '/a/early')).toBe(true);
+    socket.write(inner(2));
+    await new Promise((r) => setTimeout(r, 100));
+    socket.destroy();
+    const later = await answeredRightly('after-early', 3);
+    expect(later).not.toContain(conn);
+    // Whatever the upstream made of the body, it came on the early request's connection only.
+    expect(upA.seen.filter((s) => s.path.startsWith('/a/who?smuggled')).every((s) => s.conn === conn)).toBe(true);
+  });
+});
+
 describe('pooled connections and tenants', { timeout: 20_000 }, () => {
-  it('two tunnels of one session and a tunnel of another session never share a pooled connection', async () => {
+  it('150 requests at once over three tunnels (one pooled connection each, the rest as streams): each gets its own answer, and tunnels of one session or of two never share a connection', async () => {
     upA.seen.length = 0;
     const hosts = ['a', 'b', 'c'];
-    const replies = await Promise.all(Array.from({ length: 60 }, (_v, i) => send(`/who?t=${i}`, { host: `${hosts[i % 3]}.example.com` })));
+    const post = (i: number) => i % 2 === 1;
+    const replies = await Promise.all(Array.from({ length: 150 }, (_v, i) => send(`/who?t=${i}`, { host: `${hosts[i % 3]}.example.com`, method: post(i) ? 'POST' : 'GET', body: post(i) ? `body-${i}` : undefined })));
     for (const [i, r] of replies.entries()) {
       expect(r.status).toBe(200);
       const body = JSON.parse(r.text);
       const host = hosts[i % 3];
       expect(body.upstream).toBe(host === 'b' ? 'B' : 'A');
-      expect(body.path).toBe(`/${host}/who?t=${i}`);
+      expect([body.path, body.body]).toEqual([`/${host}/who?t=${i}`, post(i) ? `body-${i}` : '']);
     }
     // Each connection of upstream A carried requests of one tunnel only.
     const prefixes = new Map<number, Set<string>>();
     for (const s of upA.seen) (prefixes.get(s.conn) ?? prefixes.set(s.conn, new Set()).get(s.conn)!).add(s.path.split('/')[1]);
     for (const p of prefixes.values()) expect(p.size).toBe(1);
+  });
+});
+
+describe('an agent that goes away with a pooled request in flight', { timeout: 20_000 }, () => {
+  it('the request is answered 502 at once (not the 504 of the 1 s upstream timeout), then the tunnel is gone, with no uncaught error', async () => {
+    const uncaught: unknown[] = [];
+    const record = (e: unknown) => uncaught.push(e);
+    process.on('uncaughtException', record);
+    process.on('unhandledRejection', record);
+    try {
+      await warmPooled('c.example.com');
+      const pooled = counts().pooled;
+      const busy = send('/hold', { host: 'c.example.com' });
+      await until(() => upA.seen.some((s) => s.path === '/c/hold'), 5000, () => 'the upstream never got /c/hold');
+      expect(counts().pooled).toBe(pooled + 1);
+      agents[1].kill();
+      const r = await busy;
+      expect(r.status).toBe(502);
+      expect(['ERR_SERVICE_742', 'ERR_SERVICE_743']).toContain(r.headers['edgeform-error-code']);
+      await until(async () => (await tunnels(local)).length === 2, 10_000, () => 'the session did not end');
+      const after = await send('/who', { host: 'c.example.com' });
+      expect(after.status).toBe(502);
+      // The other session's tunnels are untouched.
+      expect(await answeredRightly('after-kill', 2)).toHaveLength(2);
+      expect(uncaught).toEqual([]);
+    } finally {
+      process.off('uncaughtException', record);
+      process.off('unhandledRejection', record);
+    }
   });
 });
