@@ -16,7 +16,7 @@ import { removeTempDirs } from '../helpers/temp.js';
 import { until } from '../helpers/wait.js';
 
 /** A request as the raw upstream took it: its connection's serial, method and path. */
-interface Seen { conn: number; method: string; path: string; body: string; expect?: string; chunked: boolean }
+interface Seen { conn: number; method: string; path: string; body: string; expect?: string; chunked: boolean; names?: string[] }
 
 /** A fake answer: a complete 200 with its own body, which no client asked for. */
 const FAKE = 'HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nSMUGGLED';
@@ -90,7 +90,7 @@ function rawUpstream(name: string) {
           rest = rest.subarray(length);
         }
         buf = rest;
-        const r = { conn, method, path, body: Buffer.concat(chunks).toString(), expect: headers.expect, chunked: headers['transfer-encoding'] === 'chunked' };
+        const r = { conn, method, path, body: Buffer.concat(chunks).toString(), expect: headers.expect, chunked: headers['transfer-encoding'] === 'chunked', names: Object.keys(headers) };
         seen.push(r);
         const answer = answers[path.split('?')[0].split('/').pop() ?? ''];
         if (answer) answer(socket, r);
@@ -125,7 +125,12 @@ beforeAll(async () => {
   agents.push(startAgent(['--api-url', local.url, '--authtoken', cr.token, '--config', both]));
   agents.push(startAgent(['--api-url', local.url, '--authtoken', cr.token, '--label', 'app=c', '--forwards-to', `http://127.0.0.1:${portOf(upA.server)}/c`]));
   await until(async () => (await tunnels(local)).length === 3, 30_000, () => agents.map((a) => a.output()).join('\n'));
-  const edge = (name: string) => ({ id: `edghts_${name}`, hostports: [`${name}.example.com:443`], routes: [route(`edghtsrt_${name}`, '/', { backend: { enabled: true, backend_id: `bkdtg_${name}` } })] });
+  const backend = (name: string) => ({ backend: { enabled: true, backend_id: `bkdtg_${name}` } });
+  const edge = (name: string) => ({ id: `edghts_${name}`, hostports: [`${name}.example.com:443`], routes: [
+    route(`edghtsrt_${name}`, '/', backend(name)),
+    // Connection-specific headers a route adds (the API takes any name): HTTP/1.1 to the upstream must not carry them.
+    route(`edghtsrt_${name}hop`, '/hop', { ...backend(name), request_headers: { enabled: true, add: { 'keep-alive': 'timeout=5', upgrade: 'h2c', 'transfer-encoding': 'gzip', connection: 'close', 'proxy-connection': 'keep-alive', te: 'trailers', expect: '100-continue', 'x-kept': 'yes' } } }),
+  ] });
   ingress = await startHttpIngress(tableOf({
     edges: ['a', 'b', 'c'].map(edge),
     backends: ['a', 'b', 'c'].map((n) => ({ id: `bkdtg_${n}`, kind: 'TunnelGroupBackend', labels: { app: n } })),
@@ -329,6 +334,23 @@ describe('an upstream that answers before the request body has come', { timeout:
     expect(later).not.toContain(conn);
     // Whatever the upstream made of the body, it came on the early request's connection only.
     expect(upA.seen.filter((s) => s.path.startsWith('/a/who?smuggled')).every((s) => s.conn === conn)).toBe(true);
+  });
+});
+
+describe('connection-specific headers a route adds', { timeout: 20_000 }, () => {
+  it('are not sent upstream over the pooled connection, and a POST is answered (not refused as if the upstream had failed)', async () => {
+    for (const method of ['POST', 'GET']) {
+      const conn = await warmPooled();
+      const pooled = counts().pooled;
+      const r = await send('/hop', { method, body: method === 'POST' ? 'posted' : undefined });
+      expect(r.status).toBe(200);
+      const body = JSON.parse(r.text);
+      expect([body.conn, body.path, body.body]).toEqual([conn, '/a/hop', method === 'POST' ? 'posted' : '']);
+      expect(body.names).toContain('x-kept');
+      for (const name of ['keep-alive', 'upgrade', 'transfer-encoding', 'proxy-connection', 'te', 'expect']) expect(body.names).not.toContain(name);
+      expect(counts().pooled).toBe(pooled + 1);
+      expect(await answeredRightly(`hop-${method}`, 1)).toEqual([conn]);
+    }
   });
 });
 

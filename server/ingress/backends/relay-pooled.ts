@@ -10,8 +10,18 @@ import { edgeError, type EdgeError, type HttpExchange } from '../http/exchange.j
 
 export const upstreamOf = (tunnelId: string) => `the upstream of tunnel ${tunnelId}`;
 
-/** undici refuses Expect (Node's server has answered 100-continue already). */
-const EXPECT = 'expect';
+/**
+ * Connection-specific headers: what the client sent of them is gone already (forwarded.ts),
+ * but a route's request_headers or a traffic policy may add any name. HTTP/1.1 to the upstream
+ * must not carry them (undici refuses most: Expect, Upgrade, Keep-Alive, Transfer-Encoding, a
+ * Connection other than close or keep-alive), as a relayed stream does not (connection.ts, the
+ * agent). Node's server has answered a client's Expect: 100-continue already.
+ */
+const CONNECTION_SPECIFIC = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'http2-settings', 'expect'];
+const carriesAny = (headers: Record<string, unknown>) => {
+  for (const name of CONNECTION_SPECIFIC) if (headers[name] !== undefined) return true;
+  return false;
+};
 
 /**
  * Methods a request may be sent twice with (RFC 9110 9.2.2). A pooled connection that fails
@@ -100,9 +110,9 @@ export function relayPooled(ex: HttpExchange, tunnelId: string, pooled: { conn: 
       body = ex.body;
       headers = { ...headers, 'content-length': String(ex.body.length) };
     } else body = (ex.req as Readable).iterator({ destroyOnReturn: false });
-    if (headers[EXPECT] !== undefined) {
+    if (carriesAny(headers)) {
       headers = { ...headers };
-      delete headers[EXPECT];
+      for (const name of CONNECTION_SPECIFIC) delete headers[name];
     }
     const replayable = (body === null || Buffer.isBuffer(body)) && IDEMPOTENT.has(ex.method);
     const request = new PooledExchange(pooled.conn, ex, tunnelId, replayable, timeoutMs, resolve, reject);
