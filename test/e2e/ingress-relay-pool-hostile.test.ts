@@ -101,7 +101,7 @@ function rawUpstream(name: string) {
       }
     });
   });
-  return { server, seen, closed, received };
+  return { server, seen, closed, received, opened: () => serial };
 }
 
 let local: TestServer;
@@ -400,5 +400,15 @@ describe('an agent that goes away with a pooled request in flight', { timeout: 2
       process.off('uncaughtException', record);
       process.off('unhandledRejection', record);
     }
+  });
+});
+
+describe('idle pooled connections', { timeout: 20_000 }, () => {
+  it('are closed after 2 s idle: every upstream connection opened so far closes (the agent\'s own kept-alive ones after 4 s)', async () => {
+    const r = await send('/who?last');
+    expect(r.status).toBe(200);
+    const open = (u: typeof upA) => Array.from({ length: u.opened() }, (_v, i) => i + 1).filter((c) => !u.closed.has(c));
+    expect(open(upA).length).toBeGreaterThan(0);
+    await until(() => open(upA).length + open(upB).length === 0, 10_000, () => `still open: A ${open(upA)}, B ${open(upB)}`);
   });
 });
