@@ -197,6 +197,10 @@ export abstract class PooledRequest implements Dispatcher.DispatchHandler {
     // An informational answer (103 Early Hints) before the answer: skipped, as a relayed
     // stream's are (undici reads no body for it and goes on to the answer). Not the answer's head.
     if (status < 200) return;
+    // HTTP/1.1 parses any three digits, an HTTP/2 response takes 200-599 (Node throws on more,
+    // from deep in the send): no client can be sent it. A failed answer, as the agent makes it
+    // on a stream.
+    if (status > 599) return c.abort(new Error(`the upstream answered with status ${status}`));
     this.body = new PooledBody(this, c);
     this.head(status, headers, this.body);
   }

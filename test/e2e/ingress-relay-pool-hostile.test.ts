@@ -43,6 +43,9 @@ function rawUpstream(name: string) {
     'bad-chunk': (s) => s.write(`HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nZZ\r\nok\r\n0\r\n\r\n${FAKE}`),
     continue: (s) => s.write(`HTTP/1.1 100 Continue\r\n\r\n${ok('continued')}`),
     hold: () => {},
+    'status-600': (s) => s.write('HTTP/1.1 600 Beyond\r\ncontent-length: 2\r\n\r\nok'),
+    'twice-typed': (s) => s.write('HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-type: text/html\r\ncontent-length: 2\r\n\r\nok'),
+    'status-099': (s) => s.write('HTTP/1.1 099 Below\r\ncontent-length: 2\r\n\r\nok'),
     slow: (s) => { setTimeout(() => { if (!s.destroyed) s.write(ok('slow')); }, 300); },
     hints: (s) => s.write(`HTTP/1.1 103 Early Hints\r\nlink: </app.css>; rel=preload\r\n\r\n${ok('hinted')}`),
     switch: (s) => s.write(`HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: evil\r\n\r\n${FAKE}`),
@@ -106,6 +109,7 @@ function rawUpstream(name: string) {
 
 let local: TestServer;
 let ingress: HttpIngress;
+let table: ReturnType<typeof tableOf>;
 const agents: AgentProcess[] = [];
 const upA = rawUpstream('A');
 const upB = rawUpstream('B');
@@ -131,10 +135,11 @@ beforeAll(async () => {
     // Connection-specific headers a route adds (the API takes any name): HTTP/1.1 to the upstream must not carry them.
     route(`edghtsrt_${name}hop`, '/hop', { ...backend(name), request_headers: { enabled: true, add: { 'keep-alive': 'timeout=5', upgrade: 'h2c', 'transfer-encoding': 'gzip', connection: 'close', 'proxy-connection': 'keep-alive', te: 'trailers', expect: '100-continue', 'x-kept': 'yes' } } }),
   ] });
-  ingress = await startHttpIngress(tableOf({
+  table = tableOf({
     edges: ['a', 'b', 'c'].map(edge),
     backends: ['a', 'b', 'c'].map((n) => ({ id: `bkdtg_${n}`, kind: 'TunnelGroupBackend', labels: { app: n } })),
-  }), { gateway: local.server.gateway, upstreamTimeoutMs: 1000 });
+  });
+  ingress = await startHttpIngress(table, { gateway: local.server.gateway, upstreamTimeoutMs: 1000 });
 });
 
 afterAll(async () => {
@@ -274,6 +279,37 @@ describe('a pooled connection to a hostile upstream', { timeout: 20_000 }, () =>
     const cut = await send('/cut').then((r) => r, (e: Error) => e);
     if (!(cut instanceof Error)) expect(cut.status).toBe(502);
     expect(await answeredRightly('cut', 2)).not.toContain(conn);
+  });
+});
+
+describe('an answer HTTP/2 cannot carry', { timeout: 20_000 }, () => {
+  it('(a status outside 200-599, two Content-Type headers): a 502 with the edge\'s code, as on a stream, and the server does not crash', async () => {
+    const uncaught: unknown[] = [];
+    const record = (e: unknown) => uncaught.push(e);
+    process.on('uncaughtException', record);
+    const http2 = await import('node:http2');
+    const tls = await startHttpIngress(table, { gateway: local.server.gateway, upstreamTimeoutMs: 1000 }, { tls: true });
+    const session = http2.connect(tls.url, { rejectUnauthorized: false });
+    session.on('error', () => {});
+    try {
+      const h2get = (path: string) => new Promise<{ status: number; code: unknown }>((resolve, reject) => {
+        const st = session.request({ ':path': path, ':authority': 'a.example.com' });
+        st.on('response', (h) => { st.resume(); st.on('end', () => resolve({ status: Number(h[':status']), code: h['edgeform-error-code'] })); });
+        st.on('error', reject);
+        st.setTimeout(5000, () => reject(new Error(`no answer to ${path}`)));
+      });
+      for (const [path, viaH2] of [['/status-600', true], ['/status-600', false], ['/status-099', false], ['/status-099', true], ['/twice-typed', true]] as const) {
+        await warmPooled();
+        const r = viaH2 ? await h2get(path) : await send(path).then((x) => ({ status: x.status, code: x.headers['edgeform-error-code'] }));
+        expect([path, viaH2, r.status, r.code]).toEqual([path, viaH2, 502, 'ERR_SERVICE_743']);
+      }
+      expect(await answeredRightly('after-status', 2)).toHaveLength(2);
+      expect(uncaught).toEqual([]);
+    } finally {
+      process.off('uncaughtException', record);
+      session.close();
+      await tls.close();
+    }
   });
 });
 

@@ -215,7 +215,10 @@ export class HttpExchange implements Exchange {
     }
     if (body instanceof Readable && transforms.length === 0) return gatherAndSend(body, res, head.status, headers, this.method === 'HEAD');
     const source = body instanceof Readable ? body : Readable.from([typeof body === 'string' ? Buffer.from(body) : body]);
-    res.writeHead(head.status, headers);
+    if (!writeHeadOr502(res, head.status, headers)) {
+      source.destroy();
+      return 0;
+    }
     return streamTo(source, transforms, res);
   }
 }
@@ -235,6 +238,27 @@ function streamTo(source: Readable, transforms: Transform[], res: ServerResponse
     last.on('data', (c: Buffer) => { bytes += c.length; });
     pipeline([source, ...transforms, res as unknown as NodeJS.WritableStream], () => resolve(bytes));
   });
+}
+
+/**
+ * Writes an upstream's head, or, when the client's protocol cannot carry it, the edge's 502
+ * (ERR_SERVICE_743) instead; false then. HTTP/1.1 from the upstream parses what HTTP/2 to the
+ * client refuses (a header that takes one value given twice, such as Content-Type), and Node
+ * throws on it, here in an event handler, where it would end the whole server. The headers
+ * the refused head set already go first (never the upstream's in an edge page).
+ */
+function writeHeadOr502(res: ServerResponse, status: number, headers: Record<string, string | string[]>): boolean {
+  try {
+    res.writeHead(status, headers);
+    return true;
+  } catch (e) {
+    for (const name of res.getHeaderNames()) res.removeHeader(name);
+    const a = errorAnswer('ERR_SERVICE_743', `the upstream's answer cannot be sent to this client (${(e as Error).message})`);
+    const body = Buffer.from(a.body ?? '');
+    res.writeHead(a.status, { ...a.headers, [ERROR_CODE_HEADER]: a.code!, 'content-length': String(body.length) });
+    res.end(body);
+    return false;
+  }
 }
 
 /** Statuses whose responses carry no body, hence no Content-Length of one (RFC 9110 8.6). */
@@ -264,7 +288,10 @@ function gatherAndSend(source: Readable, res: ServerResponse, status: number, he
     const toStream = () => {
       stop();
       source.pause();
-      res.writeHead(status, headers);
+      if (!writeHeadOr502(res, status, headers)) {
+        source.destroy();
+        return resolve(0);
+      }
       for (const c of chunks) res.write(c);
       void streamTo(source, [], res).then((rest) => resolve(size + rest));
     };
@@ -276,7 +303,7 @@ function gatherAndSend(source: Readable, res: ServerResponse, status: number, he
     const onEnd = () => {
       stop();
       if (!head && !bodyless(status) && headers['content-length'] === undefined) headers['content-length'] = String(size);
-      res.writeHead(status, headers);
+      if (!writeHeadOr502(res, status, headers)) return resolve(0);
       res.end(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
       resolve(size);
     };
