@@ -303,6 +303,9 @@ describe('an answer HTTP/2 cannot carry', { timeout: 20_000 }, () => {
         const r = viaH2 ? await h2get(path) : await send(path).then((x) => ({ status: x.status, code: x.headers['edgeform-error-code'] }));
         expect([path, viaH2, r.status, r.code]).toEqual([path, viaH2, 502, 'ERR_SERVICE_743']);
       }
+      // The access log says what the HTTP/2 client got, not the head it could not be given.
+      const logged = tls.logs.filter((l) => l.msg === 'ingress request').map((l) => [l.path, l.status, l.code]);
+      expect(logged).toEqual([['/status-600', 502, 'ERR_SERVICE_743'], ['/status-099', 502, 'ERR_SERVICE_743'], ['/twice-typed', 502, 'ERR_SERVICE_743']]);
       expect(await answeredRightly('after-status', 2)).toHaveLength(2);
       expect(uncaught).toEqual([]);
     } finally {

@@ -156,6 +156,14 @@ export class HttpExchange implements Exchange {
     this.responseBody = body;
   }
 
+  /** An answer written in place of the head held (which the client's protocol refused), for the log and the outcome. */
+  sentInstead(a: EdgeAnswer) {
+    this.failed = true;
+    this.code = a.code;
+    this.head = { status: a.status, headers: {} };
+    this.headShared = false;
+  }
+
   /** The backend failed (refused, timed out, no tunnel): answers the error; outcome is 'error'. */
   fail(a: EdgeAnswer) {
     this.answer(a);
@@ -213,9 +221,9 @@ export class HttpExchange implements Exchange {
       res.end(body);
       return length;
     }
-    if (body instanceof Readable && transforms.length === 0) return gatherAndSend(body, res, head.status, headers, this.method === 'HEAD');
+    if (body instanceof Readable && transforms.length === 0) return gatherAndSend(this, body, res, head.status, headers, this.method === 'HEAD');
     const source = body instanceof Readable ? body : Readable.from([typeof body === 'string' ? Buffer.from(body) : body]);
-    if (!writeHeadOr502(res, head.status, headers)) {
+    if (!writeHeadOr502(this, res, head.status, headers)) {
       source.destroy();
       return 0;
     }
@@ -247,13 +255,15 @@ function streamTo(source: Readable, transforms: Transform[], res: ServerResponse
  * throws on it, here in an event handler, where it would end the whole server. The headers
  * the refused head set already go first (never the upstream's in an edge page).
  */
-function writeHeadOr502(res: ServerResponse, status: number, headers: Record<string, string | string[]>): boolean {
+function writeHeadOr502(ex: HttpExchange, res: ServerResponse, status: number, headers: Record<string, string | string[]>): boolean {
   try {
     res.writeHead(status, headers);
     return true;
   } catch (e) {
     for (const name of res.getHeaderNames()) res.removeHeader(name);
     const a = errorAnswer('ERR_SERVICE_743', `the upstream's answer cannot be sent to this client (${(e as Error).message})`);
+    // The access log tells what the client got: the edge's 502 and its code, not the refused head.
+    ex.sentInstead(a);
     const body = Buffer.from(a.body ?? '');
     res.writeHead(a.status, { ...a.headers, [ERROR_CODE_HEADER]: a.code!, 'content-length': String(body.length) });
     res.end(body);
@@ -273,7 +283,7 @@ const bodyless = (status: number) => status < 200 || status === 204 || status ==
  * longer than one turn. An upstream that fails before its end cuts the response, as a failed
  * stream does; a client gone closes the upstream.
  */
-function gatherAndSend(source: Readable, res: ServerResponse, status: number, headers: Record<string, string | string[]>, head: boolean): Promise<number> {
+function gatherAndSend(ex: HttpExchange, source: Readable, res: ServerResponse, status: number, headers: Record<string, string | string[]>, head: boolean): Promise<number> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -288,7 +298,7 @@ function gatherAndSend(source: Readable, res: ServerResponse, status: number, he
     const toStream = () => {
       stop();
       source.pause();
-      if (!writeHeadOr502(res, status, headers)) {
+      if (!writeHeadOr502(ex, res, status, headers)) {
         source.destroy();
         return resolve(0);
       }
@@ -303,7 +313,7 @@ function gatherAndSend(source: Readable, res: ServerResponse, status: number, he
     const onEnd = () => {
       stop();
       if (!head && !bodyless(status) && headers['content-length'] === undefined) headers['content-length'] = String(size);
-      if (!writeHeadOr502(res, status, headers)) return resolve(0);
+      if (!writeHeadOr502(ex, res, status, headers)) return resolve(0);
       res.end(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
       resolve(size);
     };
