@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
 import { freePort } from '../helpers/ports.js';
 import { route, startHttpIngress, tableOf, type HttpIngress } from '../helpers/ingress-http.js';
+import { h2Echoed } from '../helpers/ingress-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { until } from '../helpers/wait.js';
 
@@ -100,14 +101,7 @@ describe('tunnel-group backends through edgeform agent', () => {
     const http2 = await import('node:http2');
     const session = http2.connect(h2.url, { rejectUnauthorized: false });
     try {
-      const body = Buffer.alloc(1024 * 1024, 'h2-body-');
-      const stream = session.request({ ':method': 'POST', ':path': '/echo', ':authority': 'app.example.com' });
-      stream.end(body);
-      const head = await new Promise<Record<string, unknown>>((r) => stream.once('response', r));
-      const chunks: Buffer[] = [];
-      for await (const c of stream) chunks.push(c as Buffer);
-      expect(head[':status']).toBe(200);
-      expect(createHash('sha256').update(Buffer.concat(chunks)).digest('hex')).toBe(createHash('sha256').update(body).digest('hex'));
+      expect(await h2Echoed(session, '/echo', 'app.example.com', Buffer.alloc(1024 * 1024, 'h2-body-'))).toEqual({ status: 200, same: true });
     } finally {
       session.close();
       await h2.close();

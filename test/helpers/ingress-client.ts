@@ -4,6 +4,7 @@
 // the curl binary itself. One of each: the in-process servers (server.ts) and the
 // `edgeform serve` processes (ingress.ts) are reached the same way.
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import type http from 'node:http';
 import http2 from 'node:http2';
@@ -116,6 +117,17 @@ export function h2Get(port: number, name: string, path: string, ca: string, extr
     });
     stream.on('error', reject);
   });
+}
+
+/** POSTs `body` to `path` on an open HTTP/2 session and reads the whole answer: its status and whether it came back as sent (by SHA-256). */
+export async function h2Echoed(session: http2.ClientHttp2Session, path: string, authority: string, body: Buffer): Promise<{ status: number; same: boolean }> {
+  const stream = session.request({ ':method': 'POST', ':path': path, ':authority': authority });
+  stream.end(body);
+  const head = await new Promise<http2.IncomingHttpHeaders>((r) => stream.once('response', r));
+  const chunks: Buffer[] = [];
+  for await (const c of stream) chunks.push(c as Buffer);
+  const digest = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+  return { status: Number(head[':status']), same: digest(Buffer.concat(chunks)) === digest(body) };
 }
 
 export interface Exchanged {
