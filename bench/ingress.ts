@@ -6,8 +6,11 @@
 //      Node reverse proxy (node:https in front of node:http; target: at least 50%).
 // Each server under test is its own process pinned to one core (taskset, when there is one);
 // the load comes from this process over keep-alive TLS connections.
-// Usage: npm run bench:ingress [-- --requests 5000 --concurrency 16 --cpu-prof DIR --only fixed|agent]
+// Usage: npm run bench:ingress [-- --requests 5000 --rounds 3 --concurrency 16 --cpu-prof DIR --only fixed|agent]
 // (--only: measure one figure, the http_response one or the one through the agent)
+// (--rounds: each figure is measured that many times, edgeform and its baseline in turn, and
+// the medians are printed, so that a moment of load elsewhere on the machine moves one round,
+// not the figure)
 // (--cpu-prof: a V8 CPU profile of each server process, edgeform serve, the agent, the bare
 // servers and the upstream, written to DIR/<role>/ when they stop; the serve profile covers
 // both figures, the bench prints when each started)
@@ -30,6 +33,7 @@ const REQUESTS = Number(arg('requests', '5000'));
 const CONCURRENCY = Number(arg('concurrency', '16'));
 const CPU_PROF = arg('cpu-prof', '');
 const ONLY = arg('only', '');
+const ROUNDS = Math.max(1, Number(arg('rounds', '3')));
 const here = path.dirname(fileURLToPath(import.meta.url));
 const BIN = path.join(here, '..', 'bin', 'edgeform.js');
 const TOKEN = 'benchtoken0123456789abcdefghijklmnopqrstuvwxy';
@@ -246,7 +250,7 @@ async function main() {
 
   const machine = `${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.cpus().length} cores, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, Node ${process.version}, ${os.type()} ${os.release()}; load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`;
   console.log(`machine: ${machine}`);
-  console.log(`servers under test ${pinned ? `pinned to core ${SERVER_CORE} (taskset)` : 'not pinned (no taskset)'}; ${REQUESTS} GETs per figure at ${CONCURRENCY} in flight over keep-alive TLS 1.3, ${BODY.length}-byte body, warm-up excluded\n`);
+  console.log(`servers under test ${pinned ? `pinned to core ${SERVER_CORE} (taskset)` : 'not pinned (no taskset)'}; ${REQUESTS} GETs per measurement at ${CONCURRENCY} in flight over keep-alive TLS 1.3, ${BODY.length}-byte body, warm-up excluded; ${ROUNDS} rounds of edgeform then its baseline, medians\n`);
   // The same ratio from CPU per request (bare over edge), which a busy machine disturbs less.
   const cpuSum = (r: { cpu?: { name: string; us: number }[] }, names?: string[]) => r.cpu?.filter((c) => !names || names.includes(c.name)).reduce((a, c) => a + c.us, 0);
   const cpuRatio = (bare: { cpu?: { name: string; us: number }[] }, edge: { cpu?: { name: string; us: number }[] }, edgeNames: string[], bareNames?: string[]) => {
@@ -255,20 +259,40 @@ async function main() {
   };
   const cpuText = (r: { cpu?: { name: string; us: number }[]; loadUs: number }) => `${r.cpu ? `   CPU/request ${r.cpu.map((c) => `${c.name} ${c.us.toFixed(0)} µs`).join(' + ')}` : ''} (load generator ${r.loadUs.toFixed(0)} µs)`;
   const row = (name: string, r: { rps: number; p50: number; p99: number; cpu?: { name: string; us: number }[]; loadUs: number }) => `${name.padEnd(44)} ${r.rps.toFixed(0).padStart(7)} req/s   p50 ${r.p50.toFixed(2).padStart(6)} ms   p99 ${r.p99.toFixed(2).padStart(6)} ms${cpuText(r)}`;
+  /** ROUNDS of edgeform then its baseline, in turn; the medians of each, and each round's ratio. */
+  type Measured = Awaited<ReturnType<typeof measure>>;
+  const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const medianOf = (runs: Measured[]): Measured => ({
+    rps: med(runs.map((r) => r.rps)), p50: med(runs.map((r) => r.p50)), p99: med(runs.map((r) => r.p99)), loadUs: med(runs.map((r) => r.loadUs)),
+    cpu: runs.every((r) => r.cpu) ? runs[0].cpu!.map((c, i) => ({ name: c.name, us: med(runs.map((r) => r.cpu![i].us)) })) : undefined,
+  });
+  async function alternate(edge: () => Promise<Measured>, base: () => Promise<Measured>) {
+    const e: Measured[] = [], b: Measured[] = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      e.push(await edge());
+      b.push(await base());
+    }
+    const rounds = e.map((x, i) => `${(x.rps / b[i].rps * 100).toFixed(0)}%`).join(', ');
+    return { edge: medianOf(e), base: medianOf(b), rounds };
+  }
   if (ONLY !== 'agent') {
-    const fixedEdge = await measure('edge-fixed', ingressPort, caCert.cert, '/fixed', { serve: serve.child });
-    const fixedBare = await measure('bare-https', bare, caCert.cert, '/', { 'node:https': bareHttpsProc.child });
-    console.log(row('edge, http_response backend', fixedEdge));
-    console.log(row('bare node:https, same body', fixedBare));
-    console.log(`  ratio ${(fixedEdge.rps / fixedBare.rps * 100).toFixed(0)}% (target at least 70%)${cpuRatio(fixedBare, fixedEdge, ['serve'])}\n`);
+    const fixed = await alternate(
+      () => measure('edge-fixed', ingressPort, caCert.cert, '/fixed', { serve: serve.child }),
+      () => measure('bare-https', bare, caCert.cert, '/', { 'node:https': bareHttpsProc.child }),
+    );
+    console.log(row('edge, http_response backend', fixed.edge));
+    console.log(row('bare node:https, same body', fixed.base));
+    console.log(`  ratio ${(fixed.edge.rps / fixed.base.rps * 100).toFixed(0)}% of the medians (target at least 70%; rounds: ${fixed.rounds})${cpuRatio(fixed.base, fixed.edge, ['serve'])}\n`);
   }
   if (ONLY !== 'fixed') await agentFigure();
   async function agentFigure() {
-    const viaAgent = await measure('edge-agent', ingressPort, caCert.cert, '/agent', { serve: serve.child, agent: agent.child, upstream: upstreamProc.child });
-    const viaProxy = await measure('bare-proxy', proxy, caCert.cert, '/', { proxy: bareProxyProc.child, upstream: upstreamProc.child });
-    console.log(row('edge, ip+headers+rate limit, edgeform agent', viaAgent));
-    console.log(row('bare Node reverse proxy, same upstream', viaProxy));
-    console.log(`  ratio ${(viaAgent.rps / viaProxy.rps * 100).toFixed(0)}% (target at least 50%)${cpuRatio(viaProxy, viaAgent, ['serve', 'agent'], ['proxy'])}`);
+    const relayed = await alternate(
+      () => measure('edge-agent', ingressPort, caCert.cert, '/agent', { serve: serve.child, agent: agent.child, upstream: upstreamProc.child }),
+      () => measure('bare-proxy', proxy, caCert.cert, '/', { proxy: bareProxyProc.child, upstream: upstreamProc.child }),
+    );
+    console.log(row('edge, ip+headers+rate limit, edgeform agent', relayed.edge));
+    console.log(row('bare Node reverse proxy, same upstream', relayed.base));
+    console.log(`  ratio ${(relayed.edge.rps / relayed.base.rps * 100).toFixed(0)}% of the medians (target at least 50%; rounds: ${relayed.rounds})${cpuRatio(relayed.base, relayed.edge, ['serve', 'agent'], ['proxy'])}`);
   }
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
   // The edge's figures include its access log: a line per request, to a file.
