@@ -7,14 +7,21 @@ import { cacheStatements, statementsOf } from '../../server/store/statement-cach
 
 type Bound = { reader: boolean; bind(args: unknown[]): Bound; run(): { changes: number }; raw(): { all(): unknown[][] }; columns(): { name: string }[] };
 
+/** An in-memory database whose statement cache holds `max` (the default without), the texts it compiled, and prepare as the adapter calls it. */
+function cachedDb(max?: number) {
+  const db = new Sqlite(':memory:');
+  const compiled: string[] = [];
+  const original = db.prepare.bind(db);
+  db.prepare = ((sql: string) => { compiled.push(sql); return original(sql); }) as typeof db.prepare;
+  if (max === undefined) cacheStatements(db);
+  else cacheStatements(db, max);
+  const prepare = (sql: string) => (db.prepare as unknown as (sql: string) => Bound)(sql);
+  return { db, compiled, prepare };
+}
+
 describe('cacheStatements', () => {
   it('compiles a text once and runs each binding with its own arguments, as the adapter calls it', () => {
-    const db = new Sqlite(':memory:');
-    const compiled: string[] = [];
-    const original = db.prepare.bind(db);
-    db.prepare = ((sql: string) => { compiled.push(sql); return original(sql); }) as typeof db.prepare;
-    cacheStatements(db);
-    const prepare = (sql: string) => (db.prepare as unknown as (sql: string) => Bound)(sql);
+    const { compiled, prepare } = cachedDb();
     prepare('CREATE TABLE t (id TEXT, n INTEGER)').run();
     for (let i = 0; i < 3; i++) expect(prepare('INSERT INTO t VALUES (?, ?)').bind([`r${i}`, i]).run().changes).toBe(1);
     const select = prepare('SELECT id, n FROM t WHERE n >= ? ORDER BY n');
@@ -27,23 +34,14 @@ describe('cacheStatements', () => {
   });
 
   it('keeps at most `max` statements, compiling a dropped one again when it comes back', () => {
-    const db = new Sqlite(':memory:');
-    const compiled: string[] = [];
-    const original = db.prepare.bind(db);
-    db.prepare = ((sql: string) => { compiled.push(sql); return original(sql); }) as typeof db.prepare;
-    cacheStatements(db, 2);
-    const run = (sql: string) => (db.prepare as unknown as (sql: string) => Bound)(sql).raw().all();
+    const { compiled, prepare } = cachedDb(2);
+    const run = (sql: string) => prepare(sql).raw().all();
     for (const sql of ['SELECT 1', 'SELECT 2', 'SELECT 3', 'SELECT 1']) run(sql);
     expect(compiled).toEqual(['SELECT 1', 'SELECT 2', 'SELECT 3', 'SELECT 1']);
   });
 
   it("serves the adapter's raw rows and the engine's object rows of one text from one bounded cache", () => {
-    const db = new Sqlite(':memory:');
-    const compiled: string[] = [];
-    const original = db.prepare.bind(db);
-    db.prepare = ((sql: string) => { compiled.push(sql); return original(sql); }) as typeof db.prepare;
-    cacheStatements(db, 3);
-    const adapter = (sql: string) => (db.prepare as unknown as (sql: string) => Bound)(sql);
+    const { db, compiled, prepare: adapter } = cachedDb(3);
     const engine = statementsOf(db);
     engine.get('CREATE TABLE t (id TEXT, n INTEGER)').run();
     engine.get('INSERT INTO t VALUES (?, ?)').run('a', 1);
