@@ -5,10 +5,10 @@ import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type Ser
 import net from 'node:net';
 import type { Readable } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
-import { AGENT_ERROR_HEADER, httpUpstreamOf, type HttpUpstream } from './protocol.js';
+import { AGENT_ERROR_HEADER, CONNECTION_HEADERS, httpUpstreamOf, TUNNEL_HEADER, type HttpUpstream } from './protocol.js';
 
 /** Connection-specific headers, which neither HTTP/2 nor a relayed request carries (undici refuses `expect`). */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'http2-settings', 'expect', 'edgeform-tunnel-id']);
+const HOP_BY_HOP = new Set<string>([...CONNECTION_HEADERS, 'expect', TUNNEL_HEADER]);
 
 const dispatcher = new Agent({ connections: 256 });
 

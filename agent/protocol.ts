@@ -21,6 +21,13 @@ export const CONTROL = {
 /** Header naming the tunnel a relayed stream is for. */
 export const TUNNEL_HEADER = 'edgeform-tunnel-id';
 
+/**
+ * Connection-specific headers (RFC 9110 7.6.1, and those HTTP/2 forbids): no hop passes them
+ * on. The edge, the server's relayed streams and pooled connections, and the agent each drop
+ * these, with what else their hop refuses.
+ */
+export const CONNECTION_HEADERS = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'http2-settings'] as const;
+
 /** On the agent's own 502 (it could not reach forwards_to; the value is the socket error's code), apart from the upstream's 502s. */
 export const AGENT_ERROR_HEADER = 'edgeform-agent-error';
 

@@ -3,7 +3,7 @@
 // relayed streams (the agent is the HTTP/2 server and forwards each to its upstream).
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type OutgoingHttpHeaders } from 'node:http2';
 import type { Socket } from 'node:net';
-import { MAX_CONTROL_BODY, TUNNEL_HEADER } from '../../agent/protocol.js';
+import { CONNECTION_HEADERS, MAX_CONTROL_BODY, TUNNEL_HEADER } from '../../agent/protocol.js';
 import { ApiError } from '../http/errors.js';
 import { MAX_WAITING_RESETS, ResetPacer } from './reset-pacer.js';
 import { RelayPool, type PooledConnection } from './relay-pool.js';
@@ -12,8 +12,8 @@ import { RelayPool, type PooledConnection } from './relay-pool.js';
 export const H2_WINDOW = 4 * 1024 * 1024;
 export const H2_SETTINGS = { initialWindowSize: H2_WINDOW, maxHeaderListSize: 64 * 1024, enablePush: false };
 
-/** Headers HTTP/2 forbids (connection-specific); a relayed request drops them. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'host', 'te', 'http2-settings']);
+/** Headers HTTP/2 forbids (connection-specific; Host goes as :authority); a relayed request drops them. */
+const HOP_BY_HOP = new Set<string>([...CONNECTION_HEADERS, 'host']);
 
 /**
  * The options of a relayed stream, made once: Node's `request()` copies them and fills in the

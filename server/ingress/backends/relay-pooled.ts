@@ -5,6 +5,7 @@
 // upstream timeout; the body streams both ways under backpressure.
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
+import { CONNECTION_HEADERS } from '../../../agent/protocol.js';
 import { PooledRequest, type PooledConnection, type PooledHeaders } from '../../gateway/relay-pool.js';
 import { edgeError, type EdgeError, type HttpExchange } from '../http/exchange.js';
 
@@ -17,7 +18,7 @@ export const upstreamOf = (tunnelId: string) => `the upstream of tunnel ${tunnel
  * Connection other than close or keep-alive), as a relayed stream does not (connection.ts, the
  * agent). Node's server has answered a client's Expect: 100-continue already.
  */
-const CONNECTION_SPECIFIC = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'http2-settings', 'expect'];
+const CONNECTION_SPECIFIC = [...CONNECTION_HEADERS, 'expect'];
 const carriesAny = (headers: Record<string, unknown>) => {
   for (const name of CONNECTION_SPECIFIC) if (headers[name] !== undefined) return true;
   return false;

@@ -3,9 +3,10 @@
 // adds X-Forwarded-For (appended), X-Forwarded-Proto and X-Forwarded-Host. The sign-in
 // identity headers (edgeform-auth-*) are dropped: only a sign-in module sets them.
 import type { IncomingHttpHeaders } from 'node:http';
+import { CONNECTION_HEADERS } from '../../../agent/protocol.js';
 import { IDENTITY_HEADER_PREFIX } from '../auth/session.js';
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'http2-settings', 'proxy-authenticate', 'proxy-authorization']);
+const HOP_BY_HOP = new Set<string>([...CONNECTION_HEADERS, 'proxy-authenticate', 'proxy-authorization']);
 
 const NONE: ReadonlySet<string> = new Set();
 /** The headers a Connection header names; none, or only `keep-alive` (hop-by-hop anyway, and what an upstream's answer says), is one shared empty set. */
