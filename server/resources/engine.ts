@@ -7,6 +7,7 @@ import { ApiError, notFound } from '../http/errors.js';
 import { parseInput } from '../http/validation.js';
 import { newId } from '../store/ids.js';
 import type { RefRow, Rows, Writes } from '../store/hot-writes.js';
+import type { ResourceRow } from '../store/hot-reads.js';
 import type { LockMode } from '../store/locks.js';
 import { failAfterInsertForTests } from '../store/test-hooks.js';
 import { emit, readSubscriptionsEarly, readTime, rfc3339 } from '../events/outbox.js';
@@ -14,7 +15,8 @@ import { behaviourOf, type Doc, type StoredResource } from './behaviours.js';
 import { holdCaller } from './caller-hold.js';
 import type { Ctx, ServerContext } from './context.js';
 
-export type Row = { id: string; kind: string; parentId: string | null; createdAt: Date; updatedAt: Date; data: unknown; sealed: string | null; readonly createdText?: string };
+/** A stored row as the engine reads it (the hot reads' ResourceRow; Prisma's rows have the same fields). */
+export type Row = ResourceRow;
 
 /** Attempts of a write transaction that PostgreSQL aborted as a deadlock victim. */
 const ATTEMPTS = 5;
