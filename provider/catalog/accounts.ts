@@ -1,10 +1,13 @@
-// Users, bot users, API keys and tunnel credentials.
+// Users, bot users, API keys, tunnel credentials and SSH credentials.
 import { z } from 'zod';
 import { defineKind } from './define.js';
-import { boundedList, description, ITEM_LIMITS, metadata, refId } from './fields.js';
+import { boundedList, description, ITEM_LIMITS, metadata, refId, replaceable } from './fields.js';
 import { withTraits } from './traits.js';
 
 const OWNER_KINDS = ['User', 'BotUser'] as const;
+
+/** Bind rules of a tunnel or SSH credential (docs/agents.md, "Binding and the acl"). */
+const acl = () => boundedList(z.string().min(1).max(255), ITEM_LIMITS.strings).default([]).describe('Bind rules, e.g. bind:*.example.com.');
 
 const token = () =>
   withTraits(z.string().nullable().describe('Bearer token; returned once, in the creation response, and null afterwards.'), { once: true, computed: true });
@@ -71,9 +74,35 @@ export const credential = defineKind({
   body: {
     description: description(),
     metadata: metadata(),
-    acl: boundedList(z.string().min(1).max(255), ITEM_LIMITS.strings).default([]).describe('Bind rules, e.g. bind:*.example.com.'),
+    acl: acl(),
     owner_id: withTraits(refId(OWNER_KINDS, { onDelete: 'cascade', replace: true }).optional(), { serverDefault: true })
       .describe('User or bot that owns the credential; defaults to the caller.'),
   },
   computed: { token: token() },
+});
+
+/** An authorized-keys line as compared for uniqueness: its algorithm and blob, without the comment. */
+export const sshKeyIdentity = (text: string) => text.trim().split(/\s+/).slice(0, 2).join(' ');
+
+export const sshCredential = defineKind({
+  kind: 'SSHCredential',
+  type: 'ssh_credential',
+  prefix: 'sshcr',
+  path: '/ssh_credentials',
+  envelope: 'ssh_credentials',
+  operations: ['create', 'read', 'list', 'update', 'delete'],
+  summary: 'An SSH public key for tunnel sessions over ssh, with bind rules like a tunnel credential; a key is one credential at a time.',
+  events: true,
+  body: {
+    description: description(),
+    metadata: metadata(),
+    acl: acl(),
+    // Trimmed: `${file:id.pub}` ends in a newline that is no part of the key (else a replacement).
+    public_key: withTraits(
+      replaceable(z.string().trim().min(1).max(16384).describe('The public key, authorized-keys form (ssh-rsa of at least 2048 bits, ecdsa-sha2-nistp256/384/521 or ssh-ed25519), a comment allowed.')),
+      { unique: { scope: 'ssh_public_key', what: 'public key', key: sshKeyIdentity } },
+    ),
+    owner_id: withTraits(refId(OWNER_KINDS, { onDelete: 'cascade', replace: true }).optional(), { serverDefault: true })
+      .describe('User or bot that owns the credential; defaults to the caller.'),
+  },
 });

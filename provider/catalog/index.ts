@@ -1,5 +1,5 @@
 // The catalog: every resource kind, in dependency order (referenced kinds first).
-import { apiKey, botUser, credential, user } from './accounts.js';
+import { apiKey, botUser, credential, sshCredential, user } from './accounts.js';
 import { httpResponseBackend, tunnelGroupBackend, weightedBackend } from './backends.js';
 import { certificateAuthority, sshCertificateAuthority, sshUserCertificate, tlsCertificate } from './certificates.js';
 import type { KindEntry } from './define.js';
@@ -13,6 +13,7 @@ export const catalog: readonly KindEntry[] = [
   botUser,
   apiKey,
   credential,
+  sshCredential,
   ipPolicy,
   ipPolicyRule,
   certificateAuthority,

@@ -24,8 +24,11 @@ export interface Traits {
   /** Cannot change after creation: PATCH refuses it and plans replace the resource. */
   replace?: true;
   ref?: RefTrait;
-  /** Values unique within a scope; a list field makes each element a key. */
-  unique?: { scope: string; perParent?: boolean; what: string };
+  /**
+   * Values unique within a scope; a list field makes each element a key. `key` maps a value to
+   * the form compared (an SSH public key without its comment), when spellings differ.
+   */
+  unique?: { scope: string; perParent?: boolean; what: string; key?: (value: string) => string };
   /** A module: optional object, null when unset, with its own PUT/GET/DELETE path. */
   module?: true;
   /** Server-set value; present in the read form only. */

@@ -1,6 +1,7 @@
 // Behaviour of users, bots, API keys and credentials: ownership rules and tokens.
-import { apiKey, botUser, credential, user } from '../../provider/catalog/accounts.js';
-import { ApiError } from '../http/errors.js';
+import { apiKey, botUser, credential, sshCredential, user } from '../../provider/catalog/accounts.js';
+import { parseAuthorizedKey } from '../crypto/ssh-keys.js';
+import { ApiError, invalid } from '../http/errors.js';
 import { digestOf, newToken } from '../http/tokens.js';
 import { behaviour, type StoredResource } from './behaviours.js';
 import type { Writes } from '../store/hot-writes.js';
@@ -62,6 +63,21 @@ behaviour(apiKey.kind, {
   },
 });
 behaviour(credential.kind, { ...ownedByCaller('credentials'), guardsCallers: true });
+
+// An SSH credential is a tunnel credential whose secret is the client's private key: the same
+// ownership rules, no token; the key is checked (and must be unique, the catalog's trait) on create.
+const sshCredentials = ownedByCaller('SSH credentials');
+behaviour(sshCredential.kind, {
+  prepare(args) {
+    if (!args.prior) {
+      const key = parseAuthorizedKey(args.body.public_key);
+      if (!key.ok) throw invalid('public_key', key.message);
+    }
+    return sshCredentials.prepare(args);
+  },
+  deleting: sshCredentials.deleting,
+  guardsCallers: true,
+});
 behaviour(user.kind, { guardsCallers: true });
 
 // Bots own keys and credentials; creating, changing or deleting one (re-activating a

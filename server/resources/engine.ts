@@ -319,7 +319,7 @@ function uniqueKeys(kind: KindEntry, body: Doc, parentId: string | null) {
     const value = body[field];
     if (value == null) continue;
     const scope = u.perParent ? `${u.scope}:${parentId}` : u.scope;
-    for (const v of Array.isArray(value) ? value : [value]) keys.push({ scope, value: String(v), what: u.what, field });
+    for (const v of Array.isArray(value) ? value : [value]) keys.push({ scope, value: u.key ? u.key(String(v)) : String(v), what: u.what, field });
   }
   return keys;
 }

@@ -32,6 +32,7 @@ describe('reconciler: every kind and every module', () => {
     const leaf = issueCertificate({ subject: { commonName: 'app.example.com' }, key: 'p256' } as never);
     tlsKey = leaf.privateKeyPem;
     const userKey = new SshTools().userKey({ type: 'ed25519' });
+    const laptopKey = new SshTools().userKey({ type: 'ed25519' });
     const moduleRoutes = Object.entries(routeSamples).flatMap(([m, sample]) => [
       { match_type: 'path_prefix', match: `/${m}/full`, [m]: sample.full.input },
       { match_type: 'exact_path', match: `/${m}/minimal`, description: `only ${m}`, [m]: sample.minimal.input },
@@ -42,6 +43,7 @@ describe('reconciler: every kind and every module', () => {
       { kind: 'BotUser', name: 'ci-bot', active: false },
       { kind: 'APIKey', name: 'deploy', description: 'deploys', owner_id: 'BotUser/ci-bot' },
       { kind: 'Credential', name: 'agents', acl: ['bind:*.example.com'], owner_id: 'BotUser/ci-bot', metadata: '{"team":"edge"}' },
+      { kind: 'SSHCredential', name: 'laptop', public_key: laptopKey, acl: ['bind:ann.example.com'], owner_id: 'BotUser/ci-bot' },
       {
         kind: 'IPPolicy',
         name: 'office',

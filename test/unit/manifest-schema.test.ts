@@ -31,6 +31,7 @@ const samples: [reason: string, doc: Json][] = [
   ['a bot user: its document name is its name', { kind: 'BotUser', name: 'ci-bot', active: false }],
   ['an API key owned by a declared bot', { kind: 'APIKey', name: 'ci', owner_id: 'BotUser/ci-bot' }],
   ['a credential owned by a raw user id', { kind: 'Credential', name: 'agent', acl: ['bind:*.example.com'], owner_id: 'usr_2abc' }],
+  ['an SSH credential: a public key with a comment and bind rules', { kind: 'SSHCredential', name: 'laptop', public_key: 'ssh-ed25519 AAAA ann@laptop', acl: ['bind:ann.example.com'] }],
   ['an IP policy with nested rules', { kind: 'IPPolicy', name: 'office', description: 'office networks', rules: [{ cidr: '203.0.113.0/24', action: 'allow' }, { cidr: '10.0.0.0/8', action: 'deny', description: 'lab' }] }],
   ['a CA from a file', { kind: 'CertificateAuthority', name: 'clients', ca_pem: '${file:certs/ca.pem}' }],
   ['a TLS certificate with its key from the environment', { kind: 'TLSCertificate', name: 'web', certificate_pem: PEM, private_key_pem: '${env:WEB_KEY}', prevent_destroy: true }],

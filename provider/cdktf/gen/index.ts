@@ -12,6 +12,7 @@ export * as httpsEdgeRoute from './https-edge-route/index.js';
 export * as ipPolicy from './ip-policy/index.js';
 export * as ipPolicyRule from './ip-policy-rule/index.js';
 export * as sshCertificateAuthority from './ssh-certificate-authority/index.js';
+export * as sshCredential from './ssh-credential/index.js';
 export * as sshUserCertificate from './ssh-user-certificate/index.js';
 export * as tcpEdge from './tcp-edge/index.js';
 export * as tlsCertificate from './tls-certificate/index.js';
@@ -31,6 +32,7 @@ export * as dataEdgeformHttpsEdgeRoute from './data-edgeform-https-edge-route/in
 export * as dataEdgeformIpPolicy from './data-edgeform-ip-policy/index.js';
 export * as dataEdgeformIpPolicyRule from './data-edgeform-ip-policy-rule/index.js';
 export * as dataEdgeformSshCertificateAuthority from './data-edgeform-ssh-certificate-authority/index.js';
+export * as dataEdgeformSshCredential from './data-edgeform-ssh-credential/index.js';
 export * as dataEdgeformSshUserCertificate from './data-edgeform-ssh-user-certificate/index.js';
 export * as dataEdgeformTcpEdge from './data-edgeform-tcp-edge/index.js';
 export * as dataEdgeformTlsCertificate from './data-edgeform-tls-certificate/index.js';
