@@ -40,6 +40,8 @@ function sshPublicKey() {
 }
 
 const deployKey = sshPublicKey();
+const laptopKey = sshPublicKey();
+const laptopKey2 = sshPublicKey();
 const certA = makePluginCert();
 const certB = makePluginCert();
 const describe = (text: string) => (s: TestServer, _v: Record<string, any>, path: string) => s.patch(path, { description: text });
@@ -91,6 +93,15 @@ export const cases: Case[] = [
     },
     outOfBand: (s, _v, path) => s.del(path),
     oobDeletes: true,
+  },
+  {
+    type: 'edgeform_ssh_credential', name: 'laptop', why: 'a public key held once; a new key replaces',
+    hcl: {
+      v1: `public_key = ${q(laptopKey)}\nacl = ["bind:laptop.example.com"]`,
+      v2: `public_key = ${q(laptopKey)}\nacl = ["bind:laptop.example.com"]\ndescription = "ann's laptop"`,
+      v3: `public_key = ${q(laptopKey2)}\nacl = ["bind:laptop.example.com"]\ndescription = "ann's laptop"`,
+    },
+    outOfBand: (s, _v, path) => s.patch(path, { acl: [] }),
   },
   {
     type: 'edgeform_ip_policy', name: 'office', why: 'the simplest kind',
