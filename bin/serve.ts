@@ -7,6 +7,7 @@ import { logLine, writeLogLine } from '../server/log-lines.js';
 import { DEFAULT_RELAY_POOL } from '../server/gateway/relay-pool.js';
 import { DEFAULT_RELAYS_PER_CLIENT } from '../server/ingress/client-relays.js';
 import { startupProblem } from './serve-errors.js';
+import { SecretKeyUnchanged } from '../server/store/secret-key.js';
 
 export function serveCommand(setCode: (code: number) => void) {
   return new Command('serve')
@@ -51,7 +52,8 @@ Environment only:
         server = await startServer(config);
       } catch (e) {
         process.stderr.write(`Error: ${startupProblem(e, config)}\n`);
-        return setCode(1);
+        // The previous key is the current one: a setting to change, like a bad flag (exit 2).
+        return setCode(e instanceof SecretKeyUnchanged ? 2 : 1);
       }
       // Through the server's own line writer, so these lines and its log lines keep their order.
       const info = (msg: string, extra: object = {}) => writeLogLine(logLine({ msg, ...extra }));
