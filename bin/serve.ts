@@ -66,6 +66,9 @@ Environment only:
         if (server.bootstrap.tokenFile) {
           info(`created the admin user and its first API key; the token is in ${server.bootstrap.tokenFile} (readable only by you)`);
           process.stderr.write(`\nFirst API key token (shown once): ${(await import('node:fs')).readFileSync(server.bootstrap.tokenFile, 'utf8').trim()}\n\n`);
+        } else if (server.bootstrap.token) {
+          info(`created the admin user and its first API key; ${server.bootstrap.tokenFileKept} already holds another database's first token and was left as it is, so this token is shown only here (set EDGEFORM_BOOTSTRAP_TOKEN_FILE to write it elsewhere)`);
+          process.stderr.write(`\nFirst API key token (shown once): ${server.bootstrap.token}\n\n`);
         } else {
           info('created the admin user and its first API key with the token from EDGEFORM_BOOTSTRAP_TOKEN');
         }

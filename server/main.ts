@@ -18,6 +18,7 @@ import type { ServerContext } from './resources/context.js';
 import { apiRoutes } from './resources/routes.js';
 import { openDatabase, type Database } from './store/db.js';
 import { configuredKey, secretBoxFor } from './store/secret-key.js';
+import { lockSqliteDatabase } from './store/sqlite-lock.js';
 import { flushLogLines, logLine, writeLogLine } from './log-lines.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
@@ -43,7 +44,15 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   const logFields = (fields: Record<string, unknown>) => log(logLine(fields));
   // A malformed key is refused before the database is touched.
   configuredKey(config);
-  const db = await openDatabase(config.databaseUrl);
+  // One server per SQLite database (sqlite-lock.ts): refused before the database is migrated or written.
+  const sqliteLock = lockSqliteDatabase(config.databaseUrl);
+  let db: Database;
+  try {
+    db = await openDatabase(config.databaseUrl);
+  } catch (e) {
+    sqliteLock?.release();
+    throw e;
+  }
   try {
     const box = await secretBoxFor(db, config, (msg) => logFields({ msg }));
     const boot = await bootstrap(db, { token: config.bootstrapToken, tokenFile: config.bootstrapTokenFile });
@@ -138,11 +147,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         await app.close();
         await worker.stop();
         await db.close();
+        sqliteLock?.release();
         flushLogLines();
       },
     };
   } catch (e) {
     await db.close();
+    sqliteLock?.release();
     throw e;
   }
 }
