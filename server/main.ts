@@ -19,6 +19,7 @@ import { apiRoutes } from './resources/routes.js';
 import { openDatabase, type Database } from './store/db.js';
 import { configuredKey, secretBoxFor } from './store/secret-key.js';
 import { lockSqliteDatabase } from './store/sqlite-lock.js';
+import { DiskFullState } from './http/disk-full.js';
 import { flushLogLines, logLine, writeLogLine } from './log-lines.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
@@ -60,6 +61,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const server: ServerContext = { db, box, callers: new CallerCache((digest) => lookUpKey(db.hot, digest)), publicUrl: config.publicUrl ?? '', stackLockLeaseSeconds: config.stackLockLeaseSeconds, fingerprintRateLimit: config.fingerprintRateLimit };
     let openapi: unknown;
     const metrics = new Metrics();
+    const diskFull = new DiskFullState();
     let closing = false;
     // One count of failed authentications per address for the API and the agent endpoint: a guesser gains nothing by switching.
     const authFailures = authFailureCounter(config.authFailureLimit, config.apiRateWindowMs);
@@ -73,6 +75,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       log,
       openapi: () => (openapi ??= openapiDocument(routes, server.publicUrl, version)),
       metrics,
+      diskFull,
     });
     const drain = drainable(app.server, { ...DRAIN_DEFAULTS, ...config.drain });
     const gateway = new Gateway(server, {
@@ -100,6 +103,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     let ingress: RunningIngress | undefined;
     // Every committed write that queued deliveries wakes the event worker; with an ingress, every one reloads its table.
     server.afterCommit = (change) => {
+      diskFull.committed();
       if (change?.deliveries !== false) worker.kick();
       ingress?.changed();
     };
