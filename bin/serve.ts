@@ -25,6 +25,7 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--endpoint-domain <domain>', 'domain under which ephemeral tunnels get their hostnames').env('EDGEFORM_ENDPOINT_DOMAIN').default('edgeform.localhost'))
     .addOption(new Option('--ingress <PUBLIC_PORT=ADDRESS:PORT>', 'serve the edges\' hostports on PUBLIC_PORT at ADDRESS:PORT (repeatable; EDGEFORM_INGRESS takes several, comma-separated; none by default)').argParser((v: string, prev: string[] = []) => [...prev, v]))
     .addOption(new Option('--ingress-relays-per-client <n>', 'requests and streams one client address (an IPv6 /64) relays through agents at once; past it 429; 0 turns the limit off').env('EDGEFORM_INGRESS_RELAYS_PER_CLIENT').default(String(DEFAULT_RELAYS_PER_CLIENT)))
+    .addOption(new Option('--event-retention <duration>', 'delivered events older than this are pruned, e.g. 72h, 30m, 7d; 0 keeps them for ever (events not yet delivered are always kept)').env('EDGEFORM_EVENT_RETENTION').default('72h'))
     .addOption(new Option('--data-dir <dir>', 'where the default database, key file and bootstrap token live').env('EDGEFORM_DATA_DIR').default('data'))
     .addHelpText('after', `
 Environment only:

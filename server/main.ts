@@ -20,6 +20,7 @@ import { openDatabase, type Database } from './store/db.js';
 import { configuredKey, secretBoxFor } from './store/secret-key.js';
 import { lockSqliteDatabase } from './store/sqlite-lock.js';
 import { DiskFullState } from './http/disk-full.js';
+import { EventPruner } from './events/retention.js';
 import { flushLogLines, logLine, writeLogLine } from './log-lines.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
@@ -129,6 +130,9 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         throw e;
       }
     }
+    // Delivered events older than the retention, pruned on a timer, off the request path.
+    const pruner = new EventPruner(db, config.eventRetentionMs ?? 0, logFields);
+    pruner.start();
     return {
       app,
       db,
@@ -150,6 +154,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         await drained;
         await app.close();
         await worker.stop();
+        await pruner.stop();
         await db.close();
         sqliteLock?.release();
         flushLogLines();
