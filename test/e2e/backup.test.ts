@@ -11,7 +11,7 @@ import { runCliProcess } from '../helpers/cli-process.js';
 import { DATABASES } from '../helpers/databases.js';
 import { api, killServers, serve } from '../helpers/serve.js';
 import { removeTempDirs, tempDir } from '../helpers/temp.js';
-import { eventually } from '../helpers/wait.js';
+import { until } from '../helpers/wait.js';
 
 afterEach(killServers);
 afterAll(removeTempDirs);
@@ -69,7 +69,7 @@ describe.each(DATABASES)('edgeform backup and restore on $db', ({ db: kind, skip
     const env = { EDGEFORM_BOOTSTRAP_TOKEN: TOKEN, EDGEFORM_SECRET_KEY: KEY };
     const server = await serve([...source, '--api-rate-limit', '0'], env);
     const load = writeLoad(server.url, 4);
-    await eventually(() => expect(load.acks.length).toBeGreaterThanOrEqual(40), 60_000);
+    await until(() => load.acks.length >= 40, 60_000, () => `only ${load.acks.length} writes acknowledged`);
 
     const file = path.join(tempDir(), 'edgeform.backup');
     const began = Date.now();
