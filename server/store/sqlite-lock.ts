@@ -11,6 +11,7 @@
 // Tools that read the database while the server runs (edgeform backup, edgeform admin) do not
 // take it; edgeform restore does, so it cannot replace a database a server holds.
 import Database from 'better-sqlite3';
+import fs from 'node:fs';
 import path from 'node:path';
 import { providerOf, sqliteFile } from './db.js';
 
@@ -32,6 +33,8 @@ export function lockSqliteDatabase(url: string, who = 'a second edgeform serve')
   if (providerOf(url) !== 'sqlite') return undefined;
   const databaseFile = path.resolve(sqliteFile(url));
   const file = lockFileOf(databaseFile);
+  // A first start: the data folder is made here, before the database is (db.ts makes it too).
+  fs.mkdirSync(path.dirname(file), { recursive: true });
   // timeout 0: a held lock answers SQLITE_BUSY at once rather than after the busy timeout.
   const db = new Database(file, { timeout: 0 });
   try {

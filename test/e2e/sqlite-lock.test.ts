@@ -15,7 +15,8 @@ afterAll(removeTempDirs);
 
 describe('one server per SQLite database', () => {
   it('a second edgeform serve on the same database file is refused with one line naming PostgreSQL; after a kill -9 of the first, the next one starts', async () => {
-    const dir = tempDir();
+    // A data folder that does not exist yet: the lock's file is made in it as the database is.
+    const dir = path.join(tempDir(), 'data', 'new');
     const first = await serve(['--data-dir', dir]);
     const token = fs.readFileSync(path.join(dir, 'bootstrap-token'), 'utf8').trim();
 
