@@ -6,12 +6,17 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { SqliteDatabaseInUse } from '../../server/store/sqlite-lock.js';
-import { api, killServers, serve, serveToExit } from '../helpers/serve.js';
+import { runCliProcess } from '../helpers/cli-process.js';
+import { api, killServers, serve } from '../helpers/serve.js';
 import { startTestServer } from '../helpers/server.js';
 import { removeTempDirs, tempDir } from '../helpers/temp.js';
 
 afterEach(killServers);
 afterAll(removeTempDirs);
+
+/** serveToExit with a longer bound: a refused start still loads the whole server first, which on a loaded machine took over serveToExit's 30 s. */
+const serveToExit = (args: string[]) =>
+  runCliProcess(['serve', ...args], Object.fromEntries(Object.keys(process.env).filter((k) => k.startsWith('EDGEFORM_')).map((k) => [k, undefined])), { timeoutMs: 120_000 });
 
 describe('one server per SQLite database', () => {
   it('a second edgeform serve on the same database file is refused with one line naming PostgreSQL; after a kill -9 of the first, the next one starts', async () => {
