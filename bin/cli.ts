@@ -10,6 +10,7 @@ import { policyCommand } from './policy.js';
 import { completionCommand } from './completion.js';
 import { versionCommand } from './version.js';
 import { continuousCommand } from './continuous.js';
+import { backupCommands } from './backup.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 
@@ -46,6 +47,7 @@ export async function main(argv: string[], io?: Io): Promise<number> {
   for (const c of reconcileCommands(setCode, () => io ?? processIo(noColor))) program.addCommand(c);
   program.addCommand(continuousCommand(setCode, () => io ?? processIo(noColor)));
   program.addCommand(adminCommand(setCode, () => io ?? processIo(noColor)));
+  for (const c of backupCommands(setCode, () => io ?? processIo(noColor))) program.addCommand(c);
   program.addCommand(forceUnlockCommand(setCode, () => io ?? processIo(noColor)));
   program.addCommand(policyCommand(setCode, () => io ?? processIo(noColor)));
   program.addCommand(versionCommand(setCode, () => io ?? processIo(noColor)));

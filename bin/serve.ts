@@ -7,6 +7,7 @@ import { logLine, writeLogLine } from '../server/log-lines.js';
 import { DEFAULT_RELAY_POOL } from '../server/gateway/relay-pool.js';
 import { DEFAULT_RELAYS_PER_CLIENT } from '../server/ingress/client-relays.js';
 import { startupProblem } from './serve-errors.js';
+import { SecretKeyUnchanged } from '../server/store/secret-key.js';
 
 export function serveCommand(setCode: (code: number) => void) {
   return new Command('serve')
@@ -24,6 +25,7 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--endpoint-domain <domain>', 'domain under which ephemeral tunnels get their hostnames').env('EDGEFORM_ENDPOINT_DOMAIN').default('edgeform.localhost'))
     .addOption(new Option('--ingress <PUBLIC_PORT=ADDRESS:PORT>', 'serve the edges\' hostports on PUBLIC_PORT at ADDRESS:PORT (repeatable; EDGEFORM_INGRESS takes several, comma-separated; none by default)').argParser((v: string, prev: string[] = []) => [...prev, v]))
     .addOption(new Option('--ingress-relays-per-client <n>', 'requests and streams one client address (an IPv6 /64) relays through agents at once; past it 429; 0 turns the limit off').env('EDGEFORM_INGRESS_RELAYS_PER_CLIENT').default(String(DEFAULT_RELAYS_PER_CLIENT)))
+    .addOption(new Option('--event-retention <duration>', 'delivered events older than this are pruned, e.g. 72h, 30m, 7d; 0 keeps them for ever (events not yet delivered are always kept)').env('EDGEFORM_EVENT_RETENTION').default('72h'))
     .addOption(new Option('--data-dir <dir>', 'where the default database, key file and bootstrap token live').env('EDGEFORM_DATA_DIR').default('data'))
     .addHelpText('after', `
 Environment only:
@@ -51,7 +53,8 @@ Environment only:
         server = await startServer(config);
       } catch (e) {
         process.stderr.write(`Error: ${startupProblem(e, config)}\n`);
-        return setCode(1);
+        // The previous key is the current one: a setting to change, like a bad flag (exit 2).
+        return setCode(e instanceof SecretKeyUnchanged ? 2 : 1);
       }
       // Through the server's own line writer, so these lines and its log lines keep their order.
       const info = (msg: string, extra: object = {}) => writeLogLine(logLine({ msg, ...extra }));
@@ -64,6 +67,9 @@ Environment only:
         if (server.bootstrap.tokenFile) {
           info(`created the admin user and its first API key; the token is in ${server.bootstrap.tokenFile} (readable only by you)`);
           process.stderr.write(`\nFirst API key token (shown once): ${(await import('node:fs')).readFileSync(server.bootstrap.tokenFile, 'utf8').trim()}\n\n`);
+        } else if (server.bootstrap.token) {
+          info(`created the admin user and its first API key; ${server.bootstrap.tokenFileKept} already holds another database's first token and was left as it is, so this token is shown only here (set EDGEFORM_BOOTSTRAP_TOKEN_FILE to write it elsewhere)`);
+          process.stderr.write(`\nFirst API key token (shown once): ${server.bootstrap.token}\n\n`);
         } else {
           info('created the admin user and its first API key with the token from EDGEFORM_BOOTSTRAP_TOKEN');
         }

@@ -11,6 +11,13 @@ export interface Bootstrap {
   created: boolean;
   /** Where the generated token was written (absent when EDGEFORM_BOOTSTRAP_TOKEN supplied it). */
   tokenFile?: string;
+  /**
+   * The generated token when its file already existed: that file is another database's first
+   * token (a second server from the same data folder, or a database since removed) and is never
+   * overwritten, so this token is shown once on stderr only. `tokenFileKept` names that file.
+   */
+  token?: string;
+  tokenFileKept?: string;
   userId?: string;
   keyId?: string;
 }
@@ -42,7 +49,13 @@ async function createAccount(db: Database, opts: { token?: string; tokenFile: st
     await tx.token.create({ data: { digest: digestOf(token), resourceId: keyId } });
     if (opts.token) return { created: true, userId, keyId };
     fs.mkdirSync(path.dirname(opts.tokenFile), { recursive: true });
-    fs.writeFileSync(opts.tokenFile, `${token}\n`, { mode: 0o600 });
+    try {
+      // wx: a token file that exists belongs to another database; overwriting it would lock its users out of their only token.
+      fs.writeFileSync(opts.tokenFile, `${token}\n`, { mode: 0o600, flag: 'wx' });
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'EEXIST') throw e;
+      return { created: true, token, tokenFileKept: opts.tokenFile, userId, keyId };
+    }
     fs.chmodSync(opts.tokenFile, 0o600);
     return { created: true, tokenFile: opts.tokenFile, userId, keyId };
   });

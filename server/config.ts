@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { DrainOptions } from './http/drain.js';
 import { DELIVERY_DEFAULTS, type DeliveryOptions } from './events/delivery.js';
 import { DEFAULT_RELAY_POOL } from './gateway/relay-pool.js';
+import { DEFAULT_EVENT_RETENTION, parseRetention } from './events/retention.js';
 import { DEFAULT_RELAYS_PER_CLIENT } from './ingress/client-relays.js';
 import type { IngressListenerSpec } from './ingress/types.js';
 
@@ -36,6 +37,8 @@ export interface ServerConfig {
   stackLockLeaseSeconds?: number;
   /** Event delivery timing (tests shorten the backoff). */
   delivery?: Partial<DeliveryOptions>;
+  /** Delivered events older than this are pruned (`--event-retention`, EDGEFORM_EVENT_RETENTION, default 72h); 0 keeps them. */
+  eventRetentionMs?: number;
   /** The `region` of agent sessions started on this server (default `local`). */
   region: string;
   /** Agent heartbeat interval in ms (default 10 s): a vanished agent's session is gone within it. */
@@ -78,6 +81,7 @@ export interface ServeFlags {
   /** Repeatable `--ingress`; each value may also hold several, comma-separated. */
   ingress?: string[];
   ingressRelaysPerClient?: string | number;
+  eventRetention?: string;
 }
 
 function int(name: string, value: string | number | undefined, fallback: number, min: number, max: number): number {
@@ -163,6 +167,7 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     secretKeyPrevious: pick(env.EDGEFORM_SECRET_KEY_PREVIOUS),
     secretKeyPreviousFile: optionalPath(pick(env.EDGEFORM_SECRET_KEY_PREVIOUS_FILE)),
     delivery: { timeoutMs: int('EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS', pick(env.EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS), DELIVERY_DEFAULTS.timeoutMs, 100, 600_000) },
+    eventRetentionMs: parseRetention('--event-retention / EDGEFORM_EVENT_RETENTION', pick(flags.eventRetention, env.EDGEFORM_EVENT_RETENTION) ?? DEFAULT_EVENT_RETENTION),
     stackLockLeaseSeconds: int('EDGEFORM_STACK_LOCK_LEASE', pick(env.EDGEFORM_STACK_LOCK_LEASE), 60, 1, 3600),
     region: pick(flags.region, env.EDGEFORM_REGION) ?? 'local',
     agentHeartbeatMs: 1000 * int('--agent-heartbeat-interval / EDGEFORM_AGENT_HEARTBEAT_INTERVAL (seconds)', pick(flags.agentHeartbeatInterval, env.EDGEFORM_AGENT_HEARTBEAT_INTERVAL), 10, 1, 3600),

@@ -18,6 +18,9 @@ import type { ServerContext } from './resources/context.js';
 import { apiRoutes } from './resources/routes.js';
 import { openDatabase, type Database } from './store/db.js';
 import { configuredKey, secretBoxFor } from './store/secret-key.js';
+import { lockSqliteDatabase } from './store/sqlite-lock.js';
+import { DiskFullState } from './http/disk-full.js';
+import { EventPruner } from './events/retention.js';
 import { flushLogLines, logLine, writeLogLine } from './log-lines.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
@@ -43,7 +46,15 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   const logFields = (fields: Record<string, unknown>) => log(logLine(fields));
   // A malformed key is refused before the database is touched.
   configuredKey(config);
-  const db = await openDatabase(config.databaseUrl);
+  // One server per SQLite database (sqlite-lock.ts): refused before the database is migrated or written.
+  const sqliteLock = lockSqliteDatabase(config.databaseUrl);
+  let db: Database;
+  try {
+    db = await openDatabase(config.databaseUrl);
+  } catch (e) {
+    sqliteLock?.release();
+    throw e;
+  }
   try {
     const box = await secretBoxFor(db, config, (msg) => logFields({ msg }));
     const boot = await bootstrap(db, { token: config.bootstrapToken, tokenFile: config.bootstrapTokenFile });
@@ -51,6 +62,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const server: ServerContext = { db, box, callers: new CallerCache((digest) => lookUpKey(db.hot, digest)), publicUrl: config.publicUrl ?? '', stackLockLeaseSeconds: config.stackLockLeaseSeconds, fingerprintRateLimit: config.fingerprintRateLimit };
     let openapi: unknown;
     const metrics = new Metrics();
+    const diskFull = new DiskFullState();
     let closing = false;
     // One count of failed authentications per address for the API and the agent endpoint: a guesser gains nothing by switching.
     const authFailures = authFailureCounter(config.authFailureLimit, config.apiRateWindowMs);
@@ -64,6 +76,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       log,
       openapi: () => (openapi ??= openapiDocument(routes, server.publicUrl, version)),
       metrics,
+      diskFull,
     });
     const drain = drainable(app.server, { ...DRAIN_DEFAULTS, ...config.drain });
     const gateway = new Gateway(server, {
@@ -91,6 +104,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     let ingress: RunningIngress | undefined;
     // Every committed write that queued deliveries wakes the event worker; with an ingress, every one reloads its table.
     server.afterCommit = (change) => {
+      diskFull.committed();
       if (change?.deliveries !== false) worker.kick();
       ingress?.changed();
     };
@@ -116,6 +130,9 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         throw e;
       }
     }
+    // Delivered events older than the retention, pruned on a timer, off the request path.
+    const pruner = new EventPruner(db, config.eventRetentionMs ?? 0, logFields);
+    pruner.start();
     return {
       app,
       db,
@@ -137,12 +154,15 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         await drained;
         await app.close();
         await worker.stop();
+        await pruner.stop();
         await db.close();
+        sqliteLock?.release();
         flushLogLines();
       },
     };
   } catch (e) {
     await db.close();
+    sqliteLock?.release();
     throw e;
   }
 }

@@ -69,7 +69,7 @@ export function openapiDocument(routes: ApiRoute[], serverUrl: string, version: 
     };
   }
   paths['/healthz'] = {
-    get: { operationId: 'getHealthz', summary: 'Database reachability (no authentication)', tags: ['Server'], security: [], responses: { 200: { description: 'Healthy' }, 503: { description: 'Database unreachable' } } },
+    get: { operationId: 'getHealthz', summary: 'Database reachability (no authentication)', tags: ['Server'], security: [], responses: { 200: { description: 'Healthy' }, 503: { description: 'Database unreachable, or its disk full (storage: "full")' } } },
   };
   paths['/openapi.json'] = {
     get: { operationId: 'getOpenapi', summary: 'This document (no authentication)', tags: ['Server'], security: [], responses: { 200: { description: 'OpenAPI 3.1 document' } } },

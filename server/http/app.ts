@@ -13,6 +13,7 @@ import { requestLogLine, writeLogLine } from '../log-lines.js';
 import { answerProtocolErrors, missingHost } from './protocol.js';
 import { authFailureCounter, clientKey, RateLimiter } from './rate-limit.js';
 import { SAML_PATH_PREFIX, samlEndpoints } from './saml-endpoints.js';
+import { DiskFullState, diskFullHealth } from './disk-full.js';
 import { answerClientError, API_KEY_HEADER, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
 
 export const VERSION_HEADER = 'service-version';
@@ -67,6 +68,8 @@ export interface AppOptions {
   isClosing?: () => boolean;
   /** Prometheus metrics: API requests are counted here and GET /metrics renders them (docs/ingress.md). */
   metrics?: Metrics;
+  /** Whether the database's disk was found full lately (disk-full.ts): writes answer 503 ERR_SERVICE_507, /healthz says so. */
+  diskFull?: DiskFullState;
 }
 
 const fastifyPath = (p: string) => p.replace(/\{(\w+)\}/g, ':$1');
@@ -85,6 +88,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   });
   answerProtocolErrors(app);
   const limiter = new RateLimiter(opts.apiRateLimit, opts.apiRateWindowMs);
+  const diskFull = opts.diskFull ?? new DiskFullState();
   const failures = opts.authFailures ?? authFailureCounter(opts.authFailureLimit ?? 0, opts.apiRateWindowMs);
   /** A presented token that did not authenticate: 401, or 429 once the address has failed too often. */
   const refuse = (request: FastifyRequest, error: ApiError) => {
@@ -198,7 +202,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     if (error instanceof ApiError) return sendError(request, reply, error);
     const mapped = fromFrameworkError(error as { code?: string; statusCode?: number; message: string });
     if (mapped) return sendError(request, reply, mapped);
-    const unavailable = fromDatabaseError(error as { code?: string; name?: string });
+    const unavailable = diskFull.classify(error) ?? fromDatabaseError(error as { code?: string; name?: string });
     process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'error', operation_id: request.id, error: describeError(error) })}\n`);
     return sendError(request, reply, unavailable ?? internalError());
   });
@@ -208,6 +212,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   );
 
   app.get('/healthz', async (_request, reply) => {
+    if (diskFull.fullSince()) return reply.code(503).send(diskFullHealth(diskFull));
     try {
       await opts.server.db.prisma.$queryRawUnsafe('SELECT 1');
       return { status: 'ok', database: 'ok' };

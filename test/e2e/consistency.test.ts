@@ -240,19 +240,8 @@ describe('SQLite, one instance', () => {
   uncommittedCases(() => [s]);
 });
 
-describe('SQLite, two instances on one database file', () => {
-  let a: TestServer;
-  let b: TestServer;
-  beforeAll(async () => {
-    a = await startTestServer();
-    b = await startTestServer({ dir: a.dir });
-  });
-  afterAll(async () => {
-    await b?.close();
-    await a?.close();
-  });
-  concurrentCases(() => [a, b]);
-});
+// Two servers on one SQLite file are refused at start (server/store/sqlite-lock.ts,
+// test/e2e/sqlite-lock.test.ts); several instances share a database on PostgreSQL, below.
 
 const available: boolean = postgresAvailable();
 if (!available) console.warn('\n*** SKIPPING the PostgreSQL consistency suite: initdb is not on the PATH ***\n');

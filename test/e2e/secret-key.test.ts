@@ -128,7 +128,7 @@ describe('the secret key on SQLite', () => {
     after.child.kill('SIGTERM');
     expect(await after.exited).toBe(0);
     await hook.close();
-  }, 120_000);
+  }, 300_000);
 
   it('EDGEFORM_SECRET_KEY_PREVIOUS with EDGEFORM_SECRET_KEY rotates from one given key to another', async () => {
     const [oldKey, nextKey] = [newKey(), newKey()];
