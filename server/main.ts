@@ -43,7 +43,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   const logFields = (fields: Record<string, unknown>) => log(logLine(fields));
   // A malformed key is refused before the database is touched.
   configuredKey(config);
-  const db = await openDatabase(config.databaseUrl);
+  const db = await openDatabase(config.databaseUrl, { pg: config.databasePool, startTimeoutMs: config.databaseStartTimeoutMs, log: logFields });
   try {
     const box = await secretBoxFor(db, config, (msg) => logFields({ msg }));
     const boot = await bootstrap(db, { token: config.bootstrapToken, tokenFile: config.bootstrapTokenFile });
@@ -81,6 +81,8 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     });
     await gateway.start(app.server);
     server.gateway = gateway;
+    metrics.busOf = () => gateway.busState;
+    metrics.databaseCheck = () => db.check().then(() => true, () => false);
     await app.listen({ host: config.host, port: config.port });
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;

@@ -121,6 +121,9 @@ export class Gateway {
   /** Leases are renewed every fifth of the heartbeat interval, and stale after three of these ticks. */
   private get leaseTick() { return Math.max(20, Math.floor(this.opts.heartbeatMs / 5)); }
 
+  /** The bus between instances (LISTEN/NOTIFY on PostgreSQL): its connection's state and how often it was lost (/healthz, /metrics). */
+  get busState() { return { state: this.bus.state, reconnects: this.bus.reconnects }; }
+
   /** Sessions held here (for the bench and tests). */
   get sessionCount() { return this.sessions.size; }
 

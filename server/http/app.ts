@@ -13,7 +13,7 @@ import { requestLogLine, writeLogLine } from '../log-lines.js';
 import { answerProtocolErrors, missingHost } from './protocol.js';
 import { authFailureCounter, clientKey, RateLimiter } from './rate-limit.js';
 import { SAML_PATH_PREFIX, samlEndpoints } from './saml-endpoints.js';
-import { answerClientError, API_KEY_HEADER, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
+import { answerClientError, API_KEY_HEADER, DATABASE_RETRY_AFTER_S, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
 
 export const VERSION_HEADER = 'service-version';
 
@@ -198,7 +198,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     if (error instanceof ApiError) return sendError(request, reply, error);
     const mapped = fromFrameworkError(error as { code?: string; statusCode?: number; message: string });
     if (mapped) return sendError(request, reply, mapped);
-    const unavailable = fromDatabaseError(error as { code?: string; name?: string });
+    const unavailable = fromDatabaseError(error);
     process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'error', operation_id: request.id, error: describeError(error) })}\n`);
     return sendError(request, reply, unavailable ?? internalError());
   });
@@ -207,12 +207,16 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     sendError(request, reply, new ApiError('ERR_SERVICE_301', `no such path: ${request.method} ${request.url.split('?')[0]}`)),
   );
 
+  // Off the write pool (Database.check): a locked row or a full pool does not stall it.
   app.get('/healthz', async (_request, reply) => {
+    const bus = opts.server.gateway?.busState;
+    // On SQLite (one instance) there is no bus to report.
+    const notifications = bus && bus.state !== 'local' ? { notifications: bus.state } : {};
     try {
-      await opts.server.db.prisma.$queryRawUnsafe('SELECT 1');
-      return { status: 'ok', database: 'ok' };
+      await opts.server.db.check();
+      return { status: 'ok', database: 'ok', ...notifications };
     } catch {
-      return reply.code(503).send({ status: 'unavailable', database: 'unreachable' });
+      return reply.code(503).header('Retry-After', String(DATABASE_RETRY_AFTER_S)).send({ status: 'unavailable', database: 'unreachable', ...notifications });
     }
   });
   app.get('/openapi.json', async () => opts.openapi());
