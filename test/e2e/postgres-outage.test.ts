@@ -9,7 +9,8 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { postgresAvailable, startPostgres } from '../../scripts/pg-cluster.mjs';
 import { startCli } from '../helpers/cli-process.js';
 import { api, killServers, serve, serveToExit, type Serving } from '../helpers/serve.js';
-import { TEST_SECRET_KEY, TEST_TOKEN } from '../helpers/server.js';
+import { credentialToken, sessions, startAgent, type AgentProcess } from '../helpers/agent.js';
+import { startTestServer, TEST_SECRET_KEY, TEST_TOKEN, type TestServer } from '../helpers/server.js';
 import { removeTempDirs, tempDir } from '../helpers/temp.js';
 import { until } from '../helpers/wait.js';
 
@@ -163,6 +164,40 @@ describe.skipIf(!available)('PostgreSQL outages', () => {
       expect((await api(`${s.url}/ip_policies`, TEST_TOKEN)).status).toBe(200);
     } finally {
       starting.kill();
+    }
+  });
+
+  it('agent commands between instances survive a lost LISTEN connection: the bus reconnects, re-listens, and says so in /healthz and /metrics', async () => {
+    const pg = await cluster();
+    const url = await pg.createDatabase('bus');
+    const servers: TestServer[] = [];
+    let agent: AgentProcess | undefined;
+    try {
+      const a = await startTestServer({ databaseUrl: url, secretKey: TEST_SECRET_KEY });
+      servers.push(a);
+      const b = await startTestServer({ databaseUrl: url, secretKey: TEST_SECRET_KEY });
+      servers.push(b);
+      const cr = await credentialToken(a);
+      agent = startAgent(['--api-url', a.url, '--authtoken', cr.token, 'http', '3000']);
+      await agent.waitFor('online: tn_');
+      const [session] = await sessions(a);
+      expect((await b.get('/healthz', { token: null, version: null })).body.notifications).toBe('listening');
+      // Every LISTEN connection of the database ends (both instances' buses, the ingress's listener if any).
+      const admin = await psql(url);
+      const { rows } = await admin.query(`SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity WHERE datname = 'bus' AND query LIKE 'LISTEN%'`);
+      await admin.end();
+      expect(rows.length).toBeGreaterThanOrEqual(2);
+      for (const s of [a, b]) {
+        await until(async () => /^edgeform_gateway_bus_reconnects_total [1-9]/m.test((await s.get('/metrics', { token: null, version: null })).text), 10_000, () => 'the bus never noticed its lost connection');
+        await until(async () => (await s.get('/healthz', { token: null, version: null })).body.notifications === 'listening', 10_000, () => 'the bus never listened again');
+      }
+      expect((await b.get('/metrics', { token: null, version: null })).text).toMatch(/^edgeform_gateway_bus_connected 1$/m);
+      // A command sent to the instance that does not hold the agent still reaches it.
+      expect((await b.post(`/tunnel_sessions/${session.id}/stop`, {})).status).toBe(204);
+      expect(await agent.exited).toBe(0);
+    } finally {
+      agent?.kill();
+      for (const s of servers) await s.close().catch(() => {});
     }
   });
 });
