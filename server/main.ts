@@ -134,11 +134,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         // requests and streams in flight ride on agents' connections, so they finish before
         // agents are told the server is closing (they reconnect elsewhere).
         const drained = drain();
+        // Event sends in flight finish meanwhile (within their deadline) and are recorded, so they are not sent again after the restart.
+        const delivered = worker.stop();
         await ingress?.drain({ ...DRAIN_DEFAULTS, ...config.drain }.deadlineMs);
         await gateway.stop();
         await drained;
         await app.close();
-        await worker.stop();
+        await delivered;
         await db.close();
         flushLogLines();
       },
