@@ -370,6 +370,16 @@ export class Gateway {
     return this.labeled;
   }
 
+  /**
+   * Whether the tunnel's agent connection is still up. An agent killed a moment ago may still
+   * be listed while its connection closes; the ingress then tries another matching tunnel.
+   */
+  tunnelLive(tunnelId: string): boolean {
+    const session = this.tunnels.get(tunnelId);
+    const conn = session ? this.sessions.get(session)?.conn : undefined;
+    return !!conn && !conn.isClosed && !conn.h2.destroyed && !conn.h2.closed && !conn.socket.destroyed;
+  }
+
   /** A relayed HTTP request to a tunnel held by this instance (the ingress's entry point). */
   openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }): ClientHttp2Stream {
     return this.connOf(tunnelId).openStream(tunnelId, req);
