@@ -199,7 +199,10 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     const mapped = fromFrameworkError(error as { code?: string; statusCode?: number; message: string });
     if (mapped) return sendError(request, reply, mapped);
     const unavailable = fromDatabaseError(error);
-    process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'error', operation_id: request.id, error: describeError(error) })}\n`);
+    // A database outage is one condition, not a fault per request: a warning without the stack.
+    const described = describeError(error);
+    const line = unavailable ? { level: 'warn', operation_id: request.id, msg: 'the database is unavailable; answered 503', error: { name: described.name, code: described.code, reason: described.reason } } : { level: 'error', operation_id: request.id, error: described };
+    process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...line })}\n`);
     return sendError(request, reply, unavailable ?? internalError());
   });
 

@@ -12,7 +12,8 @@ import { api, killServers, serve, serveToExit, type Serving } from '../helpers/s
 import { credentialToken, sessions, startAgent, type AgentProcess } from '../helpers/agent.js';
 import { startTestServer, TEST_SECRET_KEY, TEST_TOKEN, type TestServer } from '../helpers/server.js';
 import { removeTempDirs, tempDir } from '../helpers/temp.js';
-import { until } from '../helpers/wait.js';
+import { edgeRequest, ingressPort, localCa } from '../helpers/ingress-client.js';
+import { eventually, until } from '../helpers/wait.js';
 
 const available: boolean = postgresAvailable();
 if (!available) console.warn('\n*** SKIPPING the PostgreSQL outage suite: initdb is not on the PATH ***\n');
@@ -198,6 +199,31 @@ describe.skipIf(!available)('PostgreSQL outages', () => {
     } finally {
       agent?.kill();
       for (const s of servers) await s.close().catch(() => {});
+    }
+  });
+
+  it('the ingress keeps serving from its table while the database is down, and takes changes again once it is back', async () => {
+    const pg = await cluster();
+    const url = await pg.createDatabase('edge');
+    const s = await startTestServer({ databaseUrl: url, secretKey: TEST_SECRET_KEY, ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }] });
+    try {
+      const backend = (await s.post('/backends/http_response', { body: 'v1' })).body.id;
+      const edge = (await s.post('/edges/https', { hostports: ['outage.example.com:443'] })).body.id;
+      await s.post(`/edges/https/${edge}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: backend } });
+      const get = () => edgeRequest({ port: ingressPort(s, 443), host: 'outage.example.com', ca: localCa(s) });
+      expect((await get()).text).toBe('v1');
+      pg.halt();
+      expect((await s.patch(`/backends/http_response/${backend}`, { body: 'v2' })).status).toBe(503);
+      for (let i = 0; i < 5; i++) {
+        const r = await get();
+        expect(r.status).toBe(200);
+        expect(r.text).toBe('v1');
+      }
+      pg.resume();
+      await until(async () => (await s.patch(`/backends/http_response/${backend}`, { body: 'v2' })).status === 200, 20_000, () => 'the API never came back');
+      await eventually(async () => expect((await get()).text).toBe('v2'), 5000);
+    } finally {
+      await s.close().catch(() => {});
     }
   });
 });
