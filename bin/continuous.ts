@@ -30,7 +30,12 @@ duration_ms, errors, trigger.
 With --metrics-address, reconcile subscribes to the server's change events (an event
 destination pointed at its POST /events, and a subscription to every managed kind's
 created/updated/deleted events), so a change made by hand starts a run within seconds;
-the interval is the fallback. --no-events turns this off.
+the interval is the fallback. --no-events turns this off. The subscription is checked after
+every run and every 30 s (or the interval, when shorter); when the server has lost it (it
+came back on an empty or restored database) it is made again, and a run follows.
+
+After a failed run while the server does not answer, its /healthz is asked every second,
+and a run starts as soon as it answers (not after the backoff).
 
 SIGTERM or SIGINT: the run in progress finishes, then the command exits 0 (a second signal
 exits at once).
@@ -42,6 +47,9 @@ Examples:
   edgeform reconcile -f manifests/ --stack web --interval 60s --metrics-address 127.0.0.1:9100
   edgeform reconcile -f manifests/ --stack web --dry-run --notify https://hooks.example.com/edgeform
 `;
+
+/** How often, at most, the event subscription is checked between runs (the interval when shorter). */
+const FEED_CHECK_MS = 30_000;
 
 /** One JSON log line, made as `edgeform serve` makes them (server/log-lines.ts). */
 const logLine = (io: Io, level: 'info' | 'warn' | 'error', msg: string, extra: Record<string, unknown> = {}) =>
@@ -154,6 +162,14 @@ async function reconcileService(out: Io, opts: Record<string, any>, command: str
       return r;
     },
     onWatchError: (m) => logLine(out, 'warn', m),
+    // After a failed run: a run as soon as the server answers again, not after the backoff.
+    probe: async () => {
+      try {
+        return (await fetch(`${target.apiUrl.replace(/\/+$/, '')}/healthz`, { signal: AbortSignal.timeout(2000) })).ok;
+      } catch {
+        return false;
+      }
+    },
   });
   logLine(out, 'info', 'reconcile started', {
     stack: target.stack,
@@ -180,25 +196,66 @@ async function reconcileService(out: Io, opts: Record<string, any>, command: str
   const eventsUrl = opts.events === false ? undefined : (opts.eventsUrl ?? (served && !/^(0\.0\.0\.0|\[::\]):/.test(served.address) ? `http://${served.address}${EVENTS_PATH}` : undefined));
   let warned = false;
   let refused = false;
+  metrics.subscription(eventsUrl && served ? 'pending' : 'off');
   async function ensureFeed() {
-    if (feed || refused || !eventsUrl || !served) return;
+    if (refused || !eventsUrl || !served) return;
+    if (feed && !(await feedLost(feed))) return;
     try {
       feed = await subscribe(eventsClient, { stack: target.stack, url: eventsUrl, onEvent: () => loop.trigger('event') });
       routes[EVENTS_PATH] = feed.route;
+      metrics.subscription('subscribed');
       logLine(out, 'info', 'subscribed to the server\'s change events', { events_url: eventsUrl, destination_id: feed.destinationId });
     } catch (e) {
       // The server said no (no permission, no event destinations): asking every run would not change that.
-      refused = e instanceof ApiClientError;
+      refused = e instanceof ApiClientError && e.status !== 503 && e.status < 500;
+      metrics.subscription(refused ? 'refused' : 'pending');
       if (!warned || refused) logLine(out, 'warn', `cannot subscribe to the server's change events (${explain(e, target.apiUrl)}); drift is found on the interval${refused ? '' : ' until a later run can subscribe'}`);
       warned = true;
     }
   }
+  /**
+   * Whether the server no longer has the feed's subscription or destination: it came back on
+   * an empty or restored database. Checked after every run that reached the server; a lost
+   * feed is made again at once (the interval alone would find drift much later).
+   */
+  async function feedLost(f: EventFeed): Promise<boolean> {
+    try {
+      await eventsClient.call('GET', `/event_subscriptions/${f.subscriptionId}`);
+      await eventsClient.call('GET', `/event_destinations/${f.destinationId}`);
+      return false;
+    } catch (e) {
+      if (!(e instanceof ApiClientError) || e.status !== 404) return false;
+      feed = undefined;
+      delete routes[EVENTS_PATH];
+      metrics.subscription('lost');
+      logLine(out, 'warn', 'the server no longer has this reconciler\'s event subscription (it came back on an empty or restored database); subscribing again', { events_url: eventsUrl });
+      return true;
+    }
+  }
   await ensureFeed();
   if (opts.eventsUrl && !served) logLine(out, 'warn', '--events-url needs --metrics-address, where the events are received; drift is found on the interval only');
+  // Between runs too (a long --interval, a server restarted on another database between two
+  // runs): the feed is checked every FEED_CHECK_MS at most, and a lost one is made again,
+  // followed by a run (what the server lost may include this stack's resources).
+  let checking = false;
+  const checker = setInterval(async () => {
+    if (!feed || checking || loop.busy) return;
+    checking = true;
+    try {
+      if (await feedLost(feed)) {
+        await ensureFeed();
+        loop.trigger('retry');
+      }
+    } finally {
+      checking = false;
+    }
+  }, Math.min(opts.interval, FEED_CHECK_MS));
+  checker.unref();
   try {
     loop.start();
     await loop.done;
   } finally {
+    clearInterval(checker);
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
     const problem = await feed?.close();

@@ -3,6 +3,7 @@ import { Command, Option } from 'commander';
 import { resolveConfig, type ServerConfig } from '../server/config.js';
 import { startServer, type RunningServer } from '../server/main.js';
 import { providerOf } from '../server/store/db.js';
+import { DEFAULT_START_TIMEOUT_MS, PG_DEFAULTS } from '../server/store/pg-pool.js';
 import { logLine, writeLogLine } from '../server/log-lines.js';
 import { DEFAULT_RELAY_POOL } from '../server/gateway/relay-pool.js';
 import { DEFAULT_RELAYS_PER_CLIENT } from '../server/ingress/client-relays.js';
@@ -26,6 +27,11 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--ingress <PUBLIC_PORT=ADDRESS:PORT>', 'serve the edges\' hostports on PUBLIC_PORT at ADDRESS:PORT (repeatable; EDGEFORM_INGRESS takes several, comma-separated; none by default)').argParser((v: string, prev: string[] = []) => [...prev, v]))
     .addOption(new Option('--ingress-relays-per-client <n>', 'requests and streams one client address (an IPv6 /64) relays through agents at once; past it 429; 0 turns the limit off').env('EDGEFORM_INGRESS_RELAYS_PER_CLIENT').default(String(DEFAULT_RELAYS_PER_CLIENT)))
     .addOption(new Option('--event-retention <duration>', 'delivered events older than this are pruned, e.g. 72h, 30m, 7d; 0 keeps them for ever (events not yet delivered are always kept)').env('EDGEFORM_EVENT_RETENTION').default('72h'))
+    .addOption(new Option('--database-pool-size <n>', 'PostgreSQL: connections in the server\'s pool').env('EDGEFORM_DATABASE_POOL_SIZE').default(String(PG_DEFAULTS.poolSize)))
+    .addOption(new Option('--database-acquire-timeout <seconds>', 'PostgreSQL: how long a request waits for a pooled connection before 503').env('EDGEFORM_DATABASE_ACQUIRE_TIMEOUT').default(String(PG_DEFAULTS.acquireTimeoutMs / 1000)))
+    .addOption(new Option('--database-lock-timeout <seconds>', 'PostgreSQL: how long a write waits for a row lock another client holds before 503 (lock_timeout; 0 turns it off)').env('EDGEFORM_DATABASE_LOCK_TIMEOUT').default(String(PG_DEFAULTS.lockTimeoutMs / 1000)))
+    .addOption(new Option('--database-statement-timeout <seconds>', 'PostgreSQL: how long one statement may run before it is cancelled and answered 503 (statement_timeout; 0 turns it off)').env('EDGEFORM_DATABASE_STATEMENT_TIMEOUT').default(String(PG_DEFAULTS.statementTimeoutMs / 1000)))
+    .addOption(new Option('--database-start-timeout <seconds>', 'PostgreSQL: how long a start waits for a database that is not answering yet (starting, recovering, restarting)').env('EDGEFORM_DATABASE_START_TIMEOUT').default(String(DEFAULT_START_TIMEOUT_MS / 1000)))
     .addOption(new Option('--data-dir <dir>', 'where the default database, key file and bootstrap token live').env('EDGEFORM_DATA_DIR').default('data'))
     .addHelpText('after', `
 Environment only:

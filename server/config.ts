@@ -6,6 +6,7 @@ import { DEFAULT_RELAY_POOL } from './gateway/relay-pool.js';
 import { DEFAULT_EVENT_RETENTION, parseRetention } from './events/retention.js';
 import { DEFAULT_RELAYS_PER_CLIENT } from './ingress/client-relays.js';
 import type { IngressListenerSpec } from './ingress/types.js';
+import { DEFAULT_START_TIMEOUT_MS, PG_DEFAULTS } from './store/pg-pool.js';
 
 export interface ServerConfig {
   host: string;
@@ -63,6 +64,10 @@ export interface ServerConfig {
   ingressRelaysPerClient?: number;
   /** Listener bounds (handshake, header and idle timeouts, header size); tests shorten them. */
   ingressLimits?: Partial<import('./ingress/listen.js').ListenerLimits>;
+  /** PostgreSQL: the pool's size and its bounds in ms (--database-pool-size, --database-acquire-timeout, --database-lock-timeout, --database-statement-timeout). */
+  databasePool?: Partial<import('./store/pg-pool.js').PgBounds>;
+  /** PostgreSQL: how long a start waits for the database to answer, ms (--database-start-timeout). */
+  databaseStartTimeoutMs?: number;
 }
 
 export interface ServeFlags {
@@ -82,6 +87,11 @@ export interface ServeFlags {
   ingress?: string[];
   ingressRelaysPerClient?: string | number;
   eventRetention?: string;
+  databasePoolSize?: string | number;
+  databaseAcquireTimeout?: string | number;
+  databaseLockTimeout?: string | number;
+  databaseStatementTimeout?: string | number;
+  databaseStartTimeout?: string | number;
 }
 
 function int(name: string, value: string | number | undefined, fallback: number, min: number, max: number): number {
@@ -177,6 +187,13 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     ingress: parseIngress(flags.ingress?.length ? flags.ingress : env.EDGEFORM_INGRESS ? [env.EDGEFORM_INGRESS] : []),
     ingressMaxConnections: int('EDGEFORM_INGRESS_MAX_CONNECTIONS', pick(env.EDGEFORM_INGRESS_MAX_CONNECTIONS), 10_000, 1, 1_000_000),
     ingressRelaysPerClient: int('--ingress-relays-per-client / EDGEFORM_INGRESS_RELAYS_PER_CLIENT', pick(flags.ingressRelaysPerClient, env.EDGEFORM_INGRESS_RELAYS_PER_CLIENT), DEFAULT_RELAYS_PER_CLIENT, 0, 1_000_000),
+    databasePool: {
+      poolSize: int('--database-pool-size / EDGEFORM_DATABASE_POOL_SIZE', pick(flags.databasePoolSize, env.EDGEFORM_DATABASE_POOL_SIZE), PG_DEFAULTS.poolSize, 1, 10_000),
+      acquireTimeoutMs: 1000 * int('--database-acquire-timeout / EDGEFORM_DATABASE_ACQUIRE_TIMEOUT (seconds)', pick(flags.databaseAcquireTimeout, env.EDGEFORM_DATABASE_ACQUIRE_TIMEOUT), PG_DEFAULTS.acquireTimeoutMs / 1000, 1, 3600),
+      lockTimeoutMs: 1000 * int('--database-lock-timeout / EDGEFORM_DATABASE_LOCK_TIMEOUT (seconds; 0 turns it off)', pick(flags.databaseLockTimeout, env.EDGEFORM_DATABASE_LOCK_TIMEOUT), PG_DEFAULTS.lockTimeoutMs / 1000, 0, 3600),
+      statementTimeoutMs: 1000 * int('--database-statement-timeout / EDGEFORM_DATABASE_STATEMENT_TIMEOUT (seconds; 0 turns it off)', pick(flags.databaseStatementTimeout, env.EDGEFORM_DATABASE_STATEMENT_TIMEOUT), PG_DEFAULTS.statementTimeoutMs / 1000, 0, 86_400),
+    },
+    databaseStartTimeoutMs: 1000 * int('--database-start-timeout / EDGEFORM_DATABASE_START_TIMEOUT (seconds)', pick(flags.databaseStartTimeout, env.EDGEFORM_DATABASE_START_TIMEOUT), DEFAULT_START_TIMEOUT_MS / 1000, 0, 86_400),
     dataDir,
   };
 }

@@ -50,7 +50,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   const sqliteLock = lockSqliteDatabase(config.databaseUrl);
   let db: Database;
   try {
-    db = await openDatabase(config.databaseUrl);
+    db = await openDatabase(config.databaseUrl, { pg: config.databasePool, startTimeoutMs: config.databaseStartTimeoutMs, log: logFields });
   } catch (e) {
     sqliteLock?.release();
     throw e;
@@ -94,6 +94,8 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     });
     await gateway.start(app.server);
     server.gateway = gateway;
+    metrics.busOf = () => gateway.busState;
+    metrics.databaseCheck = () => db.check().then(() => true, () => false);
     await app.listen({ host: config.host, port: config.port });
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
@@ -149,11 +151,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         // requests and streams in flight ride on agents' connections, so they finish before
         // agents are told the server is closing (they reconnect elsewhere).
         const drained = drain();
+        // Event sends in flight finish meanwhile (within their deadline) and are recorded, so they are not sent again after the restart.
+        const delivered = worker.stop();
         await ingress?.drain({ ...DRAIN_DEFAULTS, ...config.drain }.deadlineMs);
         await gateway.stop();
         await drained;
         await app.close();
-        await worker.stop();
+        await delivered;
         await pruner.stop();
         await db.close();
         sqliteLock?.release();

@@ -32,6 +32,7 @@ export function eventTypes(): string[] {
 export interface EventFeed {
   route: Route;
   destinationId: string;
+  subscriptionId: string;
   /** Deletes the subscription and the destination (never throws; returns what went wrong). */
   close(): Promise<string | undefined>;
 }
@@ -103,6 +104,7 @@ export async function subscribe(client: ApiClient, opts: FeedOptions): Promise<E
   return {
     route,
     destinationId: destination.id,
+    subscriptionId: subscription.id,
     async close() {
       try {
         await client.delete(eventSubscription, subscription.id);

@@ -18,6 +18,15 @@ export interface LoopOptions {
   run: (trigger: Trigger) => Promise<{ failed: boolean }>;
   /** A watch that cannot be kept (the folder went away): the interval still runs. */
   onWatchError?: (message: string) => void;
+  /**
+   * Whether the server answers now (its /healthz). Asked after a failed run: while it does
+   * not answer, it is asked again every `probeMs`, and the moment it does a run starts,
+   * instead of after the failure backoff (which can be minutes after an outage). A run that
+   * failed with the server answering (a manifest error) keeps the backoff.
+   */
+  probe?: () => Promise<boolean>;
+  /** How often `probe` is asked while the server does not answer (default 1 s). */
+  probeMs?: number;
 }
 
 export const MAX_BACKOFF_MS = 5 * 60_000;
@@ -34,6 +43,9 @@ const hidden = (name: string | null) => !!name && name.split(/[\\/]/).some((part
 export class ReconcileLoop {
   private timer?: NodeJS.Timeout;
   private debounce?: NodeJS.Timeout;
+  private probing?: NodeJS.Timeout;
+  /** Runs started so far: a server watch belongs to the run before it. */
+  private started = 0;
   private running?: Promise<void>;
   private pending?: Trigger;
   private failures = 0;
@@ -63,6 +75,7 @@ export class ReconcileLoop {
     this.stopping = true;
     clearTimeout(this.timer);
     clearTimeout(this.debounce);
+    clearTimeout(this.probing);
     for (const w of this.watchers) w.close();
     if (!this.running) this.resolveDone();
     return this.done;
@@ -97,6 +110,9 @@ export class ReconcileLoop {
       return;
     }
     clearTimeout(this.timer);
+    clearTimeout(this.probing);
+    this.probing = undefined;
+    this.started++;
     this.running = (async () => {
       let failed = true;
       try {
@@ -118,5 +134,25 @@ export class ReconcileLoop {
     this.pending = undefined;
     if (pending) return this.kick(pending);
     this.timer = setTimeout(() => this.kick(this.failures ? 'retry' : 'interval'), nextDelay(this.opts.intervalMs, this.failures));
+    if (this.failures && this.opts.probe) this.watchServer(0);
+  }
+
+  /** After a failed run: asks whether the server answers; while it does not, again every probeMs; once it does (after not answering), a run at once. */
+  private watchServer(wait: number, wasDown = false) {
+    const probe = this.opts.probe!;
+    const run = this.started;
+    this.probing = setTimeout(async () => {
+      this.probing = undefined;
+      let up = false;
+      try {
+        up = await probe();
+      } catch {
+        up = false;
+      }
+      // A run started meanwhile (a trigger, the backoff's timer), or stop: this watch is over.
+      if (this.stopping || this.running || this.started !== run) return;
+      if (!up) return this.watchServer(this.opts.probeMs ?? 1000, true);
+      if (wasDown) this.kick('retry');
+    }, wait);
   }
 }

@@ -27,11 +27,24 @@ export class ReconcileMetrics {
     registers: [this.registry],
   });
 
+  /** The server-event subscription (bin/continuous.ts): off, pending (not made yet: the server down), subscribed, lost (the server came back without it; being made again), refused. */
+  private subscriptionState = 'off';
+  private readonly subscribed = new Gauge({ name: 'edgeform_reconcile_events_subscribed', help: '1 while the subscription to the server\'s change events is in place, 0 while it is not (not made yet, lost with the server\'s database, refused, or turned off)', labelNames: ['stack', 'state'], registers: [this.registry] });
+  private readonly subscriptions = new Counter({ name: 'edgeform_reconcile_events_subscriptions_total', help: 'Subscriptions to the server\'s change events made (more than 1: made again after the server lost one)', labelNames: ['stack'], registers: [this.registry] });
+
+  subscription(state: 'off' | 'pending' | 'subscribed' | 'lost' | 'refused') {
+    this.subscriptionState = state;
+    this.subscribed.reset();
+    this.subscribed.set({ stack: this.stack, state }, state === 'subscribed' ? 1 : 0);
+    if (state === 'subscribed') this.subscriptions.inc({ stack: this.stack });
+  }
+
   constructor(private readonly stack: string) {
     // Present (at 0) before the first run, so a dashboard's query has a series.
     this.runs.inc({ stack, outcome: 'success' }, 0);
     this.apiCalls.inc({ stack }, 0);
     this.changes.inc({ stack }, 0);
+    this.subscriptions.inc({ stack }, 0);
   }
 
   record(r: RunReport) {
@@ -54,6 +67,7 @@ export class ReconcileMetrics {
     return {
       status: 'ok',
       stack: this.stack,
+      events: this.subscriptionState,
       last_run: r ? { time: r.time, outcome: r.outcome, drift_found: r.drift, errors: r.errors } : null,
     };
   }

@@ -8,7 +8,9 @@
 // Several server instances may share one database: an instance claims a destination's
 // oldest pending delivery by moving its next attempt past a lease, with a conditional
 // update that only one instance can win. A crash mid-send leaves the lease to expire and
-// the event is sent again (at least once).
+// the event is sent again (at least once). A graceful stop (SIGTERM) takes no new work and
+// lets the sends in flight finish (each within its deadline) and records their outcome, so
+// an event answered before the stop is not sent again after it.
 import { createHmac } from 'node:crypto';
 import { mergeSecrets } from '../../provider/catalog/walk.js';
 import { Agent, request } from 'undici';
@@ -58,7 +60,6 @@ type Doc = Record<string, any>;
  */
 export class DeliveryWorker {
   private readonly opts: DeliveryOptions;
-  private readonly abort = new AbortController();
   private readonly dispatcher: Agent;
   /** Destinations with a lane running, and the lanes themselves. */
   private readonly lanes = new Map<string, Promise<void>>();
@@ -96,11 +97,14 @@ export class DeliveryWorker {
     else this.schedule(0);
   }
 
-  /** Stops taking work, aborts sends in flight (they are retried on the next start) and waits for the lanes to end. */
+  /**
+   * Stops taking work and waits for the sends in flight to finish (each ends by its deadline,
+   * EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS) and their outcome to be recorded: aborting them would
+   * send those events again after the restart, though their destinations had them.
+   */
   async stop() {
     this.stopped = true;
     clearTimeout(this.timer);
-    this.abort.abort();
     await this.running;
     await Promise.allSettled([...this.lanes.values()]);
     await this.dispatcher.destroy().catch(() => {});
@@ -201,11 +205,6 @@ export class DeliveryWorker {
         await this.prisma.delivery.update({ where: key, data: { deliveredAt: new Date(), attempts: attempt, lastError: null } });
         continue;
       }
-      if (this.stopped) {
-        // Interrupted by shutdown, not refused: release the claim so the next start retries at once.
-        await this.prisma.delivery.update({ where: key, data: { nextAttemptAt: new Date() } });
-        return;
-      }
       const delay = Math.min(this.opts.backoffMs * 2 ** (attempt - 1), this.opts.maxBackoffMs);
       await this.prisma.delivery.update({ where: key, data: { attempts: attempt, lastError: failure, nextAttemptAt: new Date(Date.now() + delay) } });
       // The target's URL may carry credentials, so the log names the destination, not the URL.
@@ -234,8 +233,6 @@ export class DeliveryWorker {
       timedOut = true;
       deadline.abort();
     }, this.opts.timeoutMs);
-    const onStop = () => deadline.abort();
-    this.abort.signal.addEventListener('abort', onStop, { once: true });
     try {
       const res = await request(http.url, { method: 'POST', headers, body, signal: deadline.signal, dispatcher: this.dispatcher });
       await res.body.dump().catch(() => {});
@@ -248,7 +245,6 @@ export class DeliveryWorker {
       return err.cause?.code ?? err.code ?? err.cause?.message ?? err.message;
     } finally {
       clearTimeout(timer);
-      this.abort.signal.removeEventListener('abort', onStop);
     }
   }
 

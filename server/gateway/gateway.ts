@@ -121,6 +121,9 @@ export class Gateway {
   /** Leases are renewed every fifth of the heartbeat interval, and stale after three of these ticks. */
   private get leaseTick() { return Math.max(20, Math.floor(this.opts.heartbeatMs / 5)); }
 
+  /** The bus between instances (LISTEN/NOTIFY on PostgreSQL): its connection's state and how often it was lost (/healthz, /metrics). */
+  get busState() { return { state: this.bus.state, reconnects: this.bus.reconnects }; }
+
   /** Sessions held here (for the bench and tests). */
   get sessionCount() { return this.sessions.size; }
 
@@ -365,6 +368,16 @@ export class Gateway {
   /** The online labeled tunnels of this instance with their labels (live; do not modify). */
   labeledTunnels(): ReadonlyMap<string, Readonly<Record<string, string>>> {
     return this.labeled;
+  }
+
+  /**
+   * Whether the tunnel's agent connection is still up. An agent killed a moment ago may still
+   * be listed while its connection closes; the ingress then tries another matching tunnel.
+   */
+  tunnelLive(tunnelId: string): boolean {
+    const session = this.tunnels.get(tunnelId);
+    const conn = session ? this.sessions.get(session)?.conn : undefined;
+    return !!conn && !conn.isClosed && !conn.h2.destroyed && !conn.h2.closed && !conn.socket.destroyed;
   }
 
   /** A relayed HTTP request to a tunnel held by this instance (the ingress's entry point). */

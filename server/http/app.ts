@@ -14,7 +14,7 @@ import { answerProtocolErrors, missingHost } from './protocol.js';
 import { authFailureCounter, clientKey, RateLimiter } from './rate-limit.js';
 import { SAML_PATH_PREFIX, samlEndpoints } from './saml-endpoints.js';
 import { DiskFullState, diskFullHealth } from './disk-full.js';
-import { answerClientError, API_KEY_HEADER, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
+import { answerClientError, API_KEY_HEADER, DATABASE_RETRY_AFTER_S, describeError, fromDatabaseError, fromFrameworkError, fromRouterError, internalError, OPERATION_HEADER, sendError } from './reply.js';
 
 export const VERSION_HEADER = 'service-version';
 
@@ -202,8 +202,11 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     if (error instanceof ApiError) return sendError(request, reply, error);
     const mapped = fromFrameworkError(error as { code?: string; statusCode?: number; message: string });
     if (mapped) return sendError(request, reply, mapped);
-    const unavailable = diskFull.classify(error) ?? fromDatabaseError(error as { code?: string; name?: string });
-    process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'error', operation_id: request.id, error: describeError(error) })}\n`);
+    const unavailable = diskFull.classify(error) ?? fromDatabaseError(error);
+    // A database outage is one condition, not a fault per request: a warning without the stack.
+    const described = describeError(error);
+    const line = unavailable ? { level: 'warn', operation_id: request.id, msg: 'the database is unavailable; answered 503', error: { name: described.name, code: described.code, reason: described.reason } } : { level: 'error', operation_id: request.id, error: described };
+    process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...line })}\n`);
     return sendError(request, reply, unavailable ?? internalError());
   });
 
@@ -211,13 +214,17 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     sendError(request, reply, new ApiError('ERR_SERVICE_301', `no such path: ${request.method} ${request.url.split('?')[0]}`)),
   );
 
+  // Off the write pool (Database.check): a locked row or a full pool does not stall it.
   app.get('/healthz', async (_request, reply) => {
     if (diskFull.fullSince()) return reply.code(503).send(diskFullHealth(diskFull));
+    const bus = opts.server.gateway?.busState;
+    // On SQLite (one instance) there is no bus to report.
+    const notifications = bus && bus.state !== 'local' ? { notifications: bus.state } : {};
     try {
-      await opts.server.db.prisma.$queryRawUnsafe('SELECT 1');
-      return { status: 'ok', database: 'ok' };
+      await opts.server.db.check();
+      return { status: 'ok', database: 'ok', ...notifications };
     } catch {
-      return reply.code(503).send({ status: 'unavailable', database: 'unreachable' });
+      return reply.code(503).header('Retry-After', String(DATABASE_RETRY_AFTER_S)).send({ status: 'unavailable', database: 'unreachable', ...notifications });
     }
   });
   app.get('/openapi.json', async () => opts.openapi());

@@ -98,7 +98,7 @@ export const ERRORS = {
   ERR_SERVICE_846: { status: 429, summary: 'The client address already has as many requests and streams in flight through agents as the server allows one address (`--ingress-relays-per-client`, default 128; an IPv6 /64 counts as one address); retry after Retry-After seconds, when some have finished.' },
   ERR_SERVICE_701: { status: 421, summary: 'The request names a host other than the one its TLS connection was opened for (SNI); open a connection for that host.' },
   ERR_SERVICE_500: { status: 500, summary: 'An internal error occurred.' },
-  ERR_SERVICE_503: { status: 503, summary: 'The server is shutting down or its database is unreachable.' },
+  ERR_SERVICE_503: { status: 503, summary: 'The server is shutting down, or its database is unavailable (unreachable, restarting, out of connections) or did not answer within a bound (docs/operations.md); retry after Retry-After seconds.' },
   ERR_SERVICE_507: { status: 503, summary: 'The database\'s disk is full (SQLite SQLITE_FULL, PostgreSQL 53100), so nothing can be written; reads still work. Retry after Retry-After seconds, once space is freed; /healthz reports storage "full" meanwhile.' },
   ERR_SERVICE_504: { status: 504, summary: 'The agent did not acknowledge the command within a few seconds.' },
 } as const satisfies Record<string, { status: number; summary: string }>;

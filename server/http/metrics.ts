@@ -51,6 +51,39 @@ export class Metrics {
     },
   });
 
+  /** The instances' bus (gateway/bus.ts), read when metrics are scraped. */
+  busOf?: () => { state: string; reconnects: number };
+  readonly busConnected = new Gauge({
+    name: 'edgeform_gateway_bus_connected',
+    help: 'Whether the LISTEN/NOTIFY connection that carries agent commands between instances is listening (1) or being re-established (0); always 1 on SQLite (one instance).',
+    registers: [this.registry],
+    collect: () => {
+      const bus = this.busOf?.();
+      if (bus) this.busConnected.set(bus.state === 'listening' || bus.state === 'local' ? 1 : 0);
+    },
+  });
+  readonly busReconnects = new Counter({
+    name: 'edgeform_gateway_bus_reconnects_total',
+    help: 'Times the LISTEN/NOTIFY connection between instances was lost and re-established.',
+    registers: [this.registry],
+    collect: () => {
+      const bus = this.busOf?.();
+      if (!bus) return;
+      this.busReconnects.reset();
+      this.busReconnects.inc(bus.reconnects);
+    },
+  });
+  /** The database health check (Database.check), run when metrics are scraped. */
+  databaseCheck?: () => Promise<boolean>;
+  readonly databaseUp = new Gauge({
+    name: 'edgeform_database_up',
+    help: 'Whether the database answered the health check when metrics were scraped (1) or not (0).',
+    registers: [this.registry],
+    collect: async () => {
+      if (this.databaseCheck) this.databaseUp.set((await this.databaseCheck()) ? 1 : 0);
+    },
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'edgeform_' });
   }

@@ -2,6 +2,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, ERRORS } from './errors.js';
+import { isDatabaseUnavailable } from '../store/unavailable.js';
 
 export const OPERATION_HEADER = 'Service-Operation-Id';
 /** On every authenticated response: the id of the API key that authenticated the request. */
@@ -76,27 +77,20 @@ export function fromFrameworkError(error: { code?: string; statusCode?: number; 
   return undefined;
 }
 
-/** Prisma's codes for a database that cannot be reached, dropped the connection or answered too late. */
 /**
- * Prisma's codes for an unreachable database, and those of the `pg` driver the hot reads use
- * directly (server/store/hot-pg.ts): socket errors, and PostgreSQL's connection and shutdown
- * SQLSTATEs (class 08, 57P01-57P03).
+ * A database outage (unreachable, restarting, too many connections, a bound on a wait
+ * reached: server/store/unavailable.ts) is the server's condition, not the request's: 503,
+ * retryable, and nothing of the cause.
  */
-const UNAVAILABLE = new Set([
-  'P1001', 'P1002', 'P1008', 'P1017', 'P2024',
-  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EPIPE',
-  '08000', '08001', '08003', '08004', '08006', '57P01', '57P02', '57P03',
-]);
-
-/** A database outage is the server's condition, not the request's: 503, retryable, and nothing of the cause. */
-export function fromDatabaseError(error: { code?: string; name?: string; message?: string }): ApiError | undefined {
-  // pg reports a connection dropped mid-query without a code.
-  const dropped = !error.code && /^Connection terminated/.test(error.message ?? '');
-  if (error.name === 'PrismaClientInitializationError' || (error.code && UNAVAILABLE.has(error.code)) || dropped) {
-    return new ApiError('ERR_SERVICE_503', 'the database is unreachable; retry shortly', {}, { 'Retry-After': '5' });
+export function fromDatabaseError(error: unknown): ApiError | undefined {
+  if (isDatabaseUnavailable(error)) {
+    return new ApiError('ERR_SERVICE_503', 'the database is unavailable; retry shortly', {}, { 'Retry-After': String(DATABASE_RETRY_AFTER_S) });
   }
   return undefined;
 }
+
+/** What Retry-After says while the database is away (seconds). */
+export const DATABASE_RETRY_AFTER_S = 5;
 
 /**
  * What the operator log says about an unexpected error: its name, code, the last line of

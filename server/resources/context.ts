@@ -19,7 +19,7 @@ export interface ServerContext {
   /** Secret fingerprints per API key per hour (server/extensions/fingerprints.ts); 0: no limit. */
   fingerprintRateLimit?: number;
   /** Agent connections (server/gateway); absent until the server listens. */
-  gateway?: { command(sessionId: string, action: 'stop' | 'restart' | 'update'): Promise<void> };
+  gateway?: { command(sessionId: string, action: 'stop' | 'restart' | 'update'): Promise<void>; readonly busState?: { state: string; reconnects: number } };
   /** Who bearer tokens authenticate as, briefly remembered (caller-cache.ts); absent: looked up every time. */
   callers?: CallerCache<Authenticated>;
   /**

@@ -11,6 +11,8 @@ import type { WriteStore } from './hot-writes.js';
 import { hotWritesPg } from './hot-writes-pg.js';
 import { hotWritesSqlite } from './hot-writes-sqlite.js';
 import { migratePostgres, migrateSqlite } from './migrate.js';
+import { DEFAULT_START_TIMEOUT_MS, openPgPool, PG_DEFAULTS, type PgBounds, type PgLog } from './pg-pool.js';
+import { isDatabaseUnavailable } from './unavailable.js';
 import { serializedWriter, SqliteWriter } from './sqlite-writer.js';
 import { cacheStatements } from './statement-cache.js';
 
@@ -37,8 +39,27 @@ export interface Database {
   /** Where the data lives, for the start-up banner (no password). */
   where: string;
   migrated: string[];
+  /**
+   * The health check: a trivial query off the write path (SQLite: the read connection;
+   * PostgreSQL: a connection of its own, never the pool a locked row can fill), bounded by
+   * HEALTH_TIMEOUT_MS. Rejects when the database does not answer.
+   */
+  check(): Promise<void>;
   close(): Promise<void>;
 }
+
+export interface OpenOptions {
+  /** PostgreSQL's pool and its bounds (pg-pool.ts). */
+  pg?: Partial<PgBounds>;
+  /** How long a start waits for a PostgreSQL that is not answering yet (starting, recovering, restarting), ms (--database-start-timeout). */
+  startTimeoutMs?: number;
+  /** Operator log lines (a lost connection, waiting for the database at start). */
+  log?: PgLog;
+}
+
+/** The health check's bound: past it the database counts as unreachable. */
+export const HEALTH_TIMEOUT_MS = 2000;
+const START_SETTING = '--database-start-timeout / EDGEFORM_DATABASE_START_TIMEOUT';
 
 export function providerOf(url: string): Provider {
   if (/^postgres(ql)?:\/\//.test(url)) return 'postgresql';
@@ -97,7 +118,37 @@ function capturing<H>(factory: SqlDriverAdapterFactory): { factory: SqlDriverAda
   };
 }
 
-export async function openDatabase(url: string): Promise<Database> {
+/**
+ * Runs `attempt` until it succeeds, for as long as it fails because PostgreSQL is not
+ * answering yet (starting, recovering after a crash, a failover, a restart), at most
+ * `timeoutMs`; then fails with a message naming the setting.
+ */
+async function whenAnswering<T>(where: string, timeoutMs: number, log: PgLog, attempt: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let delay = 250;
+  let said = false;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (e) {
+      if (!isDatabaseUnavailable(e)) throw e;
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        const err = new Error(`PostgreSQL at ${where} did not answer within ${Math.round(timeoutMs / 1000)} s (${(e as Error).message}); is it running and reachable? Wait longer with ${START_SETTING}, or check --database / EDGEFORM_DATABASE_URL`);
+        (err as Error & { code?: string }).code = 'EDGEFORM_DATABASE_START_TIMEOUT';
+        throw err;
+      }
+      if (!said) {
+        said = true;
+        log({ level: 'warn', msg: `waiting for PostgreSQL at ${where} (${(e as Error).message}); giving up after ${Math.round(timeoutMs / 1000)} s (${START_SETTING})` });
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(delay, left)));
+      delay = Math.min(delay * 2, 2000);
+    }
+  }
+}
+
+export async function openDatabase(url: string, options: OpenOptions = {}): Promise<Database> {
   const provider = providerOf(url);
   if (provider === 'sqlite') {
     const file = path.resolve(sqliteFile(url));
@@ -118,13 +169,75 @@ export async function openDatabase(url: string): Promise<Database> {
     await read.$executeRawUnsafe('PRAGMA query_only = ON');
     const hot = hotReadsSqlite(reader.handle());
     const writes = hotWritesSqlite(writeHandle.handle(), writer);
-    return { provider, prisma, read, hot, writes, where: file, migrated, close: async () => { await read.$disconnect(); await prisma.$disconnect(); } };
+    const check = async () => { await read.$queryRawUnsafe('SELECT 1'); };
+    return { provider, prisma, read, hot, writes, where: file, migrated, check, close: async () => { await read.$disconnect(); await prisma.$disconnect(); } };
   }
-  const migrated = await migratePostgres(url);
+  const where = url.replace(/\/\/[^@]*@/, '//');
+  const log = options.log ?? (() => {});
+  const migrated = await whenAnswering(where, options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS, log, () => migratePostgres(url));
   const { PrismaPg } = await import('@prisma/adapter-pg');
   const { PrismaClient } = await import('../../generated/postgresql/client.js');
-  const pool = capturing<import('pg').Pool>(new PrismaPg({ connectionString: url }));
-  const prisma = new PrismaClient({ ...CLIENT_OPTIONS, adapter: pool.factory }) as unknown as Db;
-  await prisma.$connect();
-  return { provider, prisma, read: prisma, hot: hotReadsPg(pool.handle()), writes: hotWritesPg(pool.handle()), where: url.replace(/\/\/[^@]*@/, '//'), migrated, close: () => prisma.$disconnect() };
+  const bounds = { ...PG_DEFAULTS, ...options.pg };
+  const pool = await openPgPool(url, bounds, log);
+  // Prisma's own transactions (bootstrap, agent sessions) wait for a connection as long as a request does.
+  const prisma = new PrismaClient({ ...CLIENT_OPTIONS, adapter: new PrismaPg(pool), transactionOptions: { maxWait: bounds.acquireTimeoutMs } }) as unknown as Db;
+  try {
+    await prisma.$connect();
+  } catch (e) {
+    await pool.end().catch(() => {});
+    throw e;
+  }
+  const health = pgHealth(url);
+  return {
+    provider, prisma, read: prisma, hot: hotReadsPg(pool), writes: hotWritesPg(pool), where, migrated,
+    check: health.check,
+    close: async () => {
+      await health.close();
+      await prisma.$disconnect();
+      await pool.end().catch(() => {});
+    },
+  };
+}
+
+/**
+ * The health check's own PostgreSQL connection: opened when first asked, kept, and opened
+ * again after it is lost. Each check is bounded by HEALTH_TIMEOUT_MS, connecting included.
+ */
+function pgHealth(url: string) {
+  let client: import('pg').Client | undefined;
+  let connecting: Promise<import('pg').Client> | undefined;
+  const drop = (c: import('pg').Client) => {
+    if (client === c) client = undefined;
+    void c.end().catch(() => {});
+  };
+  const open = async () => {
+    const { default: Pg } = await import('pg');
+    const c = new Pg.Client({ connectionString: url, connectionTimeoutMillis: HEALTH_TIMEOUT_MS, query_timeout: HEALTH_TIMEOUT_MS, statement_timeout: HEALTH_TIMEOUT_MS });
+    c.on('error', () => drop(c));
+    c.on('end', () => drop(c));
+    try {
+      await c.connect();
+    } catch (e) {
+      drop(c);
+      throw e;
+    }
+    client = c;
+    return c;
+  };
+  return {
+    async check() {
+      const c = client ?? await (connecting ??= open().finally(() => { connecting = undefined; }));
+      try {
+        await c.query('SELECT 1');
+      } catch (e) {
+        drop(c);
+        throw e;
+      }
+    },
+    async close() {
+      const c = client;
+      client = undefined;
+      await c?.end().catch(() => {});
+    },
+  };
 }

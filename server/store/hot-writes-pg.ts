@@ -16,6 +16,7 @@ import type { Pool, PoolClient, QueryConfig } from 'pg';
 import { SELECT, type Raw, toRow } from './hot-pg.js';
 import type { KeyRow, RefRow, WriteFailure, Writes, WriteStore } from './hot-writes.js';
 import type { LockMode } from './locks.js';
+import { listenWhileHeld } from './pg-pool.js';
 
 const MODES: LockMode[] = ['KEY SHARE', 'SHARE', 'NO KEY UPDATE', 'UPDATE'];
 const LOCKS = new Map(MODES.map((m) => [m, { name: `edgeform_w_lock_${m.replace(/ /g, '_').toLowerCase()}`, text: `${SELECT} WHERE "id" = ANY($1) ORDER BY "id" FOR ${m}` }]));
@@ -181,6 +182,9 @@ export function hotWritesPg(pool: Pool): WriteStore {
   return {
     async transaction(fn) {
       const client = await pool.connect();
+      // Its connection may die between two statements (a restart, pg_terminate_backend): the
+      // next statement fails (503), and the process lives on.
+      const unlisten = listenWhileHeld(client);
       // A connection that failed (ROLLBACK did not go through) is not handed to the next request.
       let broken: Error | undefined;
       const pipelined = client as PoolClient & { pipeline: boolean };
@@ -200,6 +204,7 @@ export function hotWritesPg(pool: Pool): WriteStore {
       } finally {
         // The pool's other users (Prisma's adapter, the hot reads) get the client as they left it.
         pipelined.pipeline = false;
+        unlisten();
         client.release(broken);
       }
     },

@@ -58,6 +58,8 @@ export async function migrateSqlite(file: string): Promise<string[]> {
 export async function migratePostgres(url: string): Promise<string[]> {
   const { default: pg } = await import('pg');
   const client = new pg.Client({ connectionString: url });
+  // A connection lost mid-migration fails the statement under way (and the start); unheard, its 'error' would end the process.
+  client.on('error', () => {});
   await client.connect();
   try {
     // Several server instances may start at once; one migrates while the others wait.

@@ -12,6 +12,7 @@ import { toYaml } from '../helpers/reconciler.js';
 import { startReconcile, type ReconcileService } from '../helpers/reconcile-service.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { removeTempDirs } from '../helpers/temp.js';
+import { until } from '../helpers/wait.js';
 
 /** Tests that start edgeform processes (each loads TypeScript first) get room on a busy machine. */
 const PROCESSES = 180_000;
@@ -153,6 +154,49 @@ describe('edgeform reconcile', () => {
     await r.proc.waitFor('subscribed to the server\'s change events');
     await r.waitRun((l) => l.outcome === 'success');
     expect((await s.get('/event_destinations')).body.event_destinations).toHaveLength(1);
+  }, PROCESSES);
+
+  it('after an outage runs as soon as the server answers again, not after the failure backoff (an hour here)', async () => {
+    const s = await server();
+    const dir = manifestDir({ 'office.yaml': policy('office', 'office') });
+    const url = s.url;
+    await s.stop();
+    // With a one-hour interval, the backoff after the failed first run is an hour too.
+    const r = startReconcile({ url, token: s.token }, ['-f', dir, '--stack', 'web', '--interval', '1h']);
+    services.push(r);
+    await r.waitRun((l) => l.outcome === 'failure');
+    const runs = r.runs().length;
+    await s.start();
+    const next = await r.waitRun(() => true, runs, 30_000);
+    expect(next).toMatchObject({ trigger: 'retry', outcome: 'success', changes_made: 1 });
+  }, PROCESSES);
+
+  it('subscribes again when the server comes back on an empty database, between runs; /metrics and /healthz show the subscription', async () => {
+    const s = await server();
+    const dir = manifestDir({ 'office.yaml': policy('office', 'office') });
+    const r = service(s, ['-f', dir, '--stack', 'web', '--interval', '1h', '--metrics-address', '127.0.0.1:0']);
+    await r.proc.waitFor('subscribed to the server\'s change events');
+    await r.waitRun((l) => l.outcome === 'success');
+    const base = await r.metricsUrl();
+    expect(await (await fetch(`${base}/metrics`)).text()).toMatch(/^edgeform_reconcile_events_subscribed\{stack="web",state="subscribed"\} 1$/m);
+    // The server restarts on an empty database (the same first token): the subscription is gone with it.
+    const file = s.server.db.where;
+    await s.stop();
+    for (const suffix of ['', '-wal', '-shm']) fs.rmSync(`${file}${suffix}`, { force: true });
+    await s.start();
+    expect((await s.get('/event_subscriptions')).body.event_subscriptions).toHaveLength(0);
+    await r.proc.waitFor('subscribing again', 60_000, 'stdout');
+    // The run that follows puts the stack back; then a change by hand arrives as an event.
+    await until(async () => (await policyNamed(s, 'office')).length === 1, 30_000, () => r.proc.output());
+    await until(async () => (await s.get('/event_subscriptions')).body.event_subscriptions.length === 1, 10_000);
+    const [live] = await policyNamed(s, 'office');
+    const seen = r.runs().length;
+    await s.patch(`/ip_policies/${live.id}`, { description: 'by hand' });
+    expect(await r.waitRun((l) => l.outcome === 'drift_repaired', seen, 30_000)).toMatchObject({ trigger: 'event' });
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    expect(metrics).toMatch(/^edgeform_reconcile_events_subscribed\{stack="web",state="subscribed"\} 1$/m);
+    expect(metrics).toMatch(/^edgeform_reconcile_events_subscriptions_total\{stack="web"\} 2$/m);
+    expect(await (await fetch(`${base}/healthz`)).json()).toMatchObject({ events: 'subscribed' });
   }, PROCESSES);
 
   it('asks the server for the fingerprint of a secret once, not every run: the budget of 3 an hour lasts through many runs and a changed secret', async () => {

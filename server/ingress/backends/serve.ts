@@ -3,8 +3,10 @@
 import type { Duplex } from 'node:stream';
 import { edgeError, prepareAnswer, type HttpExchange } from '../http/exchange.js';
 import type { EdgeAnswer, Exchange, FullDoc } from '../types.js';
+import { EdgeError } from '../http/exchange.js';
 import { relayHttp, relayTcp } from './relay.js';
 import { resolveBackend } from './resolve.js';
+import { pickTunnel } from './tunnel-group.js';
 
 const routeBackendId = (ex: Exchange): string | undefined => {
   const m = ex.route.backend;
@@ -47,7 +49,45 @@ export function serveBackendNow(ex: HttpExchange): Promise<void> | undefined {
   if (chosen.type === 'error') return void ex.fail(chosen.answer);
   if (chosen.type === 'response') return void ex.answer(answerOf(chosen.backend));
   holdRelay(ex);
-  return relayHttp(ex, chosen.tunnelId);
+  return relayHttp(ex, chosen.tunnelId).catch((e) => relayElsewhere(ex, chosen.backend, chosen.tunnelId, e));
+}
+
+/** Methods whose request may be sent twice (RFC 9110 9.2.2): only these go to another tunnel after reaching a dying one. */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
+
+/**
+ * The tunnel's agent went away under the request (killed a moment ago, its connection still
+ * closing): the request goes to the next matching tunnel that is online, instead of a 502.
+ * Only when it can be sent again as it was: its body, if any, read whole by the edge, and
+ * either nothing reached the agent (the tunnel was gone when the stream was to be opened) or
+ * the method is idempotent. Each tunnel is tried once.
+ */
+async function relayElsewhere(ex: HttpExchange, backend: FullDoc, failed: string, error: unknown): Promise<void> {
+  const gateway = ex.deps.gateway;
+  const tried = new Set([failed]);
+  let e = error;
+  for (;;) {
+    const last = [...tried].at(-1)!;
+    const notSent = e instanceof EdgeError && e.answerWith.code === 'ERR_SERVICE_742';
+    const resendable = (ex.body !== undefined || bodylessRequest(ex)) && (notSent || IDEMPOTENT.has(ex.method));
+    if (!(e instanceof EdgeError) || !e.upstreamFailed || ex.res.headersSent || !resendable || gateway.tunnelLive(last)) throw e;
+    const next = pickTunnel(backend, gateway.labeledTunnels(), (id) => tried.has(id) || !gateway.tunnelLive(id));
+    if (!next) throw e;
+    tried.add(next);
+    try {
+      return await relayHttp(ex, next);
+    } catch (again) {
+      e = again;
+    }
+  }
+}
+
+/** No body: HTTP/1.1 without Content-Length (or 0) and Transfer-Encoding, or an HTTP/2 stream that ended with its headers. */
+function bodylessRequest(ex: HttpExchange): boolean {
+  const h2 = (ex.req as { stream?: { endAfterHeaders?: boolean } }).stream;
+  if (h2 && typeof h2.endAfterHeaders === 'boolean') return h2.endAfterHeaders;
+  const length = ex.req.headers['content-length'];
+  return ex.req.headers['transfer-encoding'] === undefined && (length === undefined || Number(length) === 0);
 }
 
 export async function serveBackend(ex: HttpExchange): Promise<void> {

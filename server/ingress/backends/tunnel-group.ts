@@ -8,9 +8,9 @@ export function labelsMatch(want: Record<string, string> | undefined, have: Read
   return true;
 }
 
-export function pickTunnel(backend: { id: string; labels?: Record<string, string> }, tunnels: ReadonlyMap<string, Readonly<Record<string, string>>>): string | undefined {
+export function pickTunnel(backend: { id: string; labels?: Record<string, string> }, tunnels: ReadonlyMap<string, Readonly<Record<string, string>>>, skip?: (tunnelId: string) => boolean): string | undefined {
   const matching: string[] = [];
-  for (const [id, labels] of tunnels) if (labelsMatch(backend.labels, labels)) matching.push(id);
+  for (const [id, labels] of tunnels) if (labelsMatch(backend.labels, labels) && !skip?.(id)) matching.push(id);
   if (!matching.length) return undefined;
   const turn = turns.get(backend.id) ?? 0;
   turns.set(backend.id, (turn + 1) % 1_000_000);
