@@ -14,6 +14,7 @@ export const ERRORS = {
   ERR_SERVICE_109: { status: 400, summary: 'The request is not valid HTTP, or its path cannot be read (bad percent-encoding, a segment over 100 characters).' },
   // The agent gateway (server/gateway): what an agent is told when its hello or a bind is refused.
   ERR_SERVICE_110: { status: 400, summary: 'The agent\'s hello is malformed (see docs/agents.md for its shape).' },
+  ERR_SERVICE_120: { status: 400, summary: 'A TLS edge has mutual_tls while its tls_termination.terminate_at is agent or upstream: only the edge checks client certificates, so the protection would be enforced nowhere. Terminate at the edge, or remove mutual_tls.' },
   ERR_SERVICE_111: { status: 413, summary: 'An agent control message is larger than 256 KiB.' },
   ERR_SERVICE_201: { status: 401, summary: 'The Authorization header is missing or is not a Bearer token.' },
   ERR_SERVICE_202: { status: 401, summary: 'The bearer token is not valid.' },
