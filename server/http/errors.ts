@@ -89,6 +89,8 @@ export const ERRORS = {
   ERR_SERVICE_814: { status: 403, summary: 'The identity provider answered with a SAML error status (the user was not authenticated there); the sign-in was refused.' },
   ERR_SERVICE_815: { status: 503, summary: 'The edge remembers the maximum number of recent SAML assertions (to refuse replays) and accepts no new one until some expire; retry in a few minutes.' },
   ERR_SERVICE_816: { status: 404, summary: 'No HTTPS edge route with this id has a SAML module (the path is a SAML metadata, ACS or SLO URL).' },
+  ERR_SERVICE_818: { status: 400, summary: 'The SAMLResponse is over the edge\'s bounds on SAML documents (bytes, nesting depth, elements, attributes, namespace declarations, Signature, Reference or Transform elements; docs/ingress.md), so it was not parsed; the sign-in was refused.' },
+  ERR_SERVICE_819: { status: 503, summary: 'The edge could not verify the SAMLResponse in time (within 5 s of receiving it, or with too many others waiting); the sign-in was refused. Try again.' },
   ERR_SERVICE_817: { status: 502, summary: 'The route\'s SAML sign-in cannot start: idp_metadata has no HTTP-Redirect SingleSignOnService or no signing certificate, or the route has no request-signing key. The backend was not reached.' },
   // The ingress's listeners and edges (server/ingress, docs/ingress.md).
   ERR_SERVICE_700: { status: 409, summary: 'The hostport\'s port is held by edges of another kind: HTTPS, TCP and TLS edges cannot share a public port, and a TCP port carries one edge.' },
