@@ -122,11 +122,11 @@ export function twoHellos(port: number, first: string, second: string, alpn: str
     let clientAppKeys: Keys | undefined;
     let handshakeSecret: Buffer | undefined;
     let clientHsSecret: Buffer | undefined;
-    let hsBuf = Buffer.alloc(0);
+    let hsBuf: Buffer = Buffer.alloc(0);
     let certificateRequested = false;
-    let requestContext = Buffer.alloc(0);
+    let requestContext: Buffer = Buffer.alloc(0);
     let chosenAlpn: string | undefined;
-    let buf = Buffer.alloc(0);
+    let buf: Buffer = Buffer.alloc(0);
     const stream = new Duplex({
       write(chunk: Buffer, _enc, cb) {
         if (!clientAppKeys) return cb(new Error('not connected'));
@@ -229,7 +229,7 @@ export function twoHellos(port: number, first: string, second: string, alpn: str
         const payload = buf.subarray(5, 5 + len);
         buf = buf.subarray(5 + len);
         let type = header[0];
-        let data = payload;
+        let data: Buffer = payload;
         if (type === 20) continue; // change_cipher_spec, for middleboxes
         if (type === 23 && serverKeys) {
           try {
@@ -255,9 +255,11 @@ export function twoHellos(port: number, first: string, second: string, alpn: str
           hsBuf = hsBuf.subarray(msg.length);
           const before = state;
           onHandshake(msg);
-          if (settled && state !== 'open') return;
+          // onHandshake may have moved it on (TypeScript's narrowing does not see that).
+          const now = state as typeof before | 'open';
+          if (settled && now !== 'open') return;
           // The server's first flight after ServerHello is under its handshake keys.
-          if (before === 'sh' && state === 'encrypted' && hsBuf.length) return fail(new Error('plaintext after ServerHello'));
+          if (before === 'sh' && now === 'encrypted' && hsBuf.length) return fail(new Error('plaintext after ServerHello'));
         }
       }
     });
