@@ -126,10 +126,13 @@ export const tlsEdge = defineKind({
     traffic_policy: trafficPolicyModule(['on_tcp_connect']),
   },
   refine: ((doc, ctx) => {
-    const at = doc.tls_termination?.terminate_at;
+    // Where TLS ends, as the ingress reads it: a disabled tls_termination module is the default, the edge.
+    const tt = doc.tls_termination;
+    const at = tt && tt.enabled !== false ? tt.terminate_at : undefined;
     if (at !== 'upstream' && at !== 'agent') return;
     for (const m of PLAINTEXT_TLS_MODULES) {
-      if (doc[m] != null) ctx.addIssue({ code: 'custom', path: [m], params: { errorCode: MUTUAL_TLS_PASSTHROUGH }, message: `${m} needs the edge to terminate TLS, but tls_termination.terminate_at is ${at}: the client's certificate would be checked nowhere; terminate at edge, or remove ${m}` });
+      // A disabled module claims no protection.
+      if (doc[m] != null && doc[m].enabled !== false) ctx.addIssue({ code: 'custom', path: [m], params: { errorCode: MUTUAL_TLS_PASSTHROUGH }, message: `${m} needs the edge to terminate TLS, but tls_termination.terminate_at is ${at}: the client's certificate would be checked nowhere; terminate at edge, or remove ${m}` });
     }
   }) satisfies Refinement,
 });

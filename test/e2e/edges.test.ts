@@ -225,6 +225,9 @@ describe('TLS termination', () => {
     });
     expect(full.mutual_tls).toBeNull();
     expect((await s.put(`/edges/tls/${withMtls.id}/tls_termination`, { terminate_at: 'edge' })).status).toBe(200);
+    // Either module disabled claims nothing the edge would not do: a disabled tls_termination terminates at the edge.
+    expect((await s.post('/edges/tls', { tls_termination: { ...passing, enabled: false }, mutual_tls: mtls })).status).toBe(201);
+    expect((await s.post('/edges/tls', { tls_termination: passing, mutual_tls: { ...mtls, enabled: false } })).status).toBe(201);
   });
 });
 
