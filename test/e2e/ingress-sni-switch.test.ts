@@ -7,16 +7,18 @@
 // what refuses the switch is the switch.
 import http from 'node:http';
 import http2 from 'node:http2';
+import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
-import { edgeAnswering, ingressPort } from '../helpers/ingress-client.js';
+import { edgeAnswering, edgeRequest, ingressPort, localCa } from '../helpers/ingress-client.js';
 import { Pki } from '../helpers/pki.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { twoHellos } from '../helpers/tls13-two-hellos.js';
 
 let s: TestServer;
+let caId = '';
 let echo: net.Server;
 let agent: AgentProcess | undefined;
 const pki = new Pki();
@@ -71,7 +73,7 @@ function echoed(stream: Duplex, text: string): Promise<string> {
 beforeAll(async () => {
   s = await startTestServer({ ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }, { publicPort: 9443, host: '127.0.0.1', port: 0 }] });
   const root = pki.issue('p256', { subject: [['CN', 'client root']], ca: true, keyUsage: ['keyCertSign'] });
-  const caId = (await s.post('/certificate_authorities', { ca_pem: root.cert })).body.id;
+  caId = (await s.post('/certificate_authorities', { ca_pem: root.cert })).body.id;
   await edgeAnswering(s, 'open.example.com', 'open content');
   const { edgeId } = await edgeAnswering(s, 'mtls.example.com', 'mtls content');
   expect((await s.patch(`/edges/https/${edgeId}`, { mutual_tls: { certificate_authority_ids: [caId] } })).status).toBe(200);
@@ -122,6 +124,26 @@ describe('HTTPS edges: a second ClientHello naming another server', () => {
 
   it('first the mutual_tls edge, then the open one: refused too (the name may not change at all)', async () => {
     await expect(twoHellos(ingressPort(s, 443), 'mtls.example.com', 'open.example.com', ['http/1.1']).then((c) => h1Get(c.stream, 'open.example.com'))).rejects.toThrow();
+  });
+});
+
+describe('an edge whose mutual_tls changes while a connection is open', () => {
+  it('the connection handshaken without it is refused 421 ERR_SERVICE_701 and closed; a new one without a certificate is refused', async () => {
+    const { edgeId } = await edgeAnswering(s, 'later.example.com', 'later content');
+    const agent = new https.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const port = ingressPort(s, 443);
+      const first = await edgeRequest({ port, host: 'later.example.com', ca: localCa(s), agent });
+      expect(first.text).toBe('later content');
+      expect((await s.patch(`/edges/https/${edgeId}`, { mutual_tls: { certificate_authority_ids: [caId] } })).status).toBe(200);
+      const second = await edgeRequest({ port, host: 'later.example.com', ca: localCa(s), agent });
+      expect(second.status).toBe(421);
+      expect(second.headers['edgeform-error-code']).toBe('ERR_SERVICE_701');
+      expect(second.text).not.toContain('later content');
+      await expect(edgeRequest({ port, host: 'later.example.com', ca: localCa(s) })).rejects.toThrow();
+    } finally {
+      agent.destroy();
+    }
   });
 });
 
