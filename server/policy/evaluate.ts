@@ -37,6 +37,7 @@ export function evaluate(policy: CompiledPolicy, phase: Phase, input: PolicyInpu
   current = vars;
   macroBudget.left = MAX_MACRO_STEPS;
   matchBudget.left = MAX_MATCHES_COST;
+  matchBudget.refused = 0;
   const mutations: Mutations = { request: { set_headers: {}, remove_headers: [] }, response: { set_headers: {}, remove_headers: [] } };
   const rules: RuleTrace[] = [];
   let outcome: PolicyResult['outcome'] = 'continue';
@@ -46,12 +47,13 @@ export function evaluate(policy: CompiledPolicy, phase: Phase, input: PolicyInpu
     for (const e of rule.expressions) {
       let value: unknown;
       const budget = macroBudget.left;
-      const matchLeft = matchBudget.left;
+      const matchRefused = matchBudget.refused;
       try {
         value = e.program(vars);
         // Over the macro budget is an error even where CEL would let another element decide (`exists` true elsewhere).
         if (macroBudget.left < 0 && budget >= 0) throw overMacroBudget();
-        if (matchBudget.left < 0 && matchLeft >= 0) throw overMatchBudget();
+        // A matches() refused for the budget is an error even where CEL would let another operand decide (`|| true`).
+        if (matchBudget.refused > matchRefused) throw overMatchBudget();
       } catch (err) {
         trace.error = `${e.text}: ${(err as Error).message.split('\n')[0]}`;
         value = false;

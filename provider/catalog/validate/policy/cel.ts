@@ -42,14 +42,15 @@ export const MAX_MATCHES_PROGRAM = 2_000;
  * cost of a character grows with the program: measured up to 320 ns per unit (a 963-instruction
  * pattern against an 8 KiB header: 1.5 s). 100,000 units stay under about 32 ms at that worst
  * rate (typical patterns run a hundred times faster): a 20-instruction pattern over a 5,000
- * character header, a 1,000-instruction one over a 100-character path. Past it the call fails
- * with OVER_MATCH_BUDGET and so does every later one in the evaluation.
+ * character header, a 1,000-instruction one over a 100-character path. A call that would
+ * spend more than is left is not run and fails with OVER_MATCH_BUDGET; later calls that fit in
+ * what is left run as usual.
  */
 export const MAX_MATCHES_COST = 100_000;
 
-/** What the evaluation under way may still spend on `matches` (the engine sets it per evaluation; unlimited outside). */
-export const matchBudget = { left: Infinity };
-const OVER_MATCH_BUDGET = new Error(`the evaluation's matches() calls ran over ${MAX_MATCHES_COST.toLocaleString('en-US')} units of pattern size times input length (see the limits in docs/traffic-policy.md)`);
+/** What the evaluation under way may still spend on `matches`, and how many calls it refused (the engine sets it per evaluation; unlimited outside). */
+export const matchBudget = { left: Infinity, refused: 0 };
+const OVER_MATCH_BUDGET = new Error(`this matches() call would take the evaluation's matches() calls over ${MAX_MATCHES_COST.toLocaleString('en-US')} units of pattern size times input length (see the limits in docs/traffic-policy.md)`);
 export const overMatchBudget = () => OVER_MATCH_BUDGET;
 
 /** A pattern compiled for `matches`, or why it cannot be (its length, its syntax, its program size). */
@@ -74,10 +75,13 @@ function compilePattern(pattern: string): { re: RE2JS; size: number } | string {
 function re2Matches(text: string, pattern: string): boolean {
   const c = compilePattern(pattern);
   if (typeof c === 'string') throw new Error(c);
-  // Charged before it runs; spent, every later call fails at once.
-  if (matchBudget.left < 0) throw OVER_MATCH_BUDGET;
-  matchBudget.left -= c.size * Math.max(1, text.length);
-  if (matchBudget.left < 0) throw OVER_MATCH_BUDGET;
+  // Charged before it runs; a call that does not fit in what is left is not run.
+  const cost = c.size * Math.max(1, text.length);
+  if (cost > matchBudget.left) {
+    matchBudget.refused++;
+    throw OVER_MATCH_BUDGET;
+  }
+  matchBudget.left -= cost;
   return c.re.matcher(text).find();
 }
 
