@@ -25,11 +25,15 @@ const hostports = () =>
   ).describe('host:port pairs the edge serves; each belongs to at most one edge.');
 
 /**
- * TLS-edge modules that need the decrypted traffic, refused when TLS passes through to
- * the upstream: verifying client certificates. (Backends, IP restrictions and
- * on_tcp_connect policies see only the connection, so they stay allowed.)
+ * TLS-edge modules that need the edge's own handshake, refused when TLS passes through to
+ * the upstream or the agent: verifying client certificates (nothing past the edge checks
+ * them, so the protection would be accepted and enforced nowhere). Backends, IP restrictions
+ * and on_tcp_connect policies see only the connection, so they stay allowed.
  */
 const PLAINTEXT_TLS_MODULES = ['mutual_tls'] as const;
+
+/** The error code of a TLS edge whose mutual_tls the edge could not enforce (server/http/validation.ts reads it). */
+export const MUTUAL_TLS_PASSTHROUGH = 'ERR_SERVICE_120';
 
 const MATCH = /^[^\s\0-\x1f\x7f]+$/;
 
@@ -122,9 +126,13 @@ export const tlsEdge = defineKind({
     traffic_policy: trafficPolicyModule(['on_tcp_connect']),
   },
   refine: ((doc, ctx) => {
-    if (doc.tls_termination?.terminate_at !== 'upstream') return;
+    // Where TLS ends, as the ingress reads it: a disabled tls_termination module is the default, the edge.
+    const tt = doc.tls_termination;
+    const at = tt && tt.enabled !== false ? tt.terminate_at : undefined;
+    if (at !== 'upstream' && at !== 'agent') return;
     for (const m of PLAINTEXT_TLS_MODULES) {
-      if (doc[m] != null) ctx.addIssue({ code: 'custom', path: [m], message: `${m} needs the edge to see the decrypted traffic, but tls_termination.terminate_at is upstream; terminate at edge or agent, or remove ${m}` });
+      // A disabled module claims no protection.
+      if (doc[m] != null && doc[m].enabled !== false) ctx.addIssue({ code: 'custom', path: [m], params: { errorCode: MUTUAL_TLS_PASSTHROUGH }, message: `${m} needs the edge to terminate TLS, but tls_termination.terminate_at is ${at}: the client's certificate would be checked nowhere; terminate at edge, or remove ${m}` });
     }
   }) satisfies Refinement,
 });

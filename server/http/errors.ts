@@ -14,6 +14,7 @@ export const ERRORS = {
   ERR_SERVICE_109: { status: 400, summary: 'The request is not valid HTTP, or its path cannot be read (bad percent-encoding, a segment over 100 characters).' },
   // The agent gateway (server/gateway): what an agent is told when its hello or a bind is refused.
   ERR_SERVICE_110: { status: 400, summary: 'The agent\'s hello is malformed (see docs/agents.md for its shape).' },
+  ERR_SERVICE_120: { status: 400, summary: 'A TLS edge has mutual_tls while its tls_termination.terminate_at is agent or upstream: only the edge checks client certificates, so the protection would be enforced nowhere. Terminate at the edge, or remove mutual_tls.' },
   ERR_SERVICE_111: { status: 413, summary: 'An agent control message is larger than 256 KiB.' },
   ERR_SERVICE_201: { status: 401, summary: 'The Authorization header is missing or is not a Bearer token.' },
   ERR_SERVICE_202: { status: 401, summary: 'The bearer token is not valid.' },
@@ -88,6 +89,8 @@ export const ERRORS = {
   ERR_SERVICE_814: { status: 403, summary: 'The identity provider answered with a SAML error status (the user was not authenticated there); the sign-in was refused.' },
   ERR_SERVICE_815: { status: 503, summary: 'The edge remembers the maximum number of recent SAML assertions (to refuse replays) and accepts no new one until some expire; retry in a few minutes.' },
   ERR_SERVICE_816: { status: 404, summary: 'No HTTPS edge route with this id has a SAML module (the path is a SAML metadata, ACS or SLO URL).' },
+  ERR_SERVICE_818: { status: 400, summary: 'The SAMLResponse is over the edge\'s bounds on SAML documents (bytes, nesting depth, elements, attributes, namespace declarations, Signature, Reference or Transform elements; docs/ingress.md), so it was not parsed; the sign-in was refused.' },
+  ERR_SERVICE_819: { status: 503, summary: 'The edge could not verify the SAMLResponse in time (within 5 s of receiving it, or with too many others waiting); the sign-in was refused. Try again.' },
   ERR_SERVICE_817: { status: 502, summary: 'The route\'s SAML sign-in cannot start: idp_metadata has no HTTP-Redirect SingleSignOnService or no signing certificate, or the route has no request-signing key. The backend was not reached.' },
   // The ingress's listeners and edges (server/ingress, docs/ingress.md).
   ERR_SERVICE_700: { status: 409, summary: 'The hostport\'s port is held by edges of another kind: HTTPS, TCP and TLS edges cannot share a public port, and a TCP port carries one edge.' },

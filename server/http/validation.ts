@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import { pathText, schemaAt } from '../../provider/catalog/walk.js';
 import { issueText } from '../../provider/catalog/issue-text.js';
 import { shapeOf } from '../../provider/catalog/traits.js';
-import { ApiError } from './errors.js';
+import { ApiError, type ErrorCode } from './errors.js';
 import { nullsAsAbsent } from '../../provider/catalog/nulls.js';
 
 type Issue = z.core.$ZodIssue;
@@ -23,7 +23,9 @@ function toError(schema: z.ZodType, issue: Issue, base: (string | number)[]): Ap
   if (policyPath !== undefined) reason = `${policyPath ? `${policyPath}: ` : ''}${reason}`;
   const details: Record<string, unknown> = { field, reason };
   if (policyPath !== undefined) details.policy_path = policyPath;
-  return new ApiError('ERR_SERVICE_103', field ? `${field}: ${reason}` : reason, details);
+  // A refinement may name its own code (a combination of fields refused, not one bad value).
+  const code = (issue as { params?: { errorCode?: ErrorCode } }).params?.errorCode ?? 'ERR_SERVICE_103';
+  return new ApiError(code, field ? `${field}: ${reason}` : reason, details);
 }
 
 /**

@@ -135,6 +135,36 @@ interface ListenerContext extends HttpsContext {
 /** A connection's server name and client address, kept on its socket for its later requests. */
 const PEER = Symbol('edgeform.peer');
 
+/**
+ * What set up a connection's handshake, by its raw socket: the server name of its first
+ * ClientHello and the termination (minimum version, client-certificate authorities) that name
+ * chose. A TLS 1.3 client may send a second ClientHello after a HelloRetryRequest; Node asks
+ * for the certificate once, for the first, while OpenSSL reports the second's name as the
+ * connection's (`socket.servername`). A connection whose negotiated name is not the one its
+ * settings came from is closed before any byte of it is read: otherwise any name first and a
+ * `mutual_tls` edge's second would get that edge without a client certificate.
+ */
+const APPLIED = new WeakMap<net.Socket, { name: string; key: string }>();
+
+/** Whether a terminated connection's negotiated name is the one its handshake's settings came from (false when unknown). */
+function sameName(socket: tls.TLSSocket): boolean {
+  const raw = (socket as unknown as { _parent?: net.Socket })._parent;
+  const applied = raw && APPLIED.get(raw);
+  return !!applied && applied.name === String(socket.servername || '').toLowerCase();
+}
+
+/** The applied termination of a connection (see APPLIED), undefined when unknown. */
+function appliedKeyOf(socket: tls.TLSSocket): string | undefined {
+  const raw = (socket as unknown as { _parent?: net.Socket })._parent;
+  return raw ? APPLIED.get(raw)?.key : undefined;
+}
+
+/** An edge's termination key as the table has it now (no edge: an unknown name's). */
+const terminationKeyOf = (doc: HttpsEdgeEntry['doc'] | undefined): string => terminationKey(doc ? terminationOf(doc) : DEFAULT_TERMINATION);
+
+/** What an unknown name on an HTTPS port is terminated with: a local-CA certificate, then a 404 page. */
+const DEFAULT_TERMINATION: Termination = { minVersion: '1.2', caIds: [] };
+
 /** How long a connection answered for bad input is read (and what comes dropped) before it is cut. */
 const LINGER_MS = 2_000;
 
@@ -243,7 +273,8 @@ export class IngressListener {
     if (entry?.kind === 'https') {
       this.count('https');
       // An unknown name still gets a handshake (a local-CA certificate) and then a 404 page.
-      const t = edge ? terminationOf(edge.doc) : { minVersion: '1.2' as const, caIds: [] };
+      const t = edge ? terminationOf(edge.doc) : DEFAULT_TERMINATION;
+      APPLIED.set(socket, { name: hello.servername, key: terminationKey(t) });
       return void this.terminator('https', t).emit('connection', socket);
     }
     if (entry?.kind !== 'tls' || !edge) {
@@ -253,7 +284,9 @@ export class IngressListener {
     this.count('tls');
     const at = edge.doc.tls_termination?.enabled === false ? 'edge' : (edge.doc.tls_termination?.terminate_at ?? 'edge');
     if (at !== 'edge') return streamEdge(socket, edge as StreamEdgeEntry, now, this.streamDeps(), hello.servername);
-    this.terminator('tls', terminationOf(edge.doc)).emit('connection', socket);
+    const t = terminationOf(edge.doc);
+    APPLIED.set(socket, { name: hello.servername, key: terminationKey(t) });
+    this.terminator('tls', t).emit('connection', socket);
   }
 
   /**
@@ -319,6 +352,7 @@ export class IngressListener {
         if (this.closing) session.close();
       });
       h2.on('secureConnection', (socket: tls.TLSSocket) => {
+        if (!sameName(socket)) return this.nameChanged(socket);
         if (socket.alpnProtocol === 'h2') return;
         this.h1Active.set(socket, 0);
         this.activity.set(socket, { bytes: -1, at: 0 });
@@ -338,17 +372,27 @@ export class IngressListener {
     return server;
   }
 
+  /** A connection whose second ClientHello named another server than its first (see APPLIED): closed unread. */
+  private nameChanged(socket: tls.TLSSocket) {
+    this.count('refused_sni_changed');
+    socket.destroy();
+  }
+
   private async tlsTerminated(socket: tls.TLSSocket) {
+    if (!sameName(socket)) return this.nameChanged(socket);
     const table = await this.d.live.current();
-    const edge = table.ports.get(this.spec.publicPort)?.hosts.get(String(socket.servername || ''));
+    const edge = table.ports.get(this.spec.publicPort)?.hosts.get(String(socket.servername || '').toLowerCase());
     if (!edge || edge.kind !== 'tls') return void socket.destroy();
+    // The edge's client-certificate check or minimum version changed since this handshake: not under the old ones.
+    if (terminationKeyOf(edge.doc) !== appliedKeyOf(socket)) return void socket.destroy();
     streamEdge(socket, edge, table, this.streamDeps(), String(socket.servername));
   }
 
-  private contextOf(req: http.IncomingMessage | http2.Http2ServerRequest, table: HttpsContext['table'], sent: string | undefined | null, h1 = true, startedAt = 0): { ctx?: ListenerContext; sni: string; host: string } {
-    const socket = req.socket as tls.TLSSocket & { [PEER]?: { sni: string; clientIp: string } };
-    // The connection's name and client address, the same for each of its requests.
-    const peer = (socket[PEER] ??= { sni: String(socket.servername || '').toLowerCase(), clientIp: clientIpOf(socket) });
+  private contextOf(req: http.IncomingMessage | http2.Http2ServerRequest, table: HttpsContext['table'], sent: string | undefined | null, h1 = true, startedAt = 0): { ctx?: ListenerContext; sni: string; host: string; stale?: boolean } {
+    const socket = req.socket as tls.TLSSocket & { [PEER]?: { sni: string; clientIp: string; applied?: string } };
+    // The connection's name and client address, the same for each of its requests, and the
+    // termination its handshake was made under (none when its name changed: see APPLIED).
+    const peer = (socket[PEER] ??= { sni: String(socket.servername || '').toLowerCase(), clientIp: clientIpOf(socket), applied: sameName(socket) ? appliedKeyOf(socket) : undefined });
     const sni = peer.sni;
     // Several Host headers on HTTP/1.0: the first, as Node keeps it.
     const authority = sent === null ? req.headers.host : sent;
@@ -356,6 +400,8 @@ export class IngressListener {
     if (host !== sni) return { sni, host };
     const held = table.ports.get(this.spec.publicPort);
     const edge = held?.kind === 'https' ? (held.hosts.get(host) as HttpsEdgeEntry | undefined) : undefined;
+    // The edge is the one whose certificate check and minimum version the handshake applied, or nothing is answered from it.
+    if (peer.applied === undefined || terminationKeyOf(edge?.doc) !== peer.applied) return { sni, host, stale: true };
     return { sni, host, ctx: { table, edge, clientIp: peer.clientIp, publicPort: this.spec.publicPort, host, hostHeader: authority ?? host, deps: this.d.deps, answered: this.answered as unknown as HttpsContext['answered'], socket, h1, startedAt } };
   }
 
@@ -384,7 +430,12 @@ export class IngressListener {
   }
 
   private routed(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse, table: HttpsContext['table'], authority: string | undefined | null, h1: boolean, startedAt: number): void {
-    const { ctx, sni, host } = this.contextOf(req, table, authority, h1, startedAt);
+    const { ctx, sni, host, stale } = this.contextOf(req, table, authority, h1, startedAt);
+    if (stale) {
+      refuse(res, errorAnswer('ERR_SERVICE_701', `this connection's TLS settings are not those ${sni} has now; open a new connection`));
+      if (!h1) (req as http2.Http2ServerRequest).stream.session?.close();
+      return this.answered({ socket: req.socket as tls.TLSSocket, h1, startedAt, edge: undefined }, res.statusCode);
+    }
     if (ctx) {
       try {
         return void handleHttpsRequest(req, res, ctx);
@@ -420,7 +471,8 @@ export class IngressListener {
   private async upgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer) {
     this.activity.delete(socket as tls.TLSSocket);
     const authority = authorityOf(req, true);
-    const { ctx, sni, host } = this.contextOf(req, await this.d.live.current(), authority);
+    const { ctx, sni, host, stale } = this.contextOf(req, await this.d.live.current(), authority);
+    if (stale) return void socket.destroy();
     const invalid = hostHeaderInvalid(req, authority);
     const oversized = this.oversized(req, true);
     if (!ctx || invalid || oversized) {

@@ -3,6 +3,7 @@
 // server that terminates it: one per (minimum version, client-certificate authorities), since
 // OpenSSL fixes the accepted versions before the certificate is chosen. That server's
 // SNICallback then picks the certificate (certificates.ts) or a local-CA leaf (ca.ts).
+import { constants } from 'node:crypto';
 import tls from 'node:tls';
 import type { LocalCa } from './ca.js';
 import { selectCertificate } from './certificates.js';
@@ -65,6 +66,9 @@ export class TlsContexts {
       minVersion: NODE_VERSIONS[t.minVersion],
       // TLS 1.0 and 1.1 need OpenSSL's security level 0 to be offered at all.
       ...(t.minVersion === '1.0' || t.minVersion === '1.1' ? { ciphers: 'DEFAULT:@SECLEVEL=0' } : {}),
+      // No renegotiation (TLS 1.2): a second handshake could name another server than the one
+      // whose settings were applied (listen.ts checks the name once, after the first).
+      secureOptions: constants.SSL_OP_NO_RENEGOTIATION,
       requestCert: ask,
       rejectUnauthorized: ask,
       handshakeTimeout: handshakeTimeoutMs,

@@ -96,6 +96,8 @@ export interface EdgeAnswer {
   body?: string | Buffer;
   /** The ingress error code (docs/ingress.md), logged and sent as `edgeform-error-code`. */
   code?: string;
+  /** What the access log says besides the code (backend and tunnel ids, labels): never sent to the client. */
+  detail?: string;
 }
 
 /** The response head the client will get; response filters edit it before it is sent. */

@@ -2,7 +2,7 @@
 // plain data out, no I/O: the rules run in order; a rule whose expressions are all true runs
 // its actions in order; an action that ends the request ends the phase (later rules do not run).
 import type { Phase } from '../../provider/catalog/validate/traffic-policy.js';
-import { macroBudget, macroHeaders, MAX_MACRO_STEPS, overMacroBudget } from '../../provider/catalog/validate/policy/cel.js';
+import { macroBudget, macroHeaders, matchBudget, MAX_MACRO_STEPS, MAX_MATCHES_COST, overMacroBudget, overMatchBudget } from '../../provider/catalog/validate/policy/cel.js';
 import type { Ended, Mutations } from './actions/run.js';
 import type { CompiledPolicy } from './compile.js';
 import { celVariables, headerOf, type ActionVariables, type CelVariables, type PolicyInput } from './context.js';
@@ -36,6 +36,8 @@ export function evaluate(policy: CompiledPolicy, phase: Phase, input: PolicyInpu
   const vars = celVariables(input, now);
   current = vars;
   macroBudget.left = MAX_MACRO_STEPS;
+  matchBudget.left = MAX_MATCHES_COST;
+  matchBudget.refused = 0;
   const mutations: Mutations = { request: { set_headers: {}, remove_headers: [] }, response: { set_headers: {}, remove_headers: [] } };
   const rules: RuleTrace[] = [];
   let outcome: PolicyResult['outcome'] = 'continue';
@@ -45,10 +47,13 @@ export function evaluate(policy: CompiledPolicy, phase: Phase, input: PolicyInpu
     for (const e of rule.expressions) {
       let value: unknown;
       const budget = macroBudget.left;
+      const matchRefused = matchBudget.refused;
       try {
         value = e.program(vars);
         // Over the macro budget is an error even where CEL would let another element decide (`exists` true elsewhere).
         if (macroBudget.left < 0 && budget >= 0) throw overMacroBudget();
+        // A matches() refused for the budget is an error even where CEL would let another operand decide (`|| true`).
+        if (matchBudget.refused > matchRefused) throw overMatchBudget();
       } catch (err) {
         trace.error = `${e.text}: ${(err as Error).message.split('\n')[0]}`;
         value = false;
@@ -71,5 +76,6 @@ export function evaluate(policy: CompiledPolicy, phase: Phase, input: PolicyInpu
   }
   current = undefined;
   macroBudget.left = Infinity;
+  matchBudget.left = Infinity;
   return { outcome, mutations, actions: vars.actions, rules };
 }

@@ -204,24 +204,30 @@ describe('TLS termination', () => {
     expect((await s.get(`/edges/tls/${edge.id}`)).body.tls_termination).toBeNull();
   });
 
-  it('TLS edges terminating upstream refuse mutual TLS, whichever comes first; other modules stay allowed', async () => {
-    const upstream = { terminate_at: 'upstream' };
+  it.each(['upstream', 'agent'])('TLS edges terminating at %s refuse mutual TLS (400 ERR_SERVICE_120: nothing past the edge checks client certificates), whichever comes first; other modules stay allowed', async (terminateAt) => {
+    const passing = { terminate_at: terminateAt };
     const mtls = { certificate_authority_ids: [refs.ca.id] };
-    const body = expectInvalid(await s.post('/edges/tls', { tls_termination: upstream, mutual_tls: mtls }), 'mutual_tls');
-    expect(body.msg).toMatch(/upstream/);
+    const refused = (r: Parameters<typeof expectInvalid>[0], field = 'mutual_tls') => expect(expectInvalid(r, field, 'ERR_SERVICE_120').msg).toContain(`terminate_at is ${terminateAt}`);
+    refused(await s.post('/edges/tls', { tls_termination: passing, mutual_tls: mtls }));
     const withMtls = await create('/edges/tls', { mutual_tls: mtls });
-    expectInvalid(await s.put(`/edges/tls/${withMtls.id}/tls_termination`, upstream), 'mutual_tls');
-    expectInvalid(await s.patch(`/edges/tls/${withMtls.id}`, { tls_termination: upstream }), 'mutual_tls');
-    const passThrough = await create('/edges/tls', { tls_termination: upstream });
-    expectInvalid(await s.put(`/edges/tls/${passThrough.id}/mutual_tls`, mtls), 'mutual_tls');
+    refused(await s.put(`/edges/tls/${withMtls.id}/tls_termination`, passing));
+    refused(await s.patch(`/edges/tls/${withMtls.id}`, { tls_termination: passing }));
+    expect((await s.get(`/edges/tls/${withMtls.id}`)).body.tls_termination).toBeNull();
+    const passThrough = await create('/edges/tls', { tls_termination: passing });
+    refused(await s.put(`/edges/tls/${passThrough.id}/mutual_tls`, mtls));
+    refused(await s.patch(`/edges/tls/${passThrough.id}`, { mutual_tls: mtls }));
+    expect((await s.get(`/edges/tls/${passThrough.id}`)).body.mutual_tls).toBeNull();
     const full = await create('/edges/tls', {
-      tls_termination: upstream,
+      tls_termination: passing,
       backend: { backend_id: refs.backend.id },
       ip_restriction: { ip_policy_ids: [refs.policies[0].id] },
       traffic_policy: { value: TCP_POLICY },
     });
     expect(full.mutual_tls).toBeNull();
-    expect((await s.put(`/edges/tls/${withMtls.id}/tls_termination`, { terminate_at: 'agent' })).status).toBe(200);
+    expect((await s.put(`/edges/tls/${withMtls.id}/tls_termination`, { terminate_at: 'edge' })).status).toBe(200);
+    // Either module disabled claims nothing the edge would not do: a disabled tls_termination terminates at the edge.
+    expect((await s.post('/edges/tls', { tls_termination: { ...passing, enabled: false }, mutual_tls: mtls })).status).toBe(201);
+    expect((await s.post('/edges/tls', { tls_termination: passing, mutual_tls: { ...mtls, enabled: false } })).status).toBe(201);
   });
 });
 

@@ -108,11 +108,13 @@ describe('tunnel-group backends through edgeform agent', () => {
     }
   });
 
-  it('no online tunnel with the labels: 502 ERR_SERVICE_742', async () => {
+  it('no online tunnel with the labels: 502 ERR_SERVICE_742; the labels are in the access log, not on the client\'s page', async () => {
     const r = await ing.get('/none');
     expect(r.status).toBe(502);
     expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_742');
-    expect(r.text).toContain('app=nobody');
+    expect(r.text).toContain('ERR_SERVICE_742');
+    expect(r.text).not.toContain('app=nobody');
+    await until(() => ing.logs.some((l) => l.msg === 'ingress request' && l.code === 'ERR_SERVICE_742' && String(l.detail).includes('app=nobody')), 5000);
   });
 
   it('an upstream that refuses the connection: 502 ERR_SERVICE_743', async () => {

@@ -170,10 +170,23 @@ describe('oidc sign-in at the edge', () => {
 
   it('logout ends the session; OPTIONS passes unauthenticated with options_passthrough', async () => {
     const { b } = await signIn();
+    // A copy of the session cookie taken before logout (another tab, a stolen copy) dies with it: the edge revokes the session, not only this browser's cookie.
+    expect((await b.request(`${APP}/private`)).status).toBe(200);
+    const kept = b.cookiesOf(HOST).get('service.session')!;
+    const copy = new Browser(ingress);
+    copy.cookiesOf(HOST).set('service.session', kept);
+    expect((await copy.request(`${APP}/private`)).status).toBe(200);
     const out = await b.request(`${APP}/_edgeform/auth/logout`);
     expect(out.status).toBe(200);
     expect(b.cookiesOf(HOST).has('service.session')).toBe(false);
     expect((await b.request(`${APP}/private`)).status).toBe(302);
+    const replayed = new Browser(ingress);
+    replayed.cookiesOf(HOST).set('service.session', kept);
+    const after = await replayed.request(`${APP}/private`);
+    expect(after.status).toBe(302);
+    expect(JSON.stringify(after.headers)).not.toContain(kept);
+    // The copy renewed its cookie meanwhile: that one ends too (one session, one id).
+    expect((await copy.request(`${APP}/private`)).status).toBe(302);
     const pre = await new Browser(ingress).request(`${APP}/private`, { method: 'OPTIONS' });
     expect(pre.status).toBe(200);
     const post = await new Browser(ingress).request(`${APP}/private`, { method: 'POST', body: '{}' });

@@ -33,6 +33,7 @@ const cases: Array<{ case: string; yaml: string; line: number; message: RegExp }
   { case: 'a weight over 10000 under a reference key: named as written, not as an internal placeholder', yaml: `${BACKEND}---\nkind: WeightedBackend\nname: w\nbackends:\n  HTTPResponseBackend/hello: 20000\n`, line: 8, message: /backends\.HTTPResponseBackend\/hello: weights are 0\.\.10000/ },
   { case: 'a version YAML reads as a number', yaml: 'kind: HTTPSEdge\nname: e\ntls_termination:\n  min_version: 1.2\n', line: 4, message: /tls_termination\.min_version: .*; YAML reads 1\.2 as a number: quote it to give text/ },
   { case: 'a label value YAML reads as a number', yaml: 'kind: TunnelGroupBackend\nname: t\nlabels: {port: 8080}\n', line: 3, message: /labels\.port: .*YAML reads 8080 as a number: quote it/ },
+  { case: 'mutual_tls on a TLS edge that terminates at the agent (checked nowhere)', yaml: 'kind: TLSEdge\nname: t\ntls_termination: {terminate_at: agent}\nmutual_tls: {certificate_authority_ids: [ca_2kTvl0j2ItBlrBYOTmhU3lnVGxk]}\n', line: 4, message: /mutual_tls: mutual_tls needs the edge to terminate TLS, but tls_termination\.terminate_at is agent/ },
   { case: 'a nested parent field', yaml: 'kind: IPPolicy\nname: x\nrules:\n  - {cidr: 10.0.0.0/8, action: allow, ip_policy_id: ipp_123}\n', line: 4, message: /leave ip_policy_id out/ },
 ];
 

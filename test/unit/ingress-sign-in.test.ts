@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { callbackRoute } from '../../server/ingress/auth/callback-route.js';
 import { CookieSealer, cookieHeaderWithout, readCookies } from '../../server/ingress/auth/cookies.js';
 import { oauthAllows } from '../../server/ingress/auth/oauth.js';
-import { DEFAULT_INACTIVITY_SECONDS, DEFAULT_MAXIMUM_SECONDS, limitsOf, sessionEnded, type Session } from '../../server/ingress/auth/session.js';
+import { DEFAULT_INACTIVITY_SECONDS, DEFAULT_MAXIMUM_SECONDS, limitsOf, sessionEnded, SignedOut, type Session } from '../../server/ingress/auth/session.js';
 import { routeMatcher } from '../../server/ingress/http/select-route.js';
 
 describe('sealed cookies', () => {
@@ -36,7 +36,7 @@ describe('sealed cookies', () => {
 
 describe('session limits', () => {
   const t0 = 1_700_000_000_000;
-  const s: Session = { subject: 'u', created: t0, seen: t0 };
+  const s: Session = { sid: 'sid-1', subject: 'u', created: t0, seen: t0 };
   const limits = limitsOf({ inactivity_timeout: 60, maximum_duration: 3600 });
 
   it.each([
@@ -54,6 +54,44 @@ describe('session limits', () => {
 
   it('a session without a subject is not one', () => {
     expect(sessionEnded({ ...s, subject: '' }, limits, t0)).toBe('malformed');
+  });
+
+  it('a session without an id (made before sessions had one, so it could not be signed out of) signs in again', () => {
+    const { sid: _, ...old } = s;
+    expect(sessionEnded(old as Session, limits, t0)).toBe('malformed');
+  });
+});
+
+describe('sessions signed out of', () => {
+  const t0 = 1_700_000_000_000;
+  const session = (sid: string, created = t0) => ({ sid, created });
+
+  it('are remembered until their cookie would have expired, then forgotten', () => {
+    const out = new SignedOut(10);
+    out.signOut('a', t0 + 1000, t0);
+    expect(out.has(session('a'), t0 + 999)).toBe(true);
+    expect(out.has(session('b'), t0 + 999)).toBe(false);
+    expect(out.has(session('a'), t0 + 1000)).toBe(false);
+    expect(out.size).toBe(0);
+  });
+
+  it('full of live entries, forget none: every session signed in before then ends, later ones do not', () => {
+    const out = new SignedOut(3);
+    for (const sid of ['a', 'b', 'c']) out.signOut(sid, t0 + 10_000, t0);
+    out.signOut('d', t0 + 10_000, t0 + 5);
+    expect(out.size).toBe(0);
+    for (const sid of ['a', 'b', 'c', 'd', 'never-signed-out']) expect(out.has(session(sid, t0), t0 + 6), sid).toBe(true);
+    expect(out.has(session('new', t0 + 6), t0 + 7)).toBe(false);
+  });
+
+  it('full, expired entries make room first', () => {
+    const out = new SignedOut(2);
+    out.signOut('a', t0 + 10, t0);
+    out.signOut('b', t0 + 10_000, t0);
+    out.signOut('c', t0 + 10_000, t0 + 20);
+    expect(out.size).toBe(2);
+    expect(out.has(session('x', t0), t0 + 21)).toBe(false);
+    expect(out.has(session('c', t0), t0 + 21)).toBe(true);
   });
 });
 

@@ -6,7 +6,7 @@ import { createHash, createHmac, createPrivateKey, generateKeyPairSync, sign as 
 import { crc32 } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WEBHOOK_PROVIDERS } from '../../provider/catalog/route-modules.js';
-import { certSource } from '../../server/ingress/modules/webhooks/certs.js';
+import { certSource, certUrlProblem } from '../../server/ingress/modules/webhooks/certs.js';
 import { webhookVerification } from '../../server/ingress/modules/webhook-verification.js';
 import { fakeDeps, run, type FakeRequest } from '../helpers/fake-exchange.js';
 import { Pki, type Issued } from '../helpers/pki.js';
@@ -371,6 +371,28 @@ describe('webhook verification beyond one signature', () => {
       expect(r.status).toBe(403);
       expect(String(r.answer!.body)).toContain('not one of sns');
       expect(fetched).toBe(0);
+    } finally {
+      certSource.fetch = saved;
+    }
+  });
+
+  it('SNS: the certificate host must be sns.<region>.amazonaws.com: an S3 bucket (sns.s3.amazonaws.com) or another label is refused without a download', async () => {
+    let fetched = 0;
+    const saved = certSource.fetch;
+    certSource.fetch = async () => {
+      fetched++;
+      return keys.rsa.cert;
+    };
+    try {
+      for (const host of ['sns.s3.amazonaws.com', 'sns.s3-external-1.amazonaws.com', 'sns.evil.amazonaws.com', 'sns.us-east-1.s3.amazonaws.com', 'sns.x.amazonaws.com']) {
+        const r = await verify('sns', '', json(snsMessage({ secret: '', t: tNow, keys }).replace('sns.us-east-1.amazonaws.com', host), {}));
+        expect(r.status, host).toBe(403);
+        expect(String(r.answer!.body), host).toContain('not one of sns');
+      }
+      expect(fetched).toBe(0);
+      for (const host of ['sns.us-east-1.amazonaws.com', 'sns.eu-central-2.amazonaws.com', 'sns.us-gov-west-1.amazonaws.com', 'sns.cn-north-1.amazonaws.com.cn', 'sns.ap-southeast-1.amazonaws.com']) {
+        expect(certUrlProblem('sns', `https://${host}/SimpleNotificationService-abc.pem`), host).toBeUndefined();
+      }
     } finally {
       certSource.fetch = saved;
     }

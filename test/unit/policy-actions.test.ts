@@ -123,6 +123,9 @@ describe('expressions', () => {
     { e: "req.path.startsWith('/a') &&", column: 29, says: /Unexpected token/ },
     { e: 'req.path', column: 1, says: /must give a bool; this one gives string/ },
     { e: "lookup('x')", column: 1, says: /no matching overload for 'lookup\(string\)'/ },
+    // A literal matches() pattern is compiled with the policy: RE2 syntax and program size, at the pattern's column.
+    { e: "req.url.matches('(x|y|z|a){1000}q')", column: 17, says: /compiles to \d+ RE2 instructions, over the 2000 allowed/ },
+    { e: "req.host == 'x' || req.url.matches('a(?=b)')", column: 36, says: /invalid RE2 pattern "a\(\?=b\)"/ },
   ])('refuses $e with its rule, name and column', ({ e, column, says }) => {
     const r = rule(["req.method == 'GET'", e], 'on_http_request', 'api only');
     expect(r.ok).toBe(false);

@@ -1,4 +1,5 @@
 // The engine: compilePolicy then evaluate, per phase, on plain inputs with a fake clock.
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { compilePolicy, evaluate, isCompiled, PolicyState, type CompiledPolicy, type PolicyInput } from '../../server/policy/index.js';
@@ -209,6 +210,36 @@ describe('matches() patterns', () => {
     expect(r.outcome).toBe('continue');
     expect(r.rules[0].matched).toBe(false);
     expect(r.rules[0].error).toMatch(/at most 1024 characters; this one has 1400/);
+  });
+
+  it('a pattern from the request that compiles to over 2,000 RE2 instructions is an error of the expression', () => {
+    const r = evaluate(policy, 'on_http_request', request({ headers: { 'X-Pattern': '(x|y|z|a){1000}q' } }), new PolicyState());
+    expect(r.outcome).toBe('continue');
+    expect(r.rules[0].error).toMatch(/compiles to \d+ RE2 instructions, over the 2000 allowed/);
+  });
+
+  it('a pattern the API accepts, against an 8 KiB header: over the evaluation\'s matches budget, an error of the expression at once (it held the loop 1.5 s)', async () => {
+    const costly = compile({ on_http_request: [
+      { name: 'costly', expressions: ["getReqHeader('X-Long')[0].matches('(?i)(a{30}){30}b')"], actions: [{ type: 'deny' }] },
+      { name: 'later', expressions: ["req.url.matches('^https:')"], actions: [{ type: 'custom-response', config: { status_code: 200, body: 'later' } }] },
+    ] });
+    const h = monitorEventLoopDelay({ resolution: 10 });
+    h.enable();
+    const r = evaluate(costly, 'on_http_request', request({ headers: { 'X-Long': `${'a'.repeat(8192)}!b` } }), new PolicyState());
+    await new Promise((res) => setTimeout(res, 30));
+    h.disable();
+    expect(r.rules[0].matched).toBe(false);
+    expect(r.rules[0].error).toMatch(/this matches\(\) call would take the evaluation's matches\(\) calls over 100,000 units of pattern size times input length/);
+    // The refused call was not run; a later one that fits in what is left runs as usual.
+    expect(r.rules[1].error).toBeUndefined();
+    expect(r.outcome).toMatchObject({ response: { body: 'later' } });
+    // `|| true` does not hide it: the expression is an error all the same.
+    const hidden = compile({ on_http_request: [{ name: 'or', expressions: ["getReqHeader('X-Long')[0].matches('(?i)(a{30}){30}b') || true"], actions: [{ type: 'deny' }] }] });
+    const o = evaluate(hidden, 'on_http_request', request({ headers: { 'X-Long': `${'a'.repeat(8192)}!b` } }), new PolicyState());
+    expect(o.rules[0].error).toMatch(/would take the evaluation's matches\(\) calls over/);
+    expect(o.outcome).toBe('continue');
+    // A correctness bound (nothing ran long on the loop), not a speed figure.
+    expect(h.max / 1e6).toBeLessThan(200);
   });
 
   it('a pattern of 1024 characters is compiled and matched', () => {

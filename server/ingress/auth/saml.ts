@@ -15,7 +15,9 @@ import type { Exchange, FullDoc, IngressDeps } from '../types.js';
 import { CALLBACK_PATH, STATE_ROUTE_SEPARATOR } from './callback-route.js';
 import { CookieSealer } from './cookies.js';
 import { nameIdFormatShort, nameIdFormatUrn, parseIdpMetadata, samlUrls, type SamlUrls } from './saml-metadata.js';
+import { samlXmlOverLimits } from './saml-bounds.js';
 import { MAX_REMEMBER_MS, usedAssertions } from './saml-replay.js';
+import { SAML_VERIFY, verifySamlResponse } from './saml-verify.js';
 import type { Identity } from './session.js';
 import { SignInRefused, type SignInProvider } from './sign-in-filter.js';
 
@@ -102,7 +104,8 @@ export function samlProvider(config: FullDoc[string], route: FullDoc, deps: Ingr
   const signing = config.request_signing as SamlSigning | undefined;
   if (!signing?.private_key_pem || !deps.publicUrl || !deps.box) throw new Error('the SAML route has no request-signing key or the ingress has no public base URL');
   const urls = samlUrls(deps.publicUrl, route.id);
-  const ids = requestIds(route.id, deps.box.derive('ingress saml request ids'), deps.now);
+  const idKey = deps.box.derive('ingress saml request ids');
+  const ids = requestIds(route.id, idKey, deps.now);
   const tickets = new CookieSealer(deps.box.derive('ingress saml tickets'));
   const ticketBind = `saml-ticket:${route.id}`;
   const format = nameIdFormatUrn(config.nameid_format);
@@ -173,14 +176,17 @@ export function samlProvider(config: FullDoc[string], route: FullDoc, deps: Ingr
     if (!response || !/^[A-Za-z0-9+/=\s]+$/.test(response)) throw refused('ERR_SERVICE_806', 'The POST carries no base64 SAMLResponse; the sign-in was refused.');
     const xml = Buffer.from(response, 'base64').toString('utf8').trim();
     if (!SAML_RESPONSE_ROOT.test(xml.slice(0, 4096)) || /<!(DOCTYPE|ENTITY)/i.test(xml)) throw refused('ERR_SERVICE_806', 'The SAMLResponse is not a SAML Response document (or declares a DOCTYPE); the sign-in was refused.');
+    const over = samlXmlOverLimits(xml);
+    if (over) throw refused('ERR_SERVICE_818', `The SAMLResponse ${over} (the edge's bounds on SAML documents, docs/ingress.md); the sign-in was refused.`);
     const idp = idpOf();
-    let profile: Profile | null;
-    try {
-      ({ profile } = await new SAML(options(ids.make)).validatePostResponseAsync({ SAMLResponse: response }));
-    } catch (e) {
-      throw classify(e);
-    }
-    if (!profile) throw refused('ERR_SERVICE_806', 'The SAML response carries no assertion; the sign-in was refused.');
+    // Parsed and its signatures checked on a worker thread, under a deadline (saml-verify.ts).
+    const { cacheProvider: _c, generateUniqueId: _g, ...plain } = options(ids.make);
+    const r = await verifySamlResponse({ options: plain, response, routeId: route.id, idKey: idKey.toString('hex') });
+    if ('busy' in r || 'timeout' in r) throw refused('ERR_SERVICE_819', `The edge could not verify the SAMLResponse ${'busy' in r ? `now (over ${SAML_VERIFY.maxQueued} are waiting)` : `within ${SAML_VERIFY.deadlineMs / 1000} s`}; the sign-in was refused. Try again.`);
+    if ('error' in r) throw r.error.status ? refused('ERR_SERVICE_814', `The identity provider refused the sign-in (${r.error.message.replace(/^SAML provider returned /, '')}).`) : classify(new Error(r.error.message));
+    if (!r.profile) throw refused('ERR_SERVICE_806', 'The SAML response carries no assertion; the sign-in was refused.');
+    const a = r.assertion;
+    const profile = { ...r.profile, getAssertion: () => (a ? { Assertion: { $: { ID: a.ID, IssueInstant: a.IssueInstant }, Conditions: [{ $: { NotOnOrAfter: a.NotOnOrAfter } }] } } : {}) } as unknown as Profile;
     const ok = accept(profile, idp.entityId);
     remember(ok.id, ok.expires);
     const relay = form.get('RelayState') ?? undefined;

@@ -8,7 +8,7 @@ import { errorAnswer } from '../http/error-page.js';
 import type { Exchange, FullDoc, HttpFilter, IngressDeps } from '../types.js';
 import { CALLBACK_PATH, STATE_ROUTE_SEPARATOR } from './callback-route.js';
 import { CookieSealer, cookieHeaderWithout, readCookies, setCookie } from './cookies.js';
-import { cookieAgeSeconds, identityHeaders, limitsOf, sessionEnded, type Identity, type Session } from './session.js';
+import { cookieAgeSeconds, identityHeaders, limitsOf, sessionEnded, signedOut, type Identity, type Session } from './session.js';
 
 /** Under the route's own path: `/_edgeform/auth/logout`, or `/app/_edgeform/auth/logout` for a route on `/app`. */
 export const LOGOUT_PATH = '/_edgeform/auth/logout';
@@ -122,7 +122,7 @@ export function signInFilter(config: FullDoc[string], route: FullDoc, deps: Ingr
 
   function signedIn(ex: Exchange, who: Identity, back: string, clear: string[]) {
     const now = deps.now();
-    const session: Session = { subject: who.subject, email: who.email, name: who.name, recheck: who.recheck, created: now, seen: now, checked: now };
+    const session: Session = { sid: randomBytes(16).toString('base64url'), subject: who.subject, email: who.email, name: who.name, recheck: who.recheck, created: now, seen: now, checked: now };
     deps.log({ level: 'info', msg: 'ingress sign-in', route: route.id, module: provider.name, subject: who.subject });
     redirectTo(ex, sameSiteBack(back), [...clear, setCookie(sessionCookie, sealer.seal(sessionBind, session), cookieAgeSeconds(session, limits, now))]);
   }
@@ -133,6 +133,9 @@ export function signInFilter(config: FullDoc[string], route: FullDoc, deps: Ingr
       const cookies = readCookies(ex.req.headers);
       if (path === CALLBACK_PATH) return callback(ex, cookies);
       if (path.endsWith(LOGOUT_PATH)) {
+        // The session ends here, not only in this browser: its id is revoked until its cookie would have expired.
+        const out = sealer.open<Session>(sessionBind, cookies.get(sessionCookie));
+        if (out && typeof out.sid === 'string' && typeof out.created === 'number') signedOut.signOut(out.sid, out.created + limits.maximumMs, deps.now());
         ex.answer({ status: 200, headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', 'set-cookie': [setCookie(sessionCookie, '', 0)] }, body: 'You are signed out.\n' });
         return;
       }
@@ -144,7 +147,7 @@ export function signInFilter(config: FullDoc[string], route: FullDoc, deps: Ingr
       const now = deps.now();
       const raw = cookies.get(sessionCookie);
       const session = sealer.open<Session>(sessionBind, raw);
-      const ended = session ? sessionEnded(session, limits, now) : raw ? 'unreadable (altered, or sealed for another route or key)' : undefined;
+      const ended = session ? (sessionEnded(session, limits, now) ?? (signedOut.has(session, now) ? 'signed out' : undefined)) : raw ? 'unreadable (altered, or sealed for another route or key)' : undefined;
       if (!session || ended) {
         if (ended) deps.log({ level: 'info', msg: 'ingress session not accepted', route: route.id, module: provider.name, reason: ended });
         return startSignIn(ex);

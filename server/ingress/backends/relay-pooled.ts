@@ -7,7 +7,7 @@ import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { CONNECTION_HEADERS } from '../../../agent/protocol.js';
 import { PooledRequest, type PooledConnection, type PooledHeaders } from '../../gateway/relay-pool.js';
-import { edgeError, type EdgeError, type HttpExchange } from '../http/exchange.js';
+import { backendError, type EdgeError, type HttpExchange } from '../http/exchange.js';
 
 export const upstreamOf = (tunnelId: string) => `the upstream of tunnel ${tunnelId}`;
 
@@ -68,7 +68,7 @@ class PooledExchange extends PooledRequest {
   protected failed() {
     if (!this.settle()) return;
     if (this.replayable) this.resolve(false);
-    else this.reject(edgeError('ERR_SERVICE_743', `${upstreamOf(this.tunnelId)} closed the connection before answering`, true));
+    else this.reject(backendError('ERR_SERVICE_743', `${upstreamOf(this.tunnelId)} closed the connection before answering`));
   }
 
   protected bodySent() {
@@ -83,13 +83,13 @@ class PooledExchange extends PooledRequest {
   late() {
     if (!this.settle()) return;
     this.cancel();
-    this.reject(edgeError('ERR_SERVICE_744', `${upstreamOf(this.tunnelId)} did not answer within ${Math.round(this.timeoutMs / 1000)} s`, true));
+    this.reject(backendError('ERR_SERVICE_744', `${upstreamOf(this.tunnelId)} did not answer within ${Math.round(this.timeoutMs / 1000)} s`));
   }
 
   gone() {
     this.cancel();
     if (!this.settle()) return;
-    this.reject(edgeError('ERR_SERVICE_743', `the client went away before ${upstreamOf(this.tunnelId)} answered`, true));
+    this.reject(backendError('ERR_SERVICE_743', `the client went away before ${upstreamOf(this.tunnelId)} answered`));
   }
 }
 function onLate(r: PooledExchange) { r.late(); }

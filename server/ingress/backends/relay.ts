@@ -5,7 +5,7 @@ import { constants, type ClientHttp2Stream } from 'node:http2';
 import type { Duplex, Readable } from 'node:stream';
 import { AGENT_ERROR_HEADER } from '../../../agent/protocol.js';
 import { ApiError } from '../../http/errors.js';
-import { edgeError, type HttpExchange } from '../http/exchange.js';
+import { backendError, edgeError, type HttpExchange } from '../http/exchange.js';
 import { relayPooled, upstreamOf } from './relay-pooled.js';
 
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
@@ -13,7 +13,7 @@ export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
 /** Opening a stream failed: the tunnel went offline, or its connection is still cancelling (752). */
 function openFailed(e: unknown, tunnelId: string): never {
   if (e instanceof ApiError && e.code === 'ERR_SERVICE_752') throw edgeError(e.code, e.message);
-  throw edgeError('ERR_SERVICE_742', `the tunnel ${tunnelId} went offline`, true);
+  throw backendError('ERR_SERVICE_742', `the tunnel ${tunnelId} went offline`);
 }
 
 /**
@@ -50,7 +50,7 @@ function onHead(this: Waiting, headers: ResponseHeaders) {
 }
 function onClosedFirst(this: Waiting) {
   const w = endWait(this);
-  w?.reject(edgeError('ERR_SERVICE_743', `${upstreamOf(w.tunnelId)} closed the connection before answering`, true));
+  w?.reject(backendError('ERR_SERVICE_743', `${upstreamOf(w.tunnelId)} closed the connection before answering`));
 }
 function onBodySent(this: Waiting) {
   const w = this[WAIT];
@@ -66,7 +66,7 @@ function onLate(stream: Waiting) {
   const w = endWait(stream);
   if (!w) return;
   stream.close(constants.NGHTTP2_CANCEL);
-  w.reject(edgeError('ERR_SERVICE_744', `${upstreamOf(w.tunnelId)} did not answer within ${Math.round(w.timeoutMs / 1000)} s`, true));
+  w.reject(backendError('ERR_SERVICE_744', `${upstreamOf(w.tunnelId)} did not answer within ${Math.round(w.timeoutMs / 1000)} s`));
 }
 /** Errors of a relayed stream are answered through its close (responseOf) or by whoever reads it. */
 function ignore() {}
@@ -98,7 +98,7 @@ function responseOf(stream: Waiting, timeoutMs: number, tunnelId: string, afterB
 
 async function agentRefused(stream: ClientHttp2Stream, headers: Record<string, unknown>, tunnelId: string) {
   stream.close(constants.NGHTTP2_CANCEL);
-  return edgeError('ERR_SERVICE_743', `${upstreamOf(tunnelId)} is unreachable from its agent (${String(headers[AGENT_ERROR_HEADER])})`, true);
+  return backendError('ERR_SERVICE_743', `${upstreamOf(tunnelId)} is unreachable from its agent (${String(headers[AGENT_ERROR_HEADER])})`);
 }
 
 /**
@@ -158,7 +158,7 @@ export async function relayTcp(ex: Pick<HttpExchange, 'deps'>, tunnelId: string)
   const headers = await responseOf(stream, ex.deps.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS, tunnelId, false);
   if (Number(headers[':status']) !== 200) {
     stream.close(constants.NGHTTP2_CANCEL);
-    throw edgeError('ERR_SERVICE_743', `${upstreamOf(tunnelId)} is unreachable from its agent`, true);
+    throw backendError('ERR_SERVICE_743', `${upstreamOf(tunnelId)} is unreachable from its agent`);
   }
   return stream;
 }

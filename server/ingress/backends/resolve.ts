@@ -2,7 +2,7 @@
 // (0 never), a tunnel-group backend one online tunnel of this server whose labels include
 // all of its labels, in turn. The HTTP side and the TCP/TLS edges (i-core) share this choice.
 import type { ErrorCode } from '../../http/errors.js';
-import { errorAnswer } from '../http/error-page.js';
+import { backendAnswer } from '../http/error-page.js';
 import type { EdgeAnswer, FullDoc, IngressDeps, IngressTable } from '../types.js';
 import { pickWeighted } from './weighted.js';
 import { pickTunnel } from './tunnel-group.js';
@@ -15,7 +15,8 @@ export type ResolvedBackend =
 /** Weighted backends nested deeper than this are treated as a loop. */
 const MAX_DEPTH = 8;
 
-const fail = (code: ErrorCode, message: string): ResolvedBackend => ({ type: 'error', code, message, answer: errorAnswer(code, message) });
+/** `message` names ids and labels: the access log's detail, never the client's page (backendAnswer). */
+const fail = (code: ErrorCode, message: string): ResolvedBackend => ({ type: 'error', code, message, answer: backendAnswer(code, message) });
 
 function kindOf(doc: FullDoc & { kind?: string }): 'tunnel' | 'response' | 'weighted' | undefined {
   const k = doc.kind ?? '';

@@ -1,7 +1,7 @@
 // The end of an HTTPS route's chain: the route's backend answers. http_response answers at the
 // edge; a tunnel group relays through an agent; the weighted choice happens in resolve.ts.
 import type { Duplex } from 'node:stream';
-import { edgeError, prepareAnswer, type HttpExchange } from '../http/exchange.js';
+import { backendError, EdgeError, edgeError, prepareAnswer, type HttpExchange } from '../http/exchange.js';
 import type { EdgeAnswer, Exchange, FullDoc } from '../types.js';
 import { EdgeError } from '../http/exchange.js';
 import { relayHttp, relayTcp } from './relay.js';
@@ -96,8 +96,8 @@ export async function serveBackend(ex: HttpExchange): Promise<void> {
 
 export async function connectBackend(ex: HttpExchange): Promise<Duplex> {
   const chosen = resolveBackend(ex.table, routeBackendId(ex), ex.deps);
-  if (chosen.type === 'error') throw edgeError(chosen.code, chosen.message, true);
-  if (chosen.type === 'response') throw edgeError('ERR_SERVICE_750', `the backend ${chosen.backend.id} answers HTTP only; a WebSocket or TCP stream needs a tunnel-group backend`, true);
+  if (chosen.type === 'error') throw new EdgeError(chosen.answer, true);
+  if (chosen.type === 'response') throw backendError('ERR_SERVICE_750', `the backend ${chosen.backend.id} answers HTTP only; a WebSocket or TCP stream needs a tunnel-group backend`);
   holdRelay(ex);
   return relayTcp(ex, chosen.tunnelId);
 }

@@ -21,11 +21,13 @@ export interface AccessLogFields {
   bytes: number;
   client_ip: string;
   code: string | undefined;
+  /** Why the edge answered with `code` (backend and tunnel ids, labels), which the client's page leaves out. */
+  detail?: string;
 }
 
 export function accessLogLine(f: AccessLogFields): string {
   return `{"time":"${isoNow()}","level":"info","msg":"ingress request"${f.edge ? `,"edge":${jsonString(f.edge)}` : ''}${f.route ? `,"route":${jsonString(f.route)}` : ''}${
     f.method === undefined ? '' : `,"method":${jsonString(f.method)}`},"host":${jsonString(f.host)},"port":${num(f.port)},"path":${jsonString(f.path)}${
     f.status === undefined ? '' : `,"status":${num(f.status)}`},"duration_ms":${millis(f.duration_ms)},"bytes":${num(f.bytes)},"client_ip":${jsonString(f.client_ip)}${
-    f.code === undefined ? '' : `,"code":${jsonString(f.code)}`}}`;
+    f.code === undefined ? '' : `,"code":${jsonString(f.code)}`}${f.detail === undefined ? '' : `,"detail":${jsonString(f.detail)}`}}`;
 }

@@ -6,7 +6,7 @@ import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { pipeline, Readable, type Duplex, type Transform } from 'node:stream';
 import type { ErrorCode } from '../../http/errors.js';
 import type { EdgeAnswer, Exchange, FullDoc, IngressDeps, IngressTable, ResponseHead } from '../types.js';
-import { errorAnswer, ERROR_CODE_HEADER } from './error-page.js';
+import { backendAnswer, errorAnswer, ERROR_CODE_HEADER } from './error-page.js';
 import { responseHeadersOf, upstreamHeadersOf } from './forwarded.js';
 
 /** Thrown inside a filter or backend to answer with an edge error (the chain runner catches it). */
@@ -17,6 +17,8 @@ export class EdgeError extends Error {
 }
 export const edgeError = (code: ErrorCode, message: string, upstreamFailed = false, headers?: Record<string, string>) =>
   new EdgeError(errorAnswer(code, message, headers), upstreamFailed);
+/** An edge error about the route's backend: the code's summary to the client, `detail` (ids, labels) to the access log (backendAnswer). */
+export const backendError = (code: ErrorCode, detail: string, upstreamFailed = true) => new EdgeError(backendAnswer(code, detail), upstreamFailed);
 
 export interface ExchangeInit {
   req: IncomingMessage | Http2ServerRequest;
@@ -76,6 +78,8 @@ export class HttpExchange implements Exchange {
   private edgeAnswered = false;
   /** The code of the edge's own answer, if any, for the access log. */
   code?: string;
+  /** What the access log says besides the code (never sent to the client). */
+  detail?: string;
   private bodyRead?: Promise<Buffer>;
   private readonly connect: ExchangeInit['connect'];
 
@@ -138,6 +142,7 @@ export class HttpExchange implements Exchange {
     this.dropUpstreamBody();
     this.edgeAnswered = true;
     this.code = a.code;
+    this.detail = a.detail;
     const ready = prepared.get(a);
     if (ready) {
       this.head = { status: a.status, headers: ready.headers };
@@ -160,6 +165,7 @@ export class HttpExchange implements Exchange {
   sentInstead(a: EdgeAnswer) {
     this.failed = true;
     this.code = a.code;
+    this.detail = a.detail;
     this.head = { status: a.status, headers: {} };
     this.headShared = false;
   }
@@ -261,7 +267,7 @@ function writeHeadOr502(ex: HttpExchange, res: ServerResponse, status: number, h
     return true;
   } catch (e) {
     for (const name of res.getHeaderNames()) res.removeHeader(name);
-    const a = errorAnswer('ERR_SERVICE_743', `the upstream's answer cannot be sent to this client (${(e as Error).message})`);
+    const a = backendAnswer('ERR_SERVICE_743', `the upstream's answer cannot be sent to this client (${(e as Error).message})`);
     // The access log tells what the client got: the edge's 502 and its code, not the refused head.
     ex.sentInstead(a);
     const body = Buffer.from(a.body ?? '');

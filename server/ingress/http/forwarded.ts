@@ -1,12 +1,26 @@
 // What goes upstream from the client's request head, and what comes back: hop-by-hop headers
 // (RFC 9110 7.6.1, and those the Connection header names) never cross the edge; the edge
 // adds X-Forwarded-For (appended), X-Forwarded-Proto and X-Forwarded-Host. The sign-in
-// identity headers (edgeform-auth-*) are dropped: only a sign-in module sets them.
+// identity headers (edgeform-auth-*, also spelt with underscores) are dropped: only a sign-in
+// module sets them.
 import type { IncomingHttpHeaders } from 'node:http';
 import { CONNECTION_HEADERS } from '../../../agent/protocol.js';
 import { IDENTITY_HEADER_PREFIX } from '../auth/session.js';
 
 const HOP_BY_HOP = new Set<string>([...CONNECTION_HEADERS, 'proxy-authenticate', 'proxy-authorization']);
+
+/**
+ * A sign-in identity header, however the client spells it: `edgeform-auth-*`, or with
+ * underscores for any of its dashes (`edgeform_auth_email`). Node keeps underscores in names,
+ * and many upstreams read `_` as `-` (CGI's HTTP_EDGEFORM_AUTH_EMAIL, PHP, nginx with
+ * underscores_in_headers), so the underscore spelling would pass for the edge's own header.
+ * Names arrive in lower case.
+ */
+export function isIdentityHeader(name: string): boolean {
+  if (name.length < IDENTITY_HEADER_PREFIX.length || name.charCodeAt(0) !== 101 /* e */) return false;
+  const head = name.slice(0, IDENTITY_HEADER_PREFIX.length);
+  return head === IDENTITY_HEADER_PREFIX || head.replaceAll('_', '-') === IDENTITY_HEADER_PREFIX;
+}
 
 const NONE: ReadonlySet<string> = new Set();
 /** The headers a Connection header names; none, or only `keep-alive` (hop-by-hop anyway, and what an upstream's answer says), is one shared empty set. */
@@ -19,7 +33,7 @@ export function upstreamHeadersOf(headers: IncomingHttpHeaders, clientIp: string
   const named = connectionNamed(headers.connection);
   const out: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(headers)) {
-    if (v === undefined || k.startsWith(':') || HOP_BY_HOP.has(k) || named.has(k) || k.startsWith(IDENTITY_HEADER_PREFIX)) continue;
+    if (v === undefined || k.startsWith(':') || HOP_BY_HOP.has(k) || named.has(k) || isIdentityHeader(k)) continue;
     out[k] = v;
   }
   const prior = headers['x-forwarded-for'];

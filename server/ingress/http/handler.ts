@@ -99,7 +99,7 @@ function requestDone(ex: HttpExchange, ctx: HttpsContext, startedAt: number, byt
 function accessLog(ex: HttpExchange, startedAt: number, status: number | undefined, bytes: number) {
   const line = accessLogLine({
     edge: ex.edge.id, route: ex.route.id, method: ex.req.method, host: ex.host, port: ex.publicPort, path: pathOnly(ex.path), status,
-    duration_ms: performance.now() - startedAt, bytes, client_ip: ex.clientIp, code: ex.code,
+    duration_ms: performance.now() - startedAt, bytes, client_ip: ex.clientIp, code: ex.code, detail: ex.detail,
   });
   if (ex.deps.writeLine) ex.deps.writeLine(line);
   else ex.deps.log(JSON.parse(line));

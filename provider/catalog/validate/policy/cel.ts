@@ -27,22 +27,62 @@ const NONE: readonly string[] = Object.freeze([]);
  * expression's `matches` calls are pointed at this one before they are checked.
  */
 const RE2_MATCHES = 'matches_re2';
-const patterns = new Map<string, RE2JS>();
+const patterns = new Map<string, { re: RE2JS; size: number }>();
 /** The longest pattern `matches` compiles: RE2 compiles in time linear in the pattern, and a header-sized one (`a{1000}` 2,000 times) took seconds. */
 export const MAX_MATCHES_PATTERN = 1024;
-function re2Matches(text: string, pattern: string): boolean {
-  let re = patterns.get(pattern);
-  if (!re) {
-    if (pattern.length > MAX_MATCHES_PATTERN) throw new Error(`a matches() pattern is at most ${MAX_MATCHES_PATTERN} characters; this one has ${pattern.length}`);
-    try {
-      re = RE2JS.compile(pattern);
-    } catch (e) {
-      throw new Error(`invalid RE2 pattern ${JSON.stringify(pattern.slice(0, 100))}: ${(e as Error).message}`);
-    }
-    if (patterns.size >= 256) patterns.clear();
-    patterns.set(pattern, re);
+/**
+ * The largest RE2 program a `matches` pattern may compile to (re2js's programSize, about one
+ * instruction per character, class or repetition copy: `[a-z]{1,63}` is 135). Counted
+ * repetitions multiply: `(?i)(a{30}){30}b` is 15 characters and 963 instructions.
+ */
+export const MAX_MATCHES_PROGRAM = 2_000;
+/**
+ * What one evaluation's `matches` calls may cost together, in RE2 program instructions times
+ * input characters. re2js runs in time linear in the input, but when its lazy DFA gives up the
+ * cost of a character grows with the program: measured up to 320 ns per unit (a 963-instruction
+ * pattern against an 8 KiB header: 1.5 s). 100,000 units stay under about 32 ms at that worst
+ * rate (typical patterns run a hundred times faster): a 20-instruction pattern over a 5,000
+ * character header, a 1,000-instruction one over a 100-character path. A call that would
+ * spend more than is left is not run and fails with OVER_MATCH_BUDGET; later calls that fit in
+ * what is left run as usual.
+ */
+export const MAX_MATCHES_COST = 100_000;
+
+/** What the evaluation under way may still spend on `matches`, and how many calls it refused (the engine sets it per evaluation; unlimited outside). */
+export const matchBudget = { left: Infinity, refused: 0 };
+const OVER_MATCH_BUDGET = new Error(`this matches() call would take the evaluation's matches() calls over ${MAX_MATCHES_COST.toLocaleString('en-US')} units of pattern size times input length (see the limits in docs/traffic-policy.md)`);
+export const overMatchBudget = () => OVER_MATCH_BUDGET;
+
+/** A pattern compiled for `matches`, or why it cannot be (its length, its syntax, its program size). */
+function compilePattern(pattern: string): { re: RE2JS; size: number } | string {
+  const known = patterns.get(pattern);
+  if (known) return known;
+  if (pattern.length > MAX_MATCHES_PATTERN) return `a matches() pattern is at most ${MAX_MATCHES_PATTERN} characters; this one has ${pattern.length}`;
+  let re: RE2JS;
+  try {
+    re = RE2JS.compile(pattern);
+  } catch (e) {
+    return `invalid RE2 pattern ${JSON.stringify(pattern.slice(0, 100))}: ${(e as Error).message}`;
   }
-  return re.matcher(text).find();
+  const size = re.programSize();
+  if (size > MAX_MATCHES_PROGRAM) return `the matches() pattern ${JSON.stringify(pattern.slice(0, 100))} compiles to ${size} RE2 instructions, over the ${MAX_MATCHES_PROGRAM} allowed (counted repetitions multiply: (a{100}){10} is about 1,000)`;
+  if (patterns.size >= 256) patterns.clear();
+  const entry = { re, size };
+  patterns.set(pattern, entry);
+  return entry;
+}
+
+function re2Matches(text: string, pattern: string): boolean {
+  const c = compilePattern(pattern);
+  if (typeof c === 'string') throw new Error(c);
+  // Charged before it runs; a call that does not fit in what is left is not run.
+  const cost = c.size * Math.max(1, text.length);
+  if (cost > matchBudget.left) {
+    matchBudget.refused++;
+    throw OVER_MATCH_BUDGET;
+  }
+  matchBudget.left -= cost;
+  return c.re.matcher(text).find();
 }
 
 /** The most steps an expression's macros (all, exists, exists_one, map, filter) may take, as estimated when it is compiled, and the most iterations an evaluation's macros may run. */
@@ -63,7 +103,15 @@ function rewrite(root: unknown) {
     if (Array.isArray(v)) stack.push(...v);
     else if (v && typeof v === 'object' && typeof (v as Node).op === 'string') {
       const node = v as Node;
-      if (node.op === 'rcall' && Array.isArray(node.args) && node.args[0] === 'matches') node.args[0] = RE2_MATCHES;
+      if (node.op === 'rcall' && Array.isArray(node.args) && node.args[0] === 'matches') {
+        node.args[0] = RE2_MATCHES;
+        // A literal pattern is compiled now: one RE2 refuses or that is too costly is a problem with its column.
+        const pattern = (node.args[2] as Node[] | undefined)?.[0] as (Node & { start?: number; end?: number }) | undefined;
+        if (pattern?.op === 'value' && typeof pattern.args === 'string') {
+          const c = compilePattern(pattern.args);
+          if (typeof c === 'string') throw Object.assign(new Error(c), { range: { start: pattern.start ?? 0, end: pattern.end ?? 0 } });
+        }
+      }
       // A macro is expanded when parsed into a comprehension, kept beside the call.
       const loop = node.meta?.alternate;
       if (loop?.op === 'comprehension' && !isBudgeted(loop.args.iterable)) loop.args.iterable = budgeted(loop.args.iterable);

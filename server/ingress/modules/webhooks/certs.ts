@@ -11,7 +11,10 @@ import { checkTime, DEFAULT_TOLERANCE } from './hmac.js';
 import { invalid, missing, OK, type Scheme, type Verdict, type WebhookRequest } from './types.js';
 
 export const CERT_HOSTS = {
-  sns: { env: 'EDGEFORM_WEBHOOK_SNS_CERT_HOST', default: '^sns\\.[a-z0-9-]+\\.amazonaws\\.com(\\.cn)?$' },
+  // SNS hosts only: `sns.<region>.amazonaws.com` with a region such as us-east-1, us-gov-west-1
+  // or cn-north-1 (then .com.cn). Any label once passed, and AWS serves other services'
+  // content (sns.s3.amazonaws.com is an S3 bucket named sns, which anyone may own).
+  sns: { env: 'EDGEFORM_WEBHOOK_SNS_CERT_HOST', default: '^sns\\.[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+\\.amazonaws\\.com(\\.cn)?$' },
   paypal: { env: 'EDGEFORM_WEBHOOK_PAYPAL_CERT_HOST', default: '^api(-m)?(\\.sandbox)?\\.paypal\\.com$' },
 } as const;
 
