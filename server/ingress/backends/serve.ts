@@ -3,7 +3,6 @@
 import type { Duplex } from 'node:stream';
 import { backendError, EdgeError, edgeError, prepareAnswer, type HttpExchange } from '../http/exchange.js';
 import type { EdgeAnswer, Exchange, FullDoc } from '../types.js';
-import { EdgeError } from '../http/exchange.js';
 import { relayHttp, relayTcp } from './relay.js';
 import { resolveBackend } from './resolve.js';
 import { pickTunnel } from './tunnel-group.js';
