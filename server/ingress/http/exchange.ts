@@ -320,7 +320,8 @@ function gatherAndSend(ex: HttpExchange, source: Readable, res: ServerResponse, 
     const onFail = () => {
       stop();
       source.destroy();
-      res.destroy();
+      // With an error: an HTTP/2 client gets RST_STREAM (INTERNAL_ERROR), never a clean end.
+      res.destroy(new Error('the upstream failed before the end of its answer'));
       resolve(size);
     };
     const onGone = () => {
