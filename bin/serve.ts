@@ -5,7 +5,10 @@ import { startServer, type RunningServer } from '../server/main.js';
 import { providerOf } from '../server/store/db.js';
 import { logLine, writeLogLine } from '../server/log-lines.js';
 import { DEFAULT_RELAY_POOL } from '../server/gateway/relay-pool.js';
+import { DEFAULT_BUFFER_MIB, DEFAULT_UNREAD_MIB } from '../server/ingress/buffer-budget.js';
 import { DEFAULT_RELAYS_PER_CLIENT } from '../server/ingress/client-relays.js';
+import { DEFAULT_UPSTREAM_IDLE_MS } from '../server/ingress/http/exchange.js';
+import { DEFAULT_BODY_IDLE_MS, DEFAULT_CONNECTIONS_PER_CLIENT } from '../server/ingress/listen.js';
 import { startupProblem } from './serve-errors.js';
 
 export function serveCommand(setCode: (code: number) => void) {
@@ -24,6 +27,11 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--endpoint-domain <domain>', 'domain under which ephemeral tunnels get their hostnames').env('EDGEFORM_ENDPOINT_DOMAIN').default('edgeform.localhost'))
     .addOption(new Option('--ingress <PUBLIC_PORT=ADDRESS:PORT>', 'serve the edges\' hostports on PUBLIC_PORT at ADDRESS:PORT (repeatable; EDGEFORM_INGRESS takes several, comma-separated; none by default)').argParser((v: string, prev: string[] = []) => [...prev, v]))
     .addOption(new Option('--ingress-relays-per-client <n>', 'requests and streams one client address (an IPv6 /64) relays through agents at once; past it 429; 0 turns the limit off').env('EDGEFORM_INGRESS_RELAYS_PER_CLIENT').default(String(DEFAULT_RELAYS_PER_CLIENT)))
+    .addOption(new Option('--ingress-connections-per-client <n>', 'open connections one client address (an IPv6 /64) may hold on each ingress listener; past it new ones are closed; 0 turns the limit off').env('EDGEFORM_INGRESS_CONNECTIONS_PER_CLIENT').default(String(DEFAULT_CONNECTIONS_PER_CLIENT)))
+    .addOption(new Option('--ingress-body-idle-timeout <seconds>', 'a request body that sends no byte for this long is cut (408); 0: never').env('EDGEFORM_INGRESS_BODY_IDLE_TIMEOUT').default(String(DEFAULT_BODY_IDLE_MS / 1000)))
+    .addOption(new Option('--ingress-upstream-idle-timeout <seconds>', 'how long an upstream may send nothing (its answer\'s head, the rest of its body, its answer to an upgrade) before 504 or the answer is cut; 0: never for bodies and upgrades').env('EDGEFORM_INGRESS_UPSTREAM_IDLE_TIMEOUT').default(String(DEFAULT_UPSTREAM_IDLE_MS / 1000)))
+    .addOption(new Option('--ingress-buffer-mib <n>', 'request bodies (webhook_verification, sign-in callbacks) and partial WebSocket frames the ingress buffers at once, in MiB; past it 503; 0 turns the limit off').env('EDGEFORM_INGRESS_BUFFER_MIB').default(String(DEFAULT_BUFFER_MIB)))
+    .addOption(new Option('--ingress-unread-mib <n>', 'relayed answers the ingress holds for clients that do not read them, in MiB; past it the connections holding most are closed; 0 turns the limit off').env('EDGEFORM_INGRESS_UNREAD_MIB').default(String(DEFAULT_UNREAD_MIB)))
     .addOption(new Option('--data-dir <dir>', 'where the default database, key file and bootstrap token live').env('EDGEFORM_DATA_DIR').default('data'))
     .addHelpText('after', `
 Environment only:

@@ -3,7 +3,10 @@ import path from 'node:path';
 import type { DrainOptions } from './http/drain.js';
 import { DELIVERY_DEFAULTS, type DeliveryOptions } from './events/delivery.js';
 import { DEFAULT_RELAY_POOL } from './gateway/relay-pool.js';
+import { DEFAULT_BUFFER_MIB, DEFAULT_UNREAD_MIB } from './ingress/buffer-budget.js';
 import { DEFAULT_RELAYS_PER_CLIENT } from './ingress/client-relays.js';
+import { DEFAULT_UPSTREAM_IDLE_MS } from './ingress/http/exchange.js';
+import { DEFAULT_BODY_IDLE_MS, DEFAULT_CONNECTIONS_PER_CLIENT } from './ingress/listen.js';
 import type { IngressListenerSpec } from './ingress/types.js';
 
 export interface ServerConfig {
@@ -58,6 +61,16 @@ export interface ServerConfig {
   ingressMaxConnections?: number;
   /** Requests and streams one client address relays through agents at once (`--ingress-relays-per-client`); 0 turns the limit off. */
   ingressRelaysPerClient?: number;
+  /** Open connections of one client address per ingress listener (`--ingress-connections-per-client`); 0 turns the limit off. */
+  ingressConnectionsPerClient?: number;
+  /** A request body idle this long is cut, in ms (`--ingress-body-idle-timeout`, seconds); 0: never. */
+  ingressBodyIdleTimeoutMs?: number;
+  /** How long an upstream may send nothing (head, body, upgrade answer) before it is cut, in ms (`--ingress-upstream-idle-timeout`, seconds); 0: never for bodies and upgrades. */
+  ingressUpstreamIdleTimeoutMs?: number;
+  /** Request bodies and partial WebSocket frames the ingress buffers at once, in MiB (`--ingress-buffer-mib`); 0 turns the server-wide bound off. */
+  ingressBufferMib?: number;
+  /** Relayed answers the ingress holds for clients that do not read, in MiB (`--ingress-unread-mib`); 0 turns the server-wide bound off. */
+  ingressUnreadMib?: number;
   /** Listener bounds (handshake, header and idle timeouts, header size); tests shorten them. */
   ingressLimits?: Partial<import('./ingress/listen.js').ListenerLimits>;
 }
@@ -78,6 +91,11 @@ export interface ServeFlags {
   /** Repeatable `--ingress`; each value may also hold several, comma-separated. */
   ingress?: string[];
   ingressRelaysPerClient?: string | number;
+  ingressConnectionsPerClient?: string | number;
+  ingressBodyIdleTimeout?: string | number;
+  ingressUpstreamIdleTimeout?: string | number;
+  ingressBufferMib?: string | number;
+  ingressUnreadMib?: string | number;
 }
 
 function int(name: string, value: string | number | undefined, fallback: number, min: number, max: number): number {
@@ -172,6 +190,11 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     ingress: parseIngress(flags.ingress?.length ? flags.ingress : env.EDGEFORM_INGRESS ? [env.EDGEFORM_INGRESS] : []),
     ingressMaxConnections: int('EDGEFORM_INGRESS_MAX_CONNECTIONS', pick(env.EDGEFORM_INGRESS_MAX_CONNECTIONS), 10_000, 1, 1_000_000),
     ingressRelaysPerClient: int('--ingress-relays-per-client / EDGEFORM_INGRESS_RELAYS_PER_CLIENT', pick(flags.ingressRelaysPerClient, env.EDGEFORM_INGRESS_RELAYS_PER_CLIENT), DEFAULT_RELAYS_PER_CLIENT, 0, 1_000_000),
+    ingressConnectionsPerClient: int('--ingress-connections-per-client / EDGEFORM_INGRESS_CONNECTIONS_PER_CLIENT', pick(flags.ingressConnectionsPerClient, env.EDGEFORM_INGRESS_CONNECTIONS_PER_CLIENT), DEFAULT_CONNECTIONS_PER_CLIENT, 0, 1_000_000),
+    ingressBodyIdleTimeoutMs: 1000 * int('--ingress-body-idle-timeout / EDGEFORM_INGRESS_BODY_IDLE_TIMEOUT (seconds)', pick(flags.ingressBodyIdleTimeout, env.EDGEFORM_INGRESS_BODY_IDLE_TIMEOUT), DEFAULT_BODY_IDLE_MS / 1000, 0, 3600),
+    ingressUpstreamIdleTimeoutMs: 1000 * int('--ingress-upstream-idle-timeout / EDGEFORM_INGRESS_UPSTREAM_IDLE_TIMEOUT (seconds)', pick(flags.ingressUpstreamIdleTimeout, env.EDGEFORM_INGRESS_UPSTREAM_IDLE_TIMEOUT), DEFAULT_UPSTREAM_IDLE_MS / 1000, 0, 86_400),
+    ingressBufferMib: int('--ingress-buffer-mib / EDGEFORM_INGRESS_BUFFER_MIB', pick(flags.ingressBufferMib, env.EDGEFORM_INGRESS_BUFFER_MIB), DEFAULT_BUFFER_MIB, 0, 1_000_000),
+    ingressUnreadMib: int('--ingress-unread-mib / EDGEFORM_INGRESS_UNREAD_MIB', pick(flags.ingressUnreadMib, env.EDGEFORM_INGRESS_UNREAD_MIB), DEFAULT_UNREAD_MIB, 0, 1_000_000),
     dataDir,
   };
 }

@@ -107,7 +107,15 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           log: logFields,
           writeLine: log,
           relaysPerClient: config.ingressRelaysPerClient,
-          limits: { ...(config.ingressMaxConnections ? { maxConnections: config.ingressMaxConnections } : {}), ...config.ingressLimits },
+          upstreamIdleMs: config.ingressUpstreamIdleTimeoutMs,
+          bufferMib: config.ingressBufferMib,
+          unreadMib: config.ingressUnreadMib,
+          limits: {
+            ...(config.ingressMaxConnections ? { maxConnections: config.ingressMaxConnections } : {}),
+            ...(config.ingressConnectionsPerClient !== undefined ? { connectionsPerClient: config.ingressConnectionsPerClient } : {}),
+            ...(config.ingressBodyIdleTimeoutMs !== undefined ? { bodyIdleTimeoutMs: config.ingressBodyIdleTimeoutMs } : {}),
+            ...config.ingressLimits,
+          },
         });
       } catch (e) {
         await gateway.stop();

@@ -10,7 +10,15 @@ import { RelayPool, type PooledConnection } from './relay-pool.js';
 
 /** HTTP/2 settings of both ends: a large window so one stream can fill a fast link. */
 export const H2_WINDOW = 4 * 1024 * 1024;
-export const H2_SETTINGS = { initialWindowSize: H2_WINDOW, maxHeaderListSize: 64 * 1024, enablePush: false };
+/**
+ * What an agent may send the server on one stream before the server has passed it on: an
+ * answer for a client that does not read waits here, in memory, up to this much per relayed
+ * request (times 100 streams per HTTP/2 client connection, times --ingress-relays-per-client per
+ * address: docs/ingress.md, "Limits and what they protect"). 4 MiB let 1 MB of requests from
+ * one client hold 400 MB; 512 KiB still fills 80 Mbit/s per stream at 50 ms between agent and server.
+ */
+export const RELAY_WINDOW = 512 * 1024;
+export const H2_SETTINGS = { initialWindowSize: RELAY_WINDOW, maxHeaderListSize: 64 * 1024, enablePush: false };
 
 /** Headers HTTP/2 forbids (connection-specific; Host goes as :authority); a relayed request drops them. */
 const HOP_BY_HOP = new Set<string>([...CONNECTION_HEADERS, 'host']);
