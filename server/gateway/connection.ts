@@ -5,7 +5,7 @@ import http2, { type ClientHttp2Session, type ClientHttp2Stream, type OutgoingHt
 import type { Socket } from 'node:net';
 import { CONNECTION_HEADERS, MAX_CONTROL_BODY, TUNNEL_HEADER } from '../../agent/protocol.js';
 import { ApiError } from '../http/errors.js';
-import { MAX_WAITING_RESETS, ResetPacer } from './reset-pacer.js';
+import { MAX_WAITING_RESETS, MAX_WAITING_RESETS_PER_CLIENT, ResetPacer } from './reset-pacer.js';
 import { RelayPool, type PooledConnection } from './relay-pool.js';
 
 /** HTTP/2 settings of both ends: a large window so one stream can fill a fast link. */
@@ -139,8 +139,8 @@ export class AgentConnection {
   }
 
   /** A relayed HTTP request to a tunnel's upstream: write the body to the stream, read the response from it. */
-  openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }): ClientHttp2Stream {
-    this.refuseWhileResetting();
+  openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }, client = ''): ClientHttp2Stream {
+    this.refuseWhileResetting(client);
     // One pass, pseudo-headers first (Node copies the object once more itself).
     const host = req.headers?.host ?? req.headers?.[':authority'];
     const headers: OutgoingHttpHeaders = { ':method': req.method, ':path': req.path, ':scheme': 'http' };
@@ -154,7 +154,7 @@ export class AgentConnection {
     headers[TUNNEL_HEADER] = tunnelId;
     // endStream: a request without a body says so in its HEADERS frame, so the agent sends it
     // upstream at once, without a body to wait for (a GET made chunked, waiting for its end).
-    return this.resets.pace(this.h2.request(headers, req.endStream === true ? WITHOUT_BODY : WITH_BODY));
+    return this.resets.pace(this.h2.request(headers, req.endStream === true ? WITHOUT_BODY : WITH_BODY), client);
   }
 
   /**
@@ -190,13 +190,18 @@ export class AgentConnection {
   }
 
   /** A raw TCP stream to a tunnel's upstream (an HTTP/2 CONNECT stream; WebSockets ride on these too). */
-  openTcp(tunnelId: string): ClientHttp2Stream {
-    this.refuseWhileResetting();
-    return this.resets.pace(this.h2.request({ ':method': 'CONNECT', ':authority': 'upstream:0', [TUNNEL_HEADER]: tunnelId }, WITH_BODY));
+  openTcp(tunnelId: string, client = ''): ClientHttp2Stream {
+    this.refuseWhileResetting(client);
+    return this.resets.pace(this.h2.request({ ':method': 'CONNECT', ':authority': 'upstream:0', [TUNNEL_HEADER]: tunnelId }, WITH_BODY), client);
   }
 
-  /** Too many cancelled streams still wait for their reset: new ones would only add to them. */
-  private refuseWhileResetting() {
+  /**
+   * Too many cancelled streams still wait for their reset: new ones would only add to them.
+   * Counted per client address (its key) first, so the client that cancels is the one refused.
+   */
+  private refuseWhileResetting(client: string) {
+    const mine = client ? this.resets.backlogOf(client) : 0;
+    if (mine >= MAX_WAITING_RESETS_PER_CLIENT) throw new ApiError('ERR_SERVICE_752', `this client address has ${mine} cancelled requests through this agent still to close; retry in a few seconds`);
     if (this.resets.backlog >= MAX_WAITING_RESETS) throw new ApiError('ERR_SERVICE_752', `the agent's connection has ${this.resets.backlog} cancelled requests still to close; retry in a few seconds`);
   }
 

@@ -368,13 +368,13 @@ export class Gateway {
   }
 
   /** A relayed HTTP request to a tunnel held by this instance (the ingress's entry point). */
-  openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }): ClientHttp2Stream {
-    return this.connOf(tunnelId).openStream(tunnelId, req);
+  openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }, client = ''): ClientHttp2Stream {
+    return this.connOf(tunnelId).openStream(tunnelId, req, client);
   }
 
   /** A raw TCP stream to a tunnel's upstream (TCP and TLS edges; WebSockets). */
-  openTcp(tunnelId: string): ClientHttp2Stream {
-    return this.connOf(tunnelId).openTcp(tunnelId);
+  openTcp(tunnelId: string, client = ''): ClientHttp2Stream {
+    return this.connOf(tunnelId).openTcp(tunnelId, client);
   }
 
   /**

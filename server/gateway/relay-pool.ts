@@ -175,7 +175,7 @@ export abstract class PooledRequest implements Dispatcher.DispatchHandler {
   private controller?: Dispatcher.DispatchController;
   private body?: PooledBody;
   private ended = false;
-  constructor(private readonly pooled: PooledConnection) {}
+  constructor(protected readonly pooled: PooledConnection) {}
 
   /** The answer's head arrived; `body` streams the rest. */
   protected abstract head(status: number, headers: PooledHeaders, body: Readable): void;

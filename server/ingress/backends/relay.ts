@@ -5,6 +5,7 @@ import { constants, type ClientHttp2Stream } from 'node:http2';
 import type { Duplex, Readable } from 'node:stream';
 import { AGENT_ERROR_HEADER } from '../../../agent/protocol.js';
 import { ApiError } from '../../http/errors.js';
+import { clientKey } from '../../http/rate-limit.js';
 import { edgeError, type HttpExchange } from '../http/exchange.js';
 import { relayPooled, upstreamOf } from './relay-pooled.js';
 
@@ -131,7 +132,8 @@ export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<voi
   gateway.relayed.stream++;
   let stream: ClientHttp2Stream;
   try {
-    stream = ex.deps.gateway.openStream(tunnelId, { method: ex.method, path: ex.path, headers: ex.upstreamHeaders, endStream: empty });
+    // Under the client's address: its cancels are paced and bounded as its own (reset-pacer.ts).
+    stream = ex.deps.gateway.openStream(tunnelId, { method: ex.method, path: ex.path, headers: ex.upstreamHeaders, endStream: empty }, clientKey(ex.clientIp));
   } catch (e) {
     openFailed(e, tunnelId);
   }
@@ -147,10 +149,10 @@ export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<voi
 }
 
 /** A raw TCP stream through the tunnel (WebSockets, websocket_tcp_converter), once the agent reached the upstream. */
-export async function relayTcp(ex: Pick<HttpExchange, 'deps'>, tunnelId: string): Promise<Duplex> {
+export async function relayTcp(ex: Pick<HttpExchange, 'deps'> & { clientIp?: string }, tunnelId: string): Promise<Duplex> {
   let stream: ClientHttp2Stream;
   try {
-    stream = ex.deps.gateway.openTcp(tunnelId);
+    stream = ex.deps.gateway.openTcp(tunnelId, ex.clientIp ? clientKey(ex.clientIp) : '');
   } catch (e) {
     openFailed(e, tunnelId);
   }
