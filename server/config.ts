@@ -71,6 +71,8 @@ export interface ServerConfig {
   ingressBufferMib?: number;
   /** Relayed answers the ingress holds for clients that do not read, in MiB (`--ingress-unread-mib`); 0 turns the server-wide bound off. */
   ingressUnreadMib?: number;
+  /** The pace of cancels toward agents and its backlog bounds (gateway/reset-pacer.ts); tests make them small. */
+  agentResetPace?: Partial<import('./gateway/reset-pacer.js').ResetPace>;
   /** Listener bounds (handshake, header and idle timeouts, header size); tests shorten them. */
   ingressLimits?: Partial<import('./ingress/listen.js').ListenerLimits>;
 }

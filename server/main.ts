@@ -70,6 +70,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       heartbeatMs: config.agentHeartbeatMs,
       maxSessionsPerCredential: config.agentMaxSessionsPerCredential ?? DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL,
       relayPool: config.agentRelayPool,
+      resetPace: config.agentResetPace,
       region: config.region,
       endpointDomain: config.endpointDomain,
       commandTimeoutMs: config.agentCommandTimeoutMs ?? 5000,

@@ -21,6 +21,15 @@ export const MAX_WAITING_RESETS = 1000;
  */
 export const MAX_WAITING_RESETS_PER_CLIENT = 100;
 
+/** The pace and the backlog bounds (the constants above; tests make them small). */
+export interface ResetPace {
+  burst: number;
+  rate: number;
+  waiting: number;
+  waitingPerClient: number;
+}
+export const RESET_PACE: ResetPace = { burst: RESET_BURST, rate: RESET_RATE, waiting: MAX_WAITING_RESETS, waitingPerClient: MAX_WAITING_RESETS_PER_CLIENT };
+
 const PACER = Symbol('reset pacer');
 /** The client address (its clientKey) a stream is relayed for; '' for the server's own streams. */
 const CLIENT = Symbol('reset pacer client');
@@ -60,7 +69,7 @@ function resetNow(stream: ClientHttp2Stream, err: Error | undefined) {
 }
 
 export class ResetPacer {
-  private tokens = RESET_BURST;
+  private tokens: number;
   private at = Date.now();
   /** Streams waiting for their reset, each with the error its destroy() was given. */
   private waiting = new Map<ClientHttp2Stream, Error | undefined>();
@@ -69,7 +78,9 @@ export class ResetPacer {
   private timer?: NodeJS.Timeout;
 
   /** @param ended whether the session is closing or gone (then nothing waits). */
-  constructor(private ended: () => boolean) {}
+  constructor(private ended: () => boolean, readonly pace: ResetPace = RESET_PACE) {
+    this.tokens = pace.burst;
+  }
 
   get backlog() { return this.waiting.size; }
 
@@ -80,7 +91,7 @@ export class ResetPacer {
    * Routes the stream's close(code) and destroy() through the pace. Shared functions, not a
    * bound pair and closures per stream: this runs for every relayed request.
    */
-  pace(stream: ClientHttp2Stream, client = ''): ClientHttp2Stream {
+  paced(stream: ClientHttp2Stream, client = ''): ClientHttp2Stream {
     if (!nodeClose) {
       nodeClose = stream.close;
       nodeDestroy = stream.destroy;
@@ -131,7 +142,7 @@ export class ResetPacer {
 
   private take(): boolean {
     const now = Date.now();
-    this.tokens = Math.min(RESET_BURST, this.tokens + ((now - this.at) / 1000) * RESET_RATE);
+    this.tokens = Math.min(this.pace.burst, this.tokens + ((now - this.at) / 1000) * this.pace.rate);
     this.at = now;
     if (this.tokens < 1) return false;
     this.tokens -= 1;
@@ -155,7 +166,7 @@ export class ResetPacer {
         }
       }
       this.stopIfEmpty();
-    }, Math.ceil(1000 / RESET_RATE));
+    }, Math.ceil(1000 / this.pace.rate));
     this.timer.unref();
   }
 

@@ -60,7 +60,7 @@ async function tearDown(x?: Setup) {
   x?.upstream.close();
 }
 
-const open = (x: Setup, localAddress?: string) => tlsConnect(x.port, { servername: 'slots.example.com', ca: x.ca, localAddress, ALPNProtocols: ['http/1.1'] });
+const open = (x: Setup, localAddress?: string) => tlsConnect(x.port, { servername: 'slots.example.com', ca: x.ca, localAddress, ALPNProtocols: ['http/1.1'] } as tls.ConnectionOptions);
 
 describe('connections per client address and stalled request bodies', { timeout: 60_000 }, () => {
   let x: Setup;

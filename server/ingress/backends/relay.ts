@@ -118,9 +118,11 @@ export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<voi
   const gateway = ex.deps.gateway;
   // Over a pooled connection when one is idle (relay-pooled.ts); else, or when it failed
   // before answering a request that can be sent again, as a stream of its own.
+  // Under the client's address: its cancels are paced and bounded as its own (reset-pacer.ts).
+  const client = clientKey(ex.clientIp);
   let pooled;
   try {
-    pooled = gateway.takePooled(tunnelId);
+    pooled = gateway.takePooled(tunnelId, client);
   } catch (e) {
     openFailed(e, tunnelId);
   }
@@ -132,8 +134,7 @@ export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<voi
   gateway.relayed.stream++;
   let stream: ClientHttp2Stream;
   try {
-    // Under the client's address: its cancels are paced and bounded as its own (reset-pacer.ts).
-    stream = ex.deps.gateway.openStream(tunnelId, { method: ex.method, path: ex.path, headers: ex.upstreamHeaders, endStream: empty }, clientKey(ex.clientIp));
+    stream = ex.deps.gateway.openStream(tunnelId, { method: ex.method, path: ex.path, headers: ex.upstreamHeaders, endStream: empty }, client);
   } catch (e) {
     openFailed(e, tunnelId);
   }
