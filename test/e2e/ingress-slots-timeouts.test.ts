@@ -8,6 +8,7 @@ import http2 from 'node:http2';
 import net, { type AddressInfo } from 'node:net';
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { resolveConfig } from '../../server/config.js';
 import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
 import { edgeRequest, exchange, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -161,5 +162,18 @@ describe.each([
     socket.destroy();
     expect(r.text).toMatch(/^HTTP\/1\.1 504/);
     expect(r.text).toContain('ERR_SERVICE_744');
+  });
+});
+
+describe('the settings', () => {
+  it('each is a flag and an environment variable, with its default, 0 where it turns a bound off, and a refusal of a bad value', () => {
+    const d = resolveConfig({}, {});
+    expect([d.ingressConnectionsPerClient, d.ingressBodyIdleTimeoutMs, d.ingressUpstreamIdleTimeoutMs, d.ingressBufferMib, d.ingressUnreadMib]).toEqual([256, 10_000, 60_000, 256, 256]);
+    const flags = resolveConfig({ ingressConnectionsPerClient: '5', ingressBodyIdleTimeout: '3', ingressUpstreamIdleTimeout: '0', ingressBufferMib: '64', ingressUnreadMib: '0' }, {});
+    expect([flags.ingressConnectionsPerClient, flags.ingressBodyIdleTimeoutMs, flags.ingressUpstreamIdleTimeoutMs, flags.ingressBufferMib, flags.ingressUnreadMib]).toEqual([5, 3000, 0, 64, 0]);
+    const env = resolveConfig({}, { EDGEFORM_INGRESS_CONNECTIONS_PER_CLIENT: '0', EDGEFORM_INGRESS_BODY_IDLE_TIMEOUT: '0', EDGEFORM_INGRESS_UPSTREAM_IDLE_TIMEOUT: '120', EDGEFORM_INGRESS_BUFFER_MIB: '0', EDGEFORM_INGRESS_UNREAD_MIB: '32' });
+    expect([env.ingressConnectionsPerClient, env.ingressBodyIdleTimeoutMs, env.ingressUpstreamIdleTimeoutMs, env.ingressBufferMib, env.ingressUnreadMib]).toEqual([0, 0, 120_000, 0, 32]);
+    expect(() => resolveConfig({ ingressConnectionsPerClient: '-1' }, {})).toThrow(/--ingress-connections-per-client/);
+    expect(() => resolveConfig({}, { EDGEFORM_INGRESS_UPSTREAM_IDLE_TIMEOUT: 'soon' })).toThrow(/--ingress-upstream-idle-timeout/);
   });
 });
