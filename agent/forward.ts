@@ -1,7 +1,7 @@
 // Relayed streams, on the agent: each HTTP/2 stream the server opens is one request to the
 // tunnel's upstream (bodies streamed both ways under backpressure, never buffered), or, for
 // CONNECT, one raw TCP connection to it (TCP and TLS tunnels, WebSockets).
-import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import net from 'node:net';
 import type { Readable } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
@@ -26,7 +26,12 @@ function fail(stream: ServerHttp2Stream, status: number, msg: string, reason: st
     // Marked as the agent's own answer, so the edge tells it from an upstream's real 502.
     stream.respond({ ':status': status, 'content-type': 'text/plain; charset=utf-8', [AGENT_ERROR_HEADER]: reason });
     stream.end(`${msg}\n`);
-  } else stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+  } else {
+    // An answer cut short must reach the edge cut short: RST_STREAM (INTERNAL_ERROR). Node's
+    // close(code) ends the stream's writable side first, and the edge would read END_STREAM,
+    // a complete answer (a chunked body ends without its last chunk, and nothing says so).
+    stream.destroy(new Error(msg));
+  }
 }
 
 export function relayTcp(stream: ServerHttp2Stream, forwardsTo: string) {

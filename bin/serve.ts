@@ -6,7 +6,10 @@ import { providerOf } from '../server/store/db.js';
 import { DEFAULT_START_TIMEOUT_MS, PG_DEFAULTS } from '../server/store/pg-pool.js';
 import { logLine, writeLogLine } from '../server/log-lines.js';
 import { DEFAULT_RELAY_POOL } from '../server/gateway/relay-pool.js';
+import { DEFAULT_BUFFER_MIB, DEFAULT_UNREAD_MIB } from '../server/ingress/buffer-budget.js';
 import { DEFAULT_RELAYS_PER_CLIENT } from '../server/ingress/client-relays.js';
+import { DEFAULT_UPSTREAM_IDLE_MS } from '../server/ingress/http/exchange.js';
+import { DEFAULT_BODY_IDLE_MS, DEFAULT_CONNECTIONS_PER_CLIENT } from '../server/ingress/listen.js';
 import { startupProblem } from './serve-errors.js';
 import { SecretKeyUnchanged } from '../server/store/secret-key.js';
 
@@ -32,6 +35,11 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--database-lock-timeout <seconds>', 'PostgreSQL: how long a write waits for a row lock another client holds before 503 (lock_timeout; 0 turns it off)').env('EDGEFORM_DATABASE_LOCK_TIMEOUT').default(String(PG_DEFAULTS.lockTimeoutMs / 1000)))
     .addOption(new Option('--database-statement-timeout <seconds>', 'PostgreSQL: how long one statement may run before it is cancelled and answered 503 (statement_timeout; 0 turns it off)').env('EDGEFORM_DATABASE_STATEMENT_TIMEOUT').default(String(PG_DEFAULTS.statementTimeoutMs / 1000)))
     .addOption(new Option('--database-start-timeout <seconds>', 'PostgreSQL: how long a start waits for a database that is not answering yet (starting, recovering, restarting)').env('EDGEFORM_DATABASE_START_TIMEOUT').default(String(DEFAULT_START_TIMEOUT_MS / 1000)))
+    .addOption(new Option('--ingress-connections-per-client <n>', 'open connections one client address (an IPv6 /64) may hold on each ingress listener; past it new ones are closed; 0 turns the limit off').env('EDGEFORM_INGRESS_CONNECTIONS_PER_CLIENT').default(String(DEFAULT_CONNECTIONS_PER_CLIENT)))
+    .addOption(new Option('--ingress-body-idle-timeout <seconds>', 'a request body that sends no byte for this long is cut (408); 0: never').env('EDGEFORM_INGRESS_BODY_IDLE_TIMEOUT').default(String(DEFAULT_BODY_IDLE_MS / 1000)))
+    .addOption(new Option('--ingress-upstream-idle-timeout <seconds>', 'how long an upstream may send nothing (its answer\'s head, the rest of its body, its answer to an upgrade) before 504 or the answer is cut; 0: never for bodies and upgrades').env('EDGEFORM_INGRESS_UPSTREAM_IDLE_TIMEOUT').default(String(DEFAULT_UPSTREAM_IDLE_MS / 1000)))
+    .addOption(new Option('--ingress-buffer-mib <n>', 'request bodies (webhook_verification, sign-in callbacks) and partial WebSocket frames the ingress buffers at once, in MiB; past it 503; 0 turns the limit off').env('EDGEFORM_INGRESS_BUFFER_MIB').default(String(DEFAULT_BUFFER_MIB)))
+    .addOption(new Option('--ingress-unread-mib <n>', 'relayed answers the ingress holds for clients that do not read them, in MiB; past it the connections holding most are closed; 0 turns the limit off').env('EDGEFORM_INGRESS_UNREAD_MIB').default(String(DEFAULT_UNREAD_MIB)))
     .addOption(new Option('--data-dir <dir>', 'where the default database, key file and bootstrap token live').env('EDGEFORM_DATA_DIR').default('data'))
     .addHelpText('after', `
 Environment only:

@@ -4,7 +4,10 @@ import type { DrainOptions } from './http/drain.js';
 import { DELIVERY_DEFAULTS, type DeliveryOptions } from './events/delivery.js';
 import { DEFAULT_RELAY_POOL } from './gateway/relay-pool.js';
 import { DEFAULT_EVENT_RETENTION, parseRetention } from './events/retention.js';
+import { DEFAULT_BUFFER_MIB, DEFAULT_UNREAD_MIB } from './ingress/buffer-budget.js';
 import { DEFAULT_RELAYS_PER_CLIENT } from './ingress/client-relays.js';
+import { DEFAULT_UPSTREAM_IDLE_MS } from './ingress/http/exchange.js';
+import { DEFAULT_BODY_IDLE_MS, DEFAULT_CONNECTIONS_PER_CLIENT } from './ingress/listen.js';
 import type { IngressListenerSpec } from './ingress/types.js';
 import { DEFAULT_START_TIMEOUT_MS, PG_DEFAULTS } from './store/pg-pool.js';
 
@@ -62,6 +65,18 @@ export interface ServerConfig {
   ingressMaxConnections?: number;
   /** Requests and streams one client address relays through agents at once (`--ingress-relays-per-client`); 0 turns the limit off. */
   ingressRelaysPerClient?: number;
+  /** Open connections of one client address per ingress listener (`--ingress-connections-per-client`); 0 turns the limit off. */
+  ingressConnectionsPerClient?: number;
+  /** A request body idle this long is cut, in ms (`--ingress-body-idle-timeout`, seconds); 0: never. */
+  ingressBodyIdleTimeoutMs?: number;
+  /** How long an upstream may send nothing (head, body, upgrade answer) before it is cut, in ms (`--ingress-upstream-idle-timeout`, seconds); 0: never for bodies and upgrades. */
+  ingressUpstreamIdleTimeoutMs?: number;
+  /** Request bodies and partial WebSocket frames the ingress buffers at once, in MiB (`--ingress-buffer-mib`); 0 turns the server-wide bound off. */
+  ingressBufferMib?: number;
+  /** Relayed answers the ingress holds for clients that do not read, in MiB (`--ingress-unread-mib`); 0 turns the server-wide bound off. */
+  ingressUnreadMib?: number;
+  /** The pace of cancels toward agents and its backlog bounds (gateway/reset-pacer.ts); tests make them small. */
+  agentResetPace?: Partial<import('./gateway/reset-pacer.js').ResetPace>;
   /** Listener bounds (handshake, header and idle timeouts, header size); tests shorten them. */
   ingressLimits?: Partial<import('./ingress/listen.js').ListenerLimits>;
   /** PostgreSQL: the pool's size and its bounds in ms (--database-pool-size, --database-acquire-timeout, --database-lock-timeout, --database-statement-timeout). */
@@ -92,6 +107,11 @@ export interface ServeFlags {
   databaseLockTimeout?: string | number;
   databaseStatementTimeout?: string | number;
   databaseStartTimeout?: string | number;
+  ingressConnectionsPerClient?: string | number;
+  ingressBodyIdleTimeout?: string | number;
+  ingressUpstreamIdleTimeout?: string | number;
+  ingressBufferMib?: string | number;
+  ingressUnreadMib?: string | number;
 }
 
 function int(name: string, value: string | number | undefined, fallback: number, min: number, max: number): number {
@@ -194,6 +214,11 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
       statementTimeoutMs: 1000 * int('--database-statement-timeout / EDGEFORM_DATABASE_STATEMENT_TIMEOUT (seconds; 0 turns it off)', pick(flags.databaseStatementTimeout, env.EDGEFORM_DATABASE_STATEMENT_TIMEOUT), PG_DEFAULTS.statementTimeoutMs / 1000, 0, 86_400),
     },
     databaseStartTimeoutMs: 1000 * int('--database-start-timeout / EDGEFORM_DATABASE_START_TIMEOUT (seconds)', pick(flags.databaseStartTimeout, env.EDGEFORM_DATABASE_START_TIMEOUT), DEFAULT_START_TIMEOUT_MS / 1000, 0, 86_400),
+    ingressConnectionsPerClient: int('--ingress-connections-per-client / EDGEFORM_INGRESS_CONNECTIONS_PER_CLIENT', pick(flags.ingressConnectionsPerClient, env.EDGEFORM_INGRESS_CONNECTIONS_PER_CLIENT), DEFAULT_CONNECTIONS_PER_CLIENT, 0, 1_000_000),
+    ingressBodyIdleTimeoutMs: 1000 * int('--ingress-body-idle-timeout / EDGEFORM_INGRESS_BODY_IDLE_TIMEOUT (seconds)', pick(flags.ingressBodyIdleTimeout, env.EDGEFORM_INGRESS_BODY_IDLE_TIMEOUT), DEFAULT_BODY_IDLE_MS / 1000, 0, 3600),
+    ingressUpstreamIdleTimeoutMs: 1000 * int('--ingress-upstream-idle-timeout / EDGEFORM_INGRESS_UPSTREAM_IDLE_TIMEOUT (seconds)', pick(flags.ingressUpstreamIdleTimeout, env.EDGEFORM_INGRESS_UPSTREAM_IDLE_TIMEOUT), DEFAULT_UPSTREAM_IDLE_MS / 1000, 0, 86_400),
+    ingressBufferMib: int('--ingress-buffer-mib / EDGEFORM_INGRESS_BUFFER_MIB', pick(flags.ingressBufferMib, env.EDGEFORM_INGRESS_BUFFER_MIB), DEFAULT_BUFFER_MIB, 0, 1_000_000),
+    ingressUnreadMib: int('--ingress-unread-mib / EDGEFORM_INGRESS_UNREAD_MIB', pick(flags.ingressUnreadMib, env.EDGEFORM_INGRESS_UNREAD_MIB), DEFAULT_UNREAD_MIB, 0, 1_000_000),
     dataDir,
   };
 }

@@ -83,6 +83,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       heartbeatMs: config.agentHeartbeatMs,
       maxSessionsPerCredential: config.agentMaxSessionsPerCredential ?? DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL,
       relayPool: config.agentRelayPool,
+      resetPace: config.agentResetPace,
       region: config.region,
       endpointDomain: config.endpointDomain,
       commandTimeoutMs: config.agentCommandTimeoutMs ?? 5000,
@@ -123,7 +124,15 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           log: logFields,
           writeLine: log,
           relaysPerClient: config.ingressRelaysPerClient,
-          limits: { ...(config.ingressMaxConnections ? { maxConnections: config.ingressMaxConnections } : {}), ...config.ingressLimits },
+          upstreamIdleMs: config.ingressUpstreamIdleTimeoutMs,
+          bufferMib: config.ingressBufferMib,
+          unreadMib: config.ingressUnreadMib,
+          limits: {
+            ...(config.ingressMaxConnections ? { maxConnections: config.ingressMaxConnections } : {}),
+            ...(config.ingressConnectionsPerClient !== undefined ? { connectionsPerClient: config.ingressConnectionsPerClient } : {}),
+            ...(config.ingressBodyIdleTimeoutMs !== undefined ? { bodyIdleTimeoutMs: config.ingressBodyIdleTimeoutMs } : {}),
+            ...config.ingressLimits,
+          },
         });
       } catch (e) {
         await gateway.stop();

@@ -5,12 +5,20 @@ import http2, { type ClientHttp2Session, type ClientHttp2Stream, type OutgoingHt
 import type { Socket } from 'node:net';
 import { CONNECTION_HEADERS, MAX_CONTROL_BODY, TUNNEL_HEADER } from '../../agent/protocol.js';
 import { ApiError } from '../http/errors.js';
-import { MAX_WAITING_RESETS, ResetPacer } from './reset-pacer.js';
+import { RESET_PACE, ResetPacer, type ResetPace } from './reset-pacer.js';
 import { RelayPool, type PooledConnection } from './relay-pool.js';
 
 /** HTTP/2 settings of both ends: a large window so one stream can fill a fast link. */
 export const H2_WINDOW = 4 * 1024 * 1024;
-export const H2_SETTINGS = { initialWindowSize: H2_WINDOW, maxHeaderListSize: 64 * 1024, enablePush: false };
+/**
+ * What an agent may send the server on one stream before the server has passed it on: an
+ * answer for a client that does not read waits here, in memory, up to this much per relayed
+ * request (times 100 streams per HTTP/2 client connection, times --ingress-relays-per-client per
+ * address: docs/ingress.md, "Limits and what they protect"). 4 MiB let 1 MB of requests from
+ * one client hold 400 MB; 512 KiB still fills 80 Mbit/s per stream at 50 ms between agent and server.
+ */
+export const RELAY_WINDOW = 512 * 1024;
+export const H2_SETTINGS = { initialWindowSize: RELAY_WINDOW, maxHeaderListSize: 64 * 1024, enablePush: false };
 
 /** Headers HTTP/2 forbids (connection-specific; Host goes as :authority); a relayed request drops them. */
 const HOP_BY_HOP = new Set<string>([...CONNECTION_HEADERS, 'host']);
@@ -39,9 +47,10 @@ export class AgentConnection {
   /** Per tunnel, its pooled upstream connections (relay-pool.ts). */
   private readonly pools = new Map<string, RelayPool>();
   /** Cancels of relayed streams go at a pace the agent's HTTP/2 server accepts (reset-pacer.ts). */
-  private resets = new ResetPacer(() => this.closed || this.h2.destroyed);
+  private resets: ResetPacer;
 
-  constructor(readonly socket: Socket, heartbeatMs: number, onClose: () => void) {
+  constructor(readonly socket: Socket, heartbeatMs: number, onClose: () => void, pace: ResetPace = RESET_PACE) {
+    this.resets = new ResetPacer(() => this.closed || this.h2.destroyed, pace);
     this.h2 = http2.connect('http://agent.invalid', {
       createConnection: () => socket,
       settings: H2_SETTINGS,
@@ -131,8 +140,8 @@ export class AgentConnection {
   }
 
   /** A relayed HTTP request to a tunnel's upstream: write the body to the stream, read the response from it. */
-  openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }): ClientHttp2Stream {
-    this.refuseWhileResetting();
+  openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }, client = ''): ClientHttp2Stream {
+    this.refuseWhileResetting(client);
     // One pass, pseudo-headers first (Node copies the object once more itself).
     const host = req.headers?.host ?? req.headers?.[':authority'];
     const headers: OutgoingHttpHeaders = { ':method': req.method, ':path': req.path, ':scheme': 'http' };
@@ -146,15 +155,18 @@ export class AgentConnection {
     headers[TUNNEL_HEADER] = tunnelId;
     // endStream: a request without a body says so in its HEADERS frame, so the agent sends it
     // upstream at once, without a body to wait for (a GET made chunked, waiting for its end).
-    return this.resets.pace(this.h2.request(headers, req.endStream === true ? WITHOUT_BODY : WITH_BODY));
+    return this.resets.paced(this.h2.request(headers, req.endStream === true ? WITHOUT_BODY : WITH_BODY), client);
   }
 
   /**
    * An idle pooled connection to the tunnel's upstream (relay-pool.ts), or undefined (then the
    * request goes as its own stream, and the pool opens one more if it has room).
    */
-  takePooled(tunnelId: string, poolSize: number): PooledConnection | undefined {
+  takePooled(tunnelId: string, poolSize: number, client = ''): PooledConnection | undefined {
     if (this.closed) return undefined;
+    // A client over its share of waiting cancels is refused here too: each pooled request it
+    // cancels closes a pooled connection, whose reset waits like a stream's.
+    this.refuseClient(client);
     let pool = this.pools.get(tunnelId);
     if (!pool) this.pools.set(tunnelId, pool = new RelayPool(poolSize, () => this.openUpstream(tunnelId)));
     return pool.take();
@@ -182,14 +194,23 @@ export class AgentConnection {
   }
 
   /** A raw TCP stream to a tunnel's upstream (an HTTP/2 CONNECT stream; WebSockets ride on these too). */
-  openTcp(tunnelId: string): ClientHttp2Stream {
-    this.refuseWhileResetting();
-    return this.resets.pace(this.h2.request({ ':method': 'CONNECT', ':authority': 'upstream:0', [TUNNEL_HEADER]: tunnelId }, WITH_BODY));
+  openTcp(tunnelId: string, client = ''): ClientHttp2Stream {
+    this.refuseWhileResetting(client);
+    return this.resets.paced(this.h2.request({ ':method': 'CONNECT', ':authority': 'upstream:0', [TUNNEL_HEADER]: tunnelId }, WITH_BODY), client);
   }
 
-  /** Too many cancelled streams still wait for their reset: new ones would only add to them. */
-  private refuseWhileResetting() {
-    if (this.resets.backlog >= MAX_WAITING_RESETS) throw new ApiError('ERR_SERVICE_752', `the agent's connection has ${this.resets.backlog} cancelled requests still to close; retry in a few seconds`);
+  /**
+   * Too many cancelled streams still wait for their reset: new ones would only add to them.
+   * Counted per client address (its key) first, so the client that cancels is the one refused.
+   */
+  private refuseWhileResetting(client: string) {
+    this.refuseClient(client);
+    if (this.resets.backlog >= this.resets.pace.waiting) throw new ApiError('ERR_SERVICE_752', `the agent's connection has ${this.resets.backlog} cancelled requests still to close; retry in a few seconds`);
+  }
+
+  private refuseClient(client: string) {
+    const mine = client ? this.resets.backlogOf(client) : 0;
+    if (mine >= this.resets.pace.waitingPerClient) throw new ApiError('ERR_SERVICE_752', `this client address has ${mine} cancelled requests through this agent still to close; retry in a few seconds`);
   }
 
   /** Pushes a file body (the agent bundle) to the agent; resolves with the agent's status. */

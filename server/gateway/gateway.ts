@@ -18,6 +18,7 @@ import { agentBundle } from './bundle.js';
 import { busFor, type Bus, type BusReply } from './bus.js';
 import { AgentConnection, TimeoutError } from './connection.js';
 import { DEFAULT_RELAY_POOL, type PooledConnection } from './relay-pool.js';
+import { RESET_PACE } from './reset-pacer.js';
 import { createSession, deleteSessions, holderOf, renewLeases, SessionLimit, sessionsOf, staleSessions, type TakenEndpoint, type TunnelRow } from './live-rows.js';
 
 export interface GatewayOptions {
@@ -41,6 +42,8 @@ export interface GatewayOptions {
   maxSessionsPerCredential: number;
   /** Pooled upstream connections per tunnel of a session for relayed HTTP requests (relay-pool.ts); 0: each request is its own stream. */
   relayPool?: number;
+  /** The pace of cancels toward each agent and its backlog bounds (reset-pacer.ts); tests make them small. */
+  resetPace?: Partial<import('./reset-pacer.js').ResetPace>;
 }
 
 interface Live {
@@ -189,6 +192,7 @@ export class Gateway {
     const sessionId = newId(tunnelSession.prefix);
     const live: Live = { conn: undefined as never, credential, tunnels: new Set(), agentVersion: '' };
     let registered = false;
+    const pace = this.opts.resetPace ? { ...RESET_PACE, ...this.opts.resetPace } : RESET_PACE;
     const conn = new AgentConnection(socket, this.opts.heartbeatMs, () => {
       if (!registered) return;
       this.sessions.delete(sessionId);
@@ -198,7 +202,7 @@ export class Gateway {
         .catch((e) => this.opts.log({ level: 'warn', msg: `could not delete session ${sessionId} (the sweeper will): ${(e as Error).message}` }))
         .finally(() => this.deleting.delete(done));
       this.deleting.add(done);
-    });
+    }, pace);
     live.conn = conn;
     let hello: Hello;
     try {
@@ -381,13 +385,13 @@ export class Gateway {
   }
 
   /** A relayed HTTP request to a tunnel held by this instance (the ingress's entry point). */
-  openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }): ClientHttp2Stream {
-    return this.connOf(tunnelId).openStream(tunnelId, req);
+  openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }, client = ''): ClientHttp2Stream {
+    return this.connOf(tunnelId).openStream(tunnelId, req, client);
   }
 
   /** A raw TCP stream to a tunnel's upstream (TCP and TLS edges; WebSockets). */
-  openTcp(tunnelId: string): ClientHttp2Stream {
-    return this.connOf(tunnelId).openTcp(tunnelId);
+  openTcp(tunnelId: string, client = ''): ClientHttp2Stream {
+    return this.connOf(tunnelId).openTcp(tunnelId, client);
   }
 
   /**
@@ -395,12 +399,12 @@ export class Gateway {
    * or undefined: the pool is off, the upstream is not plain HTTP, or none is idle (then the
    * request goes by openStream). Throws as openStream does when the tunnel is gone.
    */
-  takePooled(tunnelId: string): { conn: PooledConnection; prefix: string } | undefined {
+  takePooled(tunnelId: string, client = ''): { conn: PooledConnection; prefix: string } | undefined {
     const conn = this.connOf(tunnelId);
     const size = this.opts.relayPool ?? DEFAULT_RELAY_POOL;
     const prefix = this.plainHttp.get(tunnelId);
     if (size <= 0 || prefix === undefined) return undefined;
-    const pooled = conn.takePooled(tunnelId, size);
+    const pooled = conn.takePooled(tunnelId, size, client);
     return pooled && { conn: pooled, prefix };
   }
 

@@ -14,6 +14,7 @@
 import type { ClientHttp2Stream } from 'node:http2';
 import { Readable } from 'node:stream';
 import { Client, type Dispatcher } from 'undici';
+import { HELD, type HoldingSource } from '../ingress/buffer-budget.js';
 
 /** Pooled connections per tunnel of a session, at most (--agent-relay-pool, EDGEFORM_AGENT_RELAY_POOL). */
 export const DEFAULT_RELAY_POOL = 16;
@@ -149,9 +150,11 @@ function ignore() {}
  * it): its error must not be an uncaught one, which would end the whole server.
  */
 class PooledBody extends Readable {
-  constructor(private readonly request: PooledRequest, private readonly controller: Dispatcher.DispatchController) {
+  constructor(private readonly request: PooledRequest, private readonly controller: Dispatcher.DispatchController, stream: ClientHttp2Stream) {
     super();
     this.on('error', ignore);
+    // What waits behind this body, unread, in the stream from the agent (buffer-budget.ts counts it).
+    (this as HoldingSource)[HELD] = () => stream.readableLength;
   }
   override _read() { this.controller.resume(); }
   override _destroy(err: Error | null, cb: (err?: Error | null) => void) {
@@ -172,7 +175,7 @@ export abstract class PooledRequest implements Dispatcher.DispatchHandler {
   private controller?: Dispatcher.DispatchController;
   private body?: PooledBody;
   private ended = false;
-  constructor(private readonly pooled: PooledConnection) {}
+  constructor(protected readonly pooled: PooledConnection) {}
 
   /** The answer's head arrived; `body` streams the rest. */
   protected abstract head(status: number, headers: PooledHeaders, body: Readable): void;
@@ -201,7 +204,7 @@ export abstract class PooledRequest implements Dispatcher.DispatchHandler {
     // from deep in the send): no client can be sent it. A failed answer, as the agent makes it
     // on a stream.
     if (status > 599) return c.abort(new Error(`the upstream answered with status ${status}`));
-    this.body = new PooledBody(this, c);
+    this.body = new PooledBody(this, c, this.pooled.stream);
     this.head(status, headers, this.body);
   }
 

@@ -59,7 +59,7 @@ export const ERRORS = {
   ERR_SERVICE_749: { status: 502, summary: 'The edge could not handle the request (a fault of the server, logged with the request).' },
   ERR_SERVICE_750: { status: 502, summary: 'The backend cannot carry a WebSocket or TCP stream (an http_response backend).' },
   ERR_SERVICE_840: { status: 403, summary: 'The credential already holds as many agent sessions as the server allows per credential (--agent-max-sessions-per-credential); stop one of its agents, or start this one with another credential.' },
-  ERR_SERVICE_752: { status: 503, summary: 'The agent\'s connection is still closing the many requests its clients cancelled (at the pace its HTTP/2 server accepts, about 25 a second); retry in a few seconds.' },
+  ERR_SERVICE_752: { status: 503, summary: 'The agent\'s connection is still closing the many requests this client address (100 at most) or all its clients (1,000) cancelled, at the pace its HTTP/2 server accepts (about 25 a second); retry in a few seconds.' },
   // The ingress's route modules (server/ingress/modules, docs/ingress.md): refusals at the edge.
   ERR_SERVICE_780: { status: 403, summary: 'The client address is not allowed by the route\'s IP restriction (or the TCP/TLS edge\'s).' },
   ERR_SERVICE_781: { status: 403, summary: 'The request\'s User-Agent is not allowed by the route\'s user agent filter.' },
@@ -99,6 +99,9 @@ export const ERRORS = {
   ERR_SERVICE_704: { status: 408, summary: 'The request headers did not reach the edge within the header timeout (10 s).' },
   ERR_SERVICE_845: { status: 414, summary: 'The request target (path and query) sent to an edge is longer than 8 KiB; the connection is closed after the answer on HTTP/1.1.' },
   ERR_SERVICE_846: { status: 429, summary: 'The client address already has as many requests and streams in flight through agents as the server allows one address (`--ingress-relays-per-client`, default 128; an IPv6 /64 counts as one address); retry after Retry-After seconds, when some have finished.' },
+  ERR_SERVICE_861: { status: 408, summary: 'The request body stalled: no byte of it reached the edge within the body idle timeout (`--ingress-body-idle-timeout`, default 10 s); the connection (HTTP/1.1) or stream (HTTP/2) is closed after the answer.' },
+  ERR_SERVICE_862: { status: 503, summary: 'The edge is buffering as many request bodies (for webhook_verification or a sign-in callback) as the server holds at once (`--ingress-buffer-mib`, default 256); retry after Retry-After seconds.' },
+  ERR_SERVICE_863: { status: 429, summary: 'The connection already has 16 MiB of request bodies buffered at the edge (for webhook_verification or a sign-in callback); send the request again once those are answered.' },
   ERR_SERVICE_701: { status: 421, summary: 'The request names a host other than the one its TLS connection was opened for (SNI); open a connection for that host.' },
   ERR_SERVICE_500: { status: 500, summary: 'An internal error occurred.' },
   ERR_SERVICE_503: { status: 503, summary: 'The server is shutting down, or its database is unavailable (unreachable, restarting, out of connections) or did not answer within a bound (docs/operations.md); retry after Retry-After seconds.' },

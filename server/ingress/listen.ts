@@ -13,12 +13,18 @@ import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Metrics } from '../http/metrics.js';
 import { readClientHello } from './client-hello.js';
+import { ClientRelays } from './client-relays.js';
 import { handleHttpsRequest, handleHttpsUpgrade, type HttpsContext } from './http/handler.js';
 import type { LiveTable } from './live-table.js';
 import { clientIpOf, streamEdge, type StreamDeps } from './tcp.js';
 import { ERROR_CODE_HEADER, errorAnswer } from './http/error-page.js';
 import { terminationKey, terminationOf, type Termination, type TlsContexts } from './tls.js';
 import type { EdgeAnswer, HttpsEdgeEntry, IngressDeps, IngressListenerSpec, StreamEdgeEntry } from './types.js';
+
+/** The default of `--ingress-connections-per-client`: far above what a browser opens (6 per host over HTTP/1.1, one over HTTP/2). */
+export const DEFAULT_CONNECTIONS_PER_CLIENT = 256;
+/** The default of `--ingress-body-idle-timeout`. */
+export const DEFAULT_BODY_IDLE_MS = 10_000;
 
 export interface ListenerLimits {
   /** Open connections per listener; past it new ones are closed at once. */
@@ -42,6 +48,17 @@ export interface ListenerLimits {
    * connection is closed). Without it one connection could start thousands of upstream requests.
    */
   maxRequestsPerConnection: number;
+  /**
+   * Open connections of one client address (an IPv6 /64) per listener; past it its new ones are
+   * closed at once (`--ingress-connections-per-client`, 0: no bound). Without it one address
+   * could hold every one of maxConnections.
+   */
+  connectionsPerClient: number;
+  /**
+   * A request body that sends no byte for this long is cut: 408 ERR_SERVICE_861 and the
+   * connection closed (HTTP/1.1), RST_STREAM (HTTP/2) (`--ingress-body-idle-timeout`; 0: never).
+   */
+  bodyIdleTimeoutMs: number;
 }
 
 export const LISTENER_LIMITS: ListenerLimits = {
@@ -52,6 +69,8 @@ export const LISTENER_LIMITS: ListenerLimits = {
   maxHeaderBytes: 16_384,
   maxUrlBytes: 8_192,
   maxRequestsPerConnection: 100,
+  connectionsPerClient: DEFAULT_CONNECTIONS_PER_CLIENT,
+  bodyIdleTimeoutMs: DEFAULT_BODY_IDLE_MS,
 };
 
 export interface ListenerDeps {
@@ -193,6 +212,18 @@ function answerClientError(err: { code?: string }, socket: Duplex, limits: Liste
   socket.end(Buffer.concat([Buffer.from(`${head.join('\r\n')}\r\n\r\n`), body]));
 }
 
+/** A request whose head says no body follows: HTTP/2's stream ended with its headers, HTTP/1.1 without Content-Length (or 0) and Transfer-Encoding. */
+function bodylessHead(req: http.IncomingMessage | http2.Http2ServerRequest, h1: boolean): boolean {
+  if (!h1) return (req as http2.Http2ServerRequest).stream.endAfterHeaders;
+  // From rawHeaders: req.headers is built on first use, which most requests never need.
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i].toLowerCase();
+    if (name === 'transfer-encoding' || (name === 'content-length' && Number(raw[i + 1]) !== 0)) return false;
+  }
+  return true;
+}
+
 /** An HTTP/2 request's header list size as RFC 9113 (6.5.2) counts it: name, value and 32 bytes per field. */
 function headerListBytes(raw: string[]): number {
   let n = 0;
@@ -208,6 +239,10 @@ export class IngressListener {
   private sessions = new Set<http2.ServerHttp2Session>();
   /** HTTP/1.1 connections' bytes (read + written) at the last sweep, and since when they stood still. */
   private activity = new Map<tls.TLSSocket, { bytes: number; at: number }>();
+  /** HTTP/1.1 requests whose body is still coming: the connection's bytes read at the last sweep, and since when they stood still. */
+  private bodies = new Map<tls.TLSSocket, { res: http.ServerResponse; bytes: number; at: number }>();
+  /** Open connections per client address (client-relays.ts counts them as it counts relays). */
+  private perClient: ClientRelays;
   private sweeper?: NodeJS.Timeout;
   private closing = false;
   address = '';
@@ -215,6 +250,7 @@ export class IngressListener {
   constructor(readonly spec: IngressListenerSpec, private d: ListenerDeps) {
     this.server = net.createServer({ pauseOnConnect: true, noDelay: true }, (socket) => void this.accept(socket));
     this.server.maxConnections = d.limits.maxConnections;
+    this.perClient = new ClientRelays(d.limits.connectionsPerClient);
     this.server.on('drop', () => this.count('refused_max_connections'));
   }
 
@@ -228,7 +264,8 @@ export class IngressListener {
     });
     const a = this.server.address() as net.AddressInfo;
     this.spec.port = a.port;
-    const every = Math.max(50, Math.min(1000, this.d.limits.idleTimeoutMs / 4));
+    const shortest = Math.min(this.d.limits.idleTimeoutMs, this.d.limits.bodyIdleTimeoutMs || Infinity);
+    const every = Math.max(50, Math.min(1000, shortest / 4));
     this.sweeper = setInterval(() => this.sweepIdle(), every).unref();
     this.address = `${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
   }
@@ -247,6 +284,12 @@ export class IngressListener {
     });
     socket.on('error', () => {});
     if (this.closing) return void socket.destroy();
+    const release = this.perClient.take(clientIpOf(socket));
+    if (!release) {
+      this.count('refused_connections_per_client');
+      return void socket.destroy();
+    }
+    socket.once('close', release);
     const table = await this.d.live.current();
     const held = table.ports.get(this.spec.publicPort);
     if (!held) {
@@ -306,6 +349,50 @@ export class IngressListener {
         socket.destroy();
       }
     }
+    for (const [socket, body] of this.bodies) {
+      if (socket.bytesRead !== body.bytes) {
+        body.bytes = socket.bytesRead;
+        body.at = now;
+      } else if (now - body.at >= this.d.limits.bodyIdleTimeoutMs) {
+        this.bodies.delete(socket);
+        this.bodyStalled(socket, body.res);
+      }
+    }
+  }
+
+  /**
+   * An HTTP/1.1 request body that stopped coming: 408 ERR_SERVICE_861 written on the socket
+   * itself when no answer has started (the handler's own answer then goes nowhere), and the
+   * connection closed; what was relayed of it is cancelled with the response's close.
+   */
+  private bodyStalled(socket: tls.TLSSocket, res: http.ServerResponse) {
+    this.count('body_stalled');
+    if (res.headersSent || !socket.writable) return void socket.destroy();
+    const a = errorAnswer('ERR_SERVICE_861', `no byte of the request body arrived for ${Math.round(this.d.limits.bodyIdleTimeoutMs / 1000)} s`);
+    const body = Buffer.from(String(a.body ?? ''));
+    const head = [`HTTP/1.1 ${a.status} ${http.STATUS_CODES[a.status] ?? ''}`, ...Object.entries(a.headers ?? {}).map(([k, v]) => `${k}: ${v}`), `${ERROR_CODE_HEADER}: ${a.code}`, `content-length: ${body.length}`, 'connection: close'];
+    socket.end(Buffer.concat([Buffer.from(`${head.join('\r\n')}\r\n\r\n`), body]));
+    setTimeout(() => socket.destroy(), LINGER_MS).unref();
+  }
+
+  /** Watches a request's body until it has all come: HTTP/1.1 by the sweep, HTTP/2 by the stream's own timer. */
+  private watchBody(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse, h1: boolean) {
+    const idle = this.d.limits.bodyIdleTimeoutMs;
+    if (idle <= 0 || req.complete || bodylessHead(req, h1)) return;
+    if (h1) {
+      const socket = req.socket as tls.TLSSocket;
+      this.bodies.set(socket, { res: res as http.ServerResponse, bytes: socket.bytesRead, at: performance.now() });
+      const done = () => { if (this.bodies.get(socket)?.res === res) this.bodies.delete(socket); };
+      req.once('end', done);
+      res.once('close', done);
+      return;
+    }
+    const stream = (req as http2.Http2ServerRequest).stream;
+    stream.setTimeout(idle, () => {
+      this.count('body_stalled');
+      stream.destroy(new Error('the request body stalled'));
+    });
+    req.once('end', () => stream.setTimeout(0));
   }
 
   private streamDeps(): StreamDeps {
@@ -419,6 +506,7 @@ export class IngressListener {
       // While draining, each answer tells the client to take its next request elsewhere.
       if (this.closing) (res as http.ServerResponse).shouldKeepAlive = false;
     }
+    this.watchBody(req, res, h1);
     const authority = authorityOf(req, h1);
     if (hostHeaderInvalid(req, authority)) return badHost(res as http.ServerResponse, authority === undefined ? 'none was sent' : 'several were sent');
     const oversized = this.oversized(req, h1);

@@ -5,7 +5,12 @@ import type { Metrics } from '../http/metrics.js';
 import { PolicyState } from '../policy/index.js';
 import type { ServerContext } from '../resources/context.js';
 import { openLocalCa } from './ca.js';
+import { DEFAULT_UPSTREAM_TIMEOUT_MS } from './backends/relay.js';
+import { BufferBudget, DEFAULT_BUFFER_MIB, DEFAULT_UNREAD_MIB, UnreadAnswers } from './buffer-budget.js';
 import { ClientRelays, DEFAULT_RELAYS_PER_CLIENT } from './client-relays.js';
+import { DEFAULT_UPSTREAM_IDLE_MS } from './http/exchange.js';
+
+const MiB = 1024 * 1024;
 import { IngressListener, LISTENER_LIMITS, type ListenerLimits } from './listen.js';
 import { LiveTable } from './live-table.js';
 import { TlsContexts } from './tls.js';
@@ -24,6 +29,12 @@ export interface IngressOptions {
   limits?: Partial<ListenerLimits>;
   /** Relays through agents one client address may have at once (0: no limit). */
   relaysPerClient?: number;
+  /** `--ingress-upstream-idle-timeout` in ms (default 60 s; 0: never for bodies and upgrades). */
+  upstreamIdleMs?: number;
+  /** `--ingress-buffer-mib` (default 256; 0: no server-wide bound). */
+  bufferMib?: number;
+  /** `--ingress-unread-mib` (default 256; 0: no server-wide bound). */
+  unreadMib?: number;
 }
 
 export interface RunningIngress {
@@ -44,7 +55,16 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
   const table = await LiveTable.start(o.ctx, o.databaseUrl, o.log);
   o.metrics.tableVersionOf = () => table.now.version;
   o.metrics.relayedOf = () => o.gateway.relayed;
-  const deps: IngressDeps = { gateway: o.gateway, policyState: new PolicyState(), log: (f) => o.log(f.level ? f : { level: 'info', ...f }), writeLine: o.writeLine, now: Date.now, relays: new ClientRelays(o.relaysPerClient ?? DEFAULT_RELAYS_PER_CLIENT), box: o.ctx.box, publicUrl: o.ctx.publicUrl };
+  const log = (f: Record<string, unknown>) => o.log(f.level ? f : { level: 'info', ...f });
+  const idle = o.upstreamIdleMs ?? DEFAULT_UPSTREAM_IDLE_MS;
+  const deps: IngressDeps = {
+    gateway: o.gateway, policyState: new PolicyState(), log, writeLine: o.writeLine, now: Date.now, relays: new ClientRelays(o.relaysPerClient ?? DEFAULT_RELAYS_PER_CLIENT), box: o.ctx.box, publicUrl: o.ctx.publicUrl,
+    // One upstream idle timeout: for the answer's head, its body and an upgrade's answer (0 leaves the head's 60 s).
+    upstreamIdleMs: idle,
+    upstreamTimeoutMs: idle > 0 ? idle : DEFAULT_UPSTREAM_TIMEOUT_MS,
+    buffers: new BufferBudget(MiB * (o.bufferMib ?? DEFAULT_BUFFER_MIB)),
+    unread: new UnreadAnswers(MiB * (o.unreadMib ?? DEFAULT_UNREAD_MIB), undefined, log),
+  };
   const contexts = new TlsContexts(ca, () => table.now);
   const limits = { ...LISTENER_LIMITS, ...o.limits };
   const listeners = o.listeners.map((spec) => new IngressListener({ ...spec }, { live: table, contexts, deps, metrics: o.metrics, limits }));

@@ -77,7 +77,7 @@ export function streamEdge(socket: net.Socket, edge: StreamEdgeEntry, table: Ing
   }
   if (release) socket.once('close', release);
   socket.pause();
-  relayTcp({ deps }, chosen.tunnelId).then(
+  relayTcp({ deps, clientIp: line.client_ip as string }, chosen.tunnelId).then(
     (stream) => {
       if (socket.destroyed) return void stream.destroy();
       stream.on('error', () => socket.destroy());

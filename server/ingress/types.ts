@@ -81,6 +81,15 @@ export interface IngressDeps {
   relays?: import('./client-relays.js').ClientRelays;
   /** How long the HTTP side waits for an upstream's response head before 504 (default 60 s). */
   upstreamTimeoutMs?: number;
+  /**
+   * How long a relayed answer's body, or an upgrade's answer, may go without a byte from the
+   * upstream before it is cut (`--ingress-upstream-idle-timeout`; default 60 s; 0: never).
+   */
+  upstreamIdleMs?: number;
+  /** Request bodies and partial WebSocket frames buffered at the edge, per connection and per server (buffer-budget.ts). */
+  buffers?: import('./buffer-budget.js').BufferBudget;
+  /** Relayed answers held for clients that do not read them, per connection and per server (buffer-budget.ts). */
+  unread?: import('./buffer-budget.js').UnreadAnswers;
   /** The server's key box: sign-in sessions are sealed under a key derived from it (auth/session.ts). */
   box?: import('../store/secret-box.js').SecretBox;
   /** How long sign-in waits for each identity-provider call before ERR_SERVICE_803 (default 10 s). */

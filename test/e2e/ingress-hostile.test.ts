@@ -85,7 +85,7 @@ afterAll(async () => {
 });
 
 const h1 = () => tlsConnect(port, { servername: 'a.example.com', ca, ALPNProtocols: ['http/1.1'] });
-const h2 = () => http2.connect('https://a.example.com', { createConnection: () => tls.connect({ host: '127.0.0.1', port, servername: 'a.example.com', ca, ALPNProtocols: ['h2'] }) });
+const h2 = (localAddress?: string) => http2.connect('https://a.example.com', { createConnection: () => tls.connect({ host: '127.0.0.1', port, servername: 'a.example.com', ca, ALPNProtocols: ['h2'], ...(localAddress ? { localAddress } : {}) } as tls.ConnectionOptions) });
 
 function h2Request(session: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -164,12 +164,22 @@ describe('the tunnel under a client that cancels', () => {
     }
     await new Promise((r) => setTimeout(r, 500));
     expect((await sessions(s)).map((x) => x.id)).toEqual([before.id]);
-    const session = h2();
-    session.on('error', () => {});
-    const r = await h2Request(session, { ':path': '/after' });
-    session.close();
+    // Another client address is served at once; the one that cancelled is refused (503
+    // ERR_SERVICE_752) while its own cancels wait their turn, then served again.
+    const other = h2('127.0.0.2');
+    other.on('error', () => {});
+    const r = await h2Request(other, { ':path': '/after' });
+    other.close();
     expect(r).toEqual({ status: 200, body: 'upstream /after' });
-  });
+    await until(async () => {
+      const session = h2();
+      session.on('error', () => {});
+      const again = await h2Request(session, { ':path': '/after' });
+      session.close();
+      if (again.status !== 200) expect(again.status).toBe(503);
+      return again.status === 200;
+    }, 60_000, () => 'the client that cancelled was not served again once its cancels had gone');
+  }, 90_000);
 });
 
 describe('websocket_tcp_converter', () => {

@@ -52,6 +52,8 @@ export interface EdgeRequest {
   maxVersion?: tls.SecureVersion;
   /** A keep-alive agent (default: a new connection). */
   agent?: https.Agent;
+  /** The loopback address to connect from (another client address: 127.0.0.2). */
+  localAddress?: string;
 }
 
 export interface EdgeReply {
@@ -83,6 +85,7 @@ export function edgeRequest(o: EdgeRequest): Promise<EdgeReply> {
       // The name checked is the one the client asked for, as curl checks it.
       checkServerIdentity: (_h, cert) => tls.checkServerIdentity(servername ?? o.host, cert),
       agent: o.agent ?? false,
+      localAddress: o.localAddress,
     }, (res) => {
       const peer = (res.socket as tls.TLSSocket).getPeerCertificate?.();
       const chunks: Buffer[] = [];

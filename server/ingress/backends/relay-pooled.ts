@@ -8,6 +8,8 @@ import type { Dispatcher } from 'undici';
 import { CONNECTION_HEADERS } from '../../../agent/protocol.js';
 import { PooledRequest, type PooledConnection, type PooledHeaders } from '../../gateway/relay-pool.js';
 import { backendError, type EdgeError, type HttpExchange } from '../http/exchange.js';
+import { tagClient } from '../../gateway/reset-pacer.js';
+import { clientKey } from '../../http/rate-limit.js';
 
 export const upstreamOf = (tunnelId: string) => `the upstream of tunnel ${tunnelId}`;
 
@@ -84,6 +86,12 @@ class PooledExchange extends PooledRequest {
     if (!this.settle()) return;
     this.cancel();
     this.reject(backendError('ERR_SERVICE_744', `${upstreamOf(this.tunnelId)} did not answer within ${Math.round(this.timeoutMs / 1000)} s`));
+  }
+
+  /** Cancelling closes the pooled connection's stream: its reset is paced as the client's own (reset-pacer.ts). */
+  override cancel() {
+    tagClient(this.pooled.stream, clientKey(this.ex.clientIp));
+    super.cancel();
   }
 
   gone() {

@@ -6,6 +6,7 @@ import type { Duplex, Readable } from 'node:stream';
 import { AGENT_ERROR_HEADER } from '../../../agent/protocol.js';
 import { ApiError } from '../../http/errors.js';
 import { backendError, edgeError, type HttpExchange } from '../http/exchange.js';
+import { clientKey } from '../../http/rate-limit.js';
 import { relayPooled, upstreamOf } from './relay-pooled.js';
 
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
@@ -117,9 +118,11 @@ export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<voi
   const gateway = ex.deps.gateway;
   // Over a pooled connection when one is idle (relay-pooled.ts); else, or when it failed
   // before answering a request that can be sent again, as a stream of its own.
+  // Under the client's address: its cancels are paced and bounded as its own (reset-pacer.ts).
+  const client = clientKey(ex.clientIp);
   let pooled;
   try {
-    pooled = gateway.takePooled(tunnelId);
+    pooled = gateway.takePooled(tunnelId, client);
   } catch (e) {
     openFailed(e, tunnelId);
   }
@@ -131,7 +134,7 @@ export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<voi
   gateway.relayed.stream++;
   let stream: ClientHttp2Stream;
   try {
-    stream = ex.deps.gateway.openStream(tunnelId, { method: ex.method, path: ex.path, headers: ex.upstreamHeaders, endStream: empty });
+    stream = ex.deps.gateway.openStream(tunnelId, { method: ex.method, path: ex.path, headers: ex.upstreamHeaders, endStream: empty }, client);
   } catch (e) {
     openFailed(e, tunnelId);
   }
@@ -147,10 +150,10 @@ export async function relayHttp(ex: HttpExchange, tunnelId: string): Promise<voi
 }
 
 /** A raw TCP stream through the tunnel (WebSockets, websocket_tcp_converter), once the agent reached the upstream. */
-export async function relayTcp(ex: Pick<HttpExchange, 'deps'>, tunnelId: string): Promise<Duplex> {
+export async function relayTcp(ex: Pick<HttpExchange, 'deps'> & { clientIp?: string }, tunnelId: string): Promise<Duplex> {
   let stream: ClientHttp2Stream;
   try {
-    stream = ex.deps.gateway.openTcp(tunnelId);
+    stream = ex.deps.gateway.openTcp(tunnelId, ex.clientIp ? clientKey(ex.clientIp) : '');
   } catch (e) {
     openFailed(e, tunnelId);
   }

@@ -5,9 +5,26 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { pipeline, Readable, type Duplex, type Transform } from 'node:stream';
 import type { ErrorCode } from '../../http/errors.js';
+import type { BufferBudget } from '../buffer-budget.js';
 import type { EdgeAnswer, Exchange, FullDoc, IngressDeps, IngressTable, ResponseHead } from '../types.js';
 import { backendAnswer, errorAnswer, ERROR_CODE_HEADER } from './error-page.js';
 import { responseHeadersOf, upstreamHeadersOf } from './forwarded.js';
+
+/** The default of `--ingress-upstream-idle-timeout`: as nginx's proxy_read_timeout. */
+export const DEFAULT_UPSTREAM_IDLE_MS = 60_000;
+
+/** The client connection a request came on: its HTTP/2 session, or its HTTP/1.1 socket. */
+export function connectionOf(req: IncomingMessage | Http2ServerRequest): object | undefined {
+  const stream = (req as Http2ServerRequest).stream;
+  return (stream ? stream.session ?? stream : req.socket) ?? undefined;
+}
+
+/** A request body the edge may not buffer now: this connection holds its share (429), or the server all it may (503). */
+export function bufferRefusal(bound: 'connection' | 'server', budget: BufferBudget): EdgeError {
+  return bound === 'connection'
+    ? edgeError('ERR_SERVICE_863', `this connection already has ${Math.round(budget.perConnection / 1048576)} MiB of request bodies buffered at the edge; send this request when those have been answered`, false, { 'retry-after': '1' })
+    : edgeError('ERR_SERVICE_862', 'the edge is buffering as many request bodies as it may hold at once (--ingress-buffer-mib); retry in a moment', false, { 'retry-after': '1' });
+}
 
 /** Thrown inside a filter or backend to answer with an edge error (the chain runner catches it). */
 export class EdgeError extends Error {
@@ -120,13 +137,23 @@ export class HttpExchange implements Exchange {
       const chunks: Buffer[] = [];
       let size = 0;
       const stream = this.req as Readable;
+      // What is buffered counts against the connection's and the server's bounds (buffer-budget.ts)
+      // until the answer has gone; past either the request is refused before more is read.
+      const budget = this.deps.buffers;
+      const connection = budget && connectionOf(this.req);
+      let taken = 0;
+      if (budget && connection) (this.res as NodeJS.EventEmitter).once('close', () => budget.give(connection, taken));
       const onData = (c: Buffer) => {
         size += c.length;
-        if (size > limit) {
-          stream.off('data', onData);
-          stream.pause();
-          reject(edgeError('ERR_SERVICE_748', `the request body is over ${limit} bytes, the most this route reads`));
-        } else chunks.push(c);
+        const refused = size > limit ? 'limit' : budget && connection ? budget.take(connection, c.length) : undefined;
+        if (refused === undefined) {
+          taken += c.length;
+          return void chunks.push(c);
+        }
+        stream.off('data', onData);
+        stream.pause();
+        if (refused === 'limit') reject(edgeError('ERR_SERVICE_748', `the request body is over ${limit} bytes, the most this route reads`));
+        else reject(bufferRefusal(refused, budget!));
       };
       stream.on('data', onData);
       stream.once('end', () => { this.body = Buffer.concat(chunks); resolve(this.body); });
@@ -233,7 +260,7 @@ export class HttpExchange implements Exchange {
       source.destroy();
       return 0;
     }
-    return streamTo(source, transforms, res);
+    return streamTo(this, source, transforms, res);
   }
 }
 
@@ -244,13 +271,46 @@ export class HttpExchange implements Exchange {
  */
 export const GATHER_LIMIT = 16 * 1024;
 
-/** Streams `source` through `transforms` to the response; resolves with the body bytes sent. */
-function streamTo(source: Readable, transforms: Transform[], res: ServerResponse): Promise<number> {
+/** The client's connection of a response: its HTTP/2 session (or HTTP/1.1 socket), what is queued toward it, and how to close it. */
+function clientSideOf(res: ServerResponse | Http2ServerResponse) {
+  const stream = (res as Http2ServerResponse).stream;
+  if (stream) {
+    const session = stream.session;
+    return { connection: (session ?? stream) as object, out: stream, close: () => (session ? session.destroy() : stream.destroy()) };
+  }
+  const socket = (res as ServerResponse).socket;
+  return socket ? { connection: socket as object, out: res as ServerResponse, close: () => socket.destroy() } : undefined;
+}
+
+/** The source failed to send for the upstream idle timeout: it is cut, and the client sees the answer cut (item 7's rule). */
+function onUpstreamIdle(source: Readable, out: { writableNeedDrain?: boolean }, timer: NodeJS.Timeout, idleMs: number, ex: HttpExchange) {
+  // Waiting for the client (its side is full) is not the upstream's stall: the client's own timeouts apply.
+  if (out.writableNeedDrain || source.isPaused() || source.readableLength > 0) return void timer.refresh();
+  ex.code = 'ERR_SERVICE_744';
+  ex.deps.log({ level: 'warn', msg: `ingress: the upstream sent nothing for ${Math.round(idleMs / 1000)} s in the middle of its answer; the answer was cut`, route: ex.route.id });
+  source.destroy(new Error('the upstream stalled'));
+}
+
+/**
+ * Streams `source` through `transforms` to the response; resolves with the body bytes sent.
+ * While it streams, what it holds for the client is counted (UnreadAnswers, buffer-budget.ts),
+ * and an upstream that sends nothing for the upstream idle timeout is cut.
+ */
+function streamTo(ex: HttpExchange, source: Readable, transforms: Transform[], res: ServerResponse): Promise<number> {
   let bytes = 0;
   return new Promise((resolve) => {
     const last = transforms.length ? transforms[transforms.length - 1] : source;
+    const side = ex.deps.unread ? clientSideOf(res) : undefined;
+    const untrack = side && ex.deps.unread!.track({ source, out: side.out, connection: side.connection, close: side.close });
+    const idleMs = ex.deps.upstreamIdleMs ?? DEFAULT_UPSTREAM_IDLE_MS;
+    const timer = idleMs > 0 ? setTimeout(() => onUpstreamIdle(source, (side?.out ?? res) as { writableNeedDrain?: boolean }, timer!, idleMs, ex), idleMs) : undefined;
+    source.on('data', () => timer?.refresh());
     last.on('data', (c: Buffer) => { bytes += c.length; });
-    pipeline([source, ...transforms, res as unknown as NodeJS.WritableStream], () => resolve(bytes));
+    pipeline([source, ...transforms, res as unknown as NodeJS.WritableStream], () => {
+      clearTimeout(timer);
+      untrack?.();
+      resolve(bytes);
+    });
   });
 }
 
@@ -309,7 +369,7 @@ function gatherAndSend(ex: HttpExchange, source: Readable, res: ServerResponse, 
         return resolve(0);
       }
       for (const c of chunks) res.write(c);
-      void streamTo(source, [], res).then((rest) => resolve(size + rest));
+      void streamTo(ex, source, [], res).then((rest) => resolve(size + rest));
     };
     const onData = (c: Buffer) => {
       chunks.push(c);
@@ -326,7 +386,8 @@ function gatherAndSend(ex: HttpExchange, source: Readable, res: ServerResponse, 
     const onFail = () => {
       stop();
       source.destroy();
-      res.destroy();
+      // With an error: an HTTP/2 client gets RST_STREAM (INTERNAL_ERROR), never a clean end.
+      res.destroy(new Error('the upstream failed before the end of its answer'));
       resolve(size);
     };
     const onGone = () => {

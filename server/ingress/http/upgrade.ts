@@ -2,7 +2,8 @@
 // tunnel, the client's upgrade request written into it with the edge's forwarding headers,
 // then bytes both ways; the upstream's 101 (or refusal) reaches the client as it sent it.
 import type { Duplex } from 'node:stream';
-import { edgeError, type HttpExchange } from './exchange.js';
+import { errorAnswer } from './error-page.js';
+import { DEFAULT_UPSTREAM_IDLE_MS, edgeError, type HttpExchange } from './exchange.js';
 
 export function requestHead(ex: HttpExchange): string {
   const lines = [`${ex.method} ${ex.path} HTTP/1.1`];
@@ -38,9 +39,21 @@ export async function passThroughUpgrade(ex: HttpExchange): Promise<void> {
   // route or module of the edge has seen (/admin past its ip_restriction): the upstream's answer
   // reaches the client, and the connection ends with it.
   let first = Buffer.alloc(0);
+  // An upstream that never answers the upgrade: 504 after the upstream idle timeout, as a
+  // relayed request's head (not a connection held forever).
+  const idleMs = ex.deps.upstreamIdleMs ?? DEFAULT_UPSTREAM_IDLE_MS;
+  const timer = idleMs > 0 ? setTimeout(() => {
+    upstream.off('data', onHead);
+    upstream.destroy();
+    if (socket.destroyed) return;
+    ex.fail(errorAnswer('ERR_SERVICE_744', `the upstream did not answer the upgrade within ${Math.round(idleMs / 1000)} s`));
+    void ex.send().catch(() => socket.destroy());
+  }, idleMs) : undefined;
+  socket.once('close', () => clearTimeout(timer));
   const onHead = (c: Buffer) => {
     first = Buffer.concat([first, c]);
     if (first.indexOf('\r\n') < 0 && first.length < 32) return;
+    clearTimeout(timer);
     upstream.off('data', onHead);
     upstream.pause();
     const m = /^HTTP\/1\.[01] (\d{3})/.exec(first.subarray(0, 16).toString('latin1'));
@@ -59,6 +72,6 @@ export async function passThroughUpgrade(ex: HttpExchange): Promise<void> {
     splice(socket, upstream);
   };
   upstream.on('data', onHead);
-  upstream.once('close', () => { if (!first.length) socket.destroy(); });
+  upstream.once('close', () => { if (!first.length && !ex.answered) socket.destroy(); });
   socket.once('close', () => upstream.destroy());
 }

@@ -1,9 +1,10 @@
 // The part of RFC 6455 the websocket_tcp_converter needs: the handshake's accept value, a
 // decoder of client frames (masked) into payload bytes and control events, and the encoder
-// of server frames (unmasked). Frames over MAX_FRAME close the connection (1009).
+// of server frames (unmasked). Frames over MAX_FRAME close the connection (1009): a partial
+// frame is held until it is whole, so MAX_FRAME is what one connection can make the edge hold.
 import { createHash } from 'node:crypto';
 
-export const MAX_FRAME = 16 * 1024 * 1024;
+export const MAX_FRAME = 1024 * 1024;
 const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 
 export const acceptKey = (key: string) => createHash('sha1').update(key + GUID).digest('base64');
@@ -36,6 +37,9 @@ export class FrameDecoder {
   private held = 0;
   private need = 2;
   constructor(private on: FrameEvents) {}
+
+  /** Bytes held for a frame not yet whole. */
+  get buffered(): number { return this.buf.length + this.held; }
 
   push(chunk: Buffer): boolean {
     this.parts.push(chunk);

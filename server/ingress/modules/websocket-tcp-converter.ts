@@ -3,6 +3,7 @@
 // bytes, and the backend's bytes come back as binary frames. Requests that are not WebSocket
 // upgrades go on to the backend as HTTP.
 import type { Duplex } from 'node:stream';
+import type { BufferBudget } from '../buffer-budget.js';
 import { edgeError } from '../http/exchange.js';
 import type { FilterFactory } from '../types.js';
 import { acceptKey, encodeFrame, FrameDecoder, OP } from './websocket-frames.js';
@@ -13,11 +14,16 @@ function closeFrame(code: number) {
   return encodeFrame(OP.close, b);
 }
 
-function convert(client: Duplex, head: Buffer, backend: Duplex) {
+function convert(client: Duplex, head: Buffer, backend: Duplex, budget: BufferBudget | undefined) {
   let open = true;
+  // The partial frame held counts against the server's buffer bound (buffer-budget.ts); past
+  // it the connection closes with 1013 (try again later). A frame is at most MAX_FRAME.
+  let held = 0;
   const finish = (code: number) => {
     if (!open) return;
     open = false;
+    budget?.give(client, held);
+    held = 0;
     client.end(closeFrame(code));
     backend.destroy();
   };
@@ -35,13 +41,27 @@ function convert(client: Duplex, head: Buffer, backend: Duplex) {
     ping: (payload) => { if (!client.write(encodeFrame(OP.pong, payload))) hold(client); },
     close: (code) => finish(code === 1009 || code === 1002 ? code : 1000),
   });
-  const onData = (c: Buffer) => { if (open && !decoder.push(c)) client.off('data', onData); };
+  const onData = (c: Buffer) => {
+    if (!open) return;
+    if (!decoder.push(c)) return void client.off('data', onData);
+    if (!budget || !open) return;
+    const now = decoder.buffered;
+    if (now > held) {
+      if (budget.take(client, now - held) !== undefined) return finish(1013);
+    } else budget.give(client, held - now);
+    held = now;
+  };
   client.on('data', onData);
   if (head.length) onData(head);
   backend.on('data', (c: Buffer) => { if (open && !client.write(encodeFrame(OP.binary, c))) { backend.pause(); client.once('drain', () => backend.resume()); } });
   backend.on('end', () => finish(1000));
   backend.on('error', () => finish(1011));
-  client.on('close', () => { open = false; backend.destroy(); });
+  client.on('close', () => {
+    open = false;
+    budget?.give(client, held);
+    held = 0;
+    backend.destroy();
+  });
   client.on('error', () => backend.destroy());
 }
 
@@ -56,6 +76,6 @@ export const websocketTcpConverter: FilterFactory = () => ({
     const backend = await ex.connectBackend();
     up.taken = true;
     up.socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${acceptKey(key)}\r\n\r\n`);
-    convert(up.socket, up.head, backend);
+    convert(up.socket, up.head, backend, ex.deps.buffers);
   },
 });
