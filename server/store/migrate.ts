@@ -4,10 +4,10 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { packageRoot } from '../package-root.js';
 import type { Provider } from './db.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../prisma/migrations');
+const root = path.join(packageRoot ?? '.', 'prisma/migrations');
 
 interface Migration { name: string; sql: string; checksum: string }
 
