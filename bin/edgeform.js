@@ -10,7 +10,13 @@ const compiled = compiledEntry(path.resolve(import.meta.dirname, '..'));
 let main;
 if (compiled) ({ main } = await import(pathToFileURL(compiled).href));
 else {
-  const { register } = await import('tsx/esm/api');
+  let register;
+  try {
+    ({ register } = await import('tsx/esm/api'));
+  } catch {
+    process.stderr.write('edgeform: dist/cli/ is missing or older than the sources, and tsx (a dev dependency) is not installed to run them: run `npm ci` (dev dependencies included) or `npm run build:cli` in this checkout\n');
+    process.exit(1);
+  }
   register();
   ({ main } = await import('./cli.ts'));
 }
