@@ -39,3 +39,29 @@ describe('the database URL', () => {
     expect(providerOf('postgres://u@localhost/db')).toBe('postgresql');
   });
 });
+
+describe('validate: weighted backends that contain themselves', () => {
+  it('a backend listing itself, and two listing each other, are each one problem with the loop\'s path (apply used to stop half-way)', async () => {
+    const { loadDesired } = await import('../../reconciler/session.js');
+    const { ManifestError } = await import('../../reconciler/manifest/problems.js');
+    const { manifestDir } = await import('../helpers/cli.js');
+    const dir = manifestDir({
+      'm.yaml': 'kind: HTTPResponseBackend\nname: ok\nbody: hi\nstatus_code: 200\n---\nkind: WeightedBackend\nname: self\nbackends:\n  WeightedBackend/self: 1\n  HTTPResponseBackend/ok: 1\n---\nkind: WeightedBackend\nname: a\nbackends:\n  WeightedBackend/b: 1\n---\nkind: WeightedBackend\nname: b\nbackends:\n  WeightedBackend/a: 1\n',
+    });
+    let error: unknown;
+    try { loadDesired([dir]); } catch (e) { error = e; }
+    expect(error).toBeInstanceOf(ManifestError);
+    const messages = (error as InstanceType<typeof ManifestError>).problems.list.map((p) => `${p.line}: ${p.message}`);
+    expect(messages).toEqual([
+      expect.stringMatching(/^6: reference cycle: WeightedBackend\/self -> WeightedBackend\/self; WeightedBackend\/self refers to itself/),
+      expect.stringMatching(/^12: reference cycle: WeightedBackend\/a -> WeightedBackend\/b -> WeightedBackend\/a; these refer to each other in a loop/),
+    ]);
+  });
+
+  it('a chain without a loop passes', async () => {
+    const { loadDesired } = await import('../../reconciler/session.js');
+    const { manifestDir } = await import('../helpers/cli.js');
+    const dir = manifestDir({ 'm.yaml': 'kind: HTTPResponseBackend\nname: ok\nbody: hi\nstatus_code: 200\n---\nkind: WeightedBackend\nname: a\nbackends:\n  WeightedBackend/b: 1\n---\nkind: WeightedBackend\nname: b\nbackends:\n  HTTPResponseBackend/ok: 1\n' });
+    expect(loadDesired([dir]).documents).toHaveLength(3);
+  });
+});
