@@ -65,3 +65,15 @@ describe('validate: weighted backends that contain themselves', () => {
     expect(loadDesired([dir]).documents).toHaveLength(3);
   });
 });
+
+describe("README's CLI reference", () => {
+  it('lists each command form once (validate, plan and apply were there twice, disagreeing about saved plans and secrets)', async () => {
+    const fs = await import('node:fs');
+    const readme = fs.readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const section = readme.slice(readme.indexOf('## CLI reference'), readme.indexOf('\n## ', readme.indexOf('## CLI reference') + 5));
+    const forms = [...section.matchAll(/^\| `edgeform ([a-z-]+(?: [a-z-]+)?(?: FILE)?)[ `]/gm)].map((m) => m[1]);
+    expect(forms.length).toBeGreaterThan(8);
+    expect(forms.filter((f, i) => forms.indexOf(f) !== i)).toEqual([]);
+    expect(section).not.toContain('it holds the values to send');
+  });
+});
