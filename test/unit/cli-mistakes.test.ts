@@ -1,7 +1,12 @@
-// Mistakes that used to go silent: an agent's bare-port --forwards-to, a malformed database URL.
-import { describe, expect, it } from 'vitest';
+// Mistakes that used to go silent or vague: an agent's bare-port --forwards-to, a malformed
+// database URL, a weighted backend containing itself, README's duplicated CLI rows, a busy
+// ingress port reported as the API's.
+import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, forwardsTarget, resolveAgentConfig } from '../../agent/config.js';
 import { providerOf } from '../../server/store/db.js';
+import { removeTempDirs } from '../helpers/temp.js';
+
+afterAll(removeTempDirs);
 
 describe('edgeform agent --forwards-to', () => {
   const flags = (forwardsTo: string) => resolveAgentConfig({ authtoken: 'tok', apiUrl: 'http://127.0.0.1:1', label: ['app=web'], forwardsTo } as never, {}, {});
@@ -75,5 +80,24 @@ describe("README's CLI reference", () => {
     expect(forms.length).toBeGreaterThan(8);
     expect(forms.filter((f, i) => forms.indexOf(f) !== i)).toEqual([]);
     expect(section).not.toContain('it holds the values to send');
+  });
+});
+
+describe('edgeform serve: a busy ingress port', () => {
+  it('is reported as the --ingress value that asked for it, not as the API\'s address and --port', async () => {
+    const net = await import('node:net');
+    const { runCliProcess } = await import('../helpers/cli-process.js');
+    const { tempDir } = await import('../helpers/temp.js');
+    const busy = net.createServer();
+    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+    const port = (busy.address() as import('node:net').AddressInfo).port;
+    try {
+      const r = await runCliProcess(['serve', '--port', '0', '--data-dir', tempDir(), '--ingress', `443=127.0.0.1:${port}`], {}, { timeoutMs: 60_000 });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`cannot listen on 127.0.0.1:${port} for the ingress (--ingress / EDGEFORM_INGRESS 443=127.0.0.1:${port}): the port is already in use`);
+      expect(r.stderr).not.toContain('--port / EDGEFORM_PORT');
+    } finally {
+      busy.close();
+    }
   });
 });
