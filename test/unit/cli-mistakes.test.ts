@@ -101,3 +101,47 @@ describe('edgeform serve: a busy ingress port', () => {
     }
   });
 });
+
+describe('edgeform agent, as a user meets it', () => {
+  it('with a wrong --api-url says what it tries and what fails, naming the setting; --json logs JSON lines', async () => {
+    const { startCli } = await import('../helpers/cli-process.js');
+    const { freePort } = await import('../helpers/ports.js');
+    const url = `http://127.0.0.1:${await freePort()}`;
+    const p = startCli(['agent', '--api-url', url, '--authtoken', 'tok', '--label', 'app=web', '--forwards-to', '3000', '--json']);
+    try {
+      await p.waitFor('check --api-url / EDGEFORM_API_URL', 30_000, 'stderr');
+      const lines = p.stderr.trim().split('\n').map((l) => JSON.parse(l) as { level: string; msg: string });
+      expect(lines[0].level).toBe('error');
+      expect(lines[0].msg).toContain(`no edgeform server has answered at ${url} (ECONNREFUSED)`);
+      await p.waitFor('cannot connect', 30_000, 'stdout');
+      expect(JSON.parse(p.stdout.split('\n')[0])).toMatchObject({ level: 'info', msg: expect.stringContaining(`connecting to ${url}`) });
+    } finally {
+      p.kill('SIGTERM');
+      await p.exited;
+    }
+  });
+
+  it('-v prints the version', async () => {
+    const { runCliProcess } = await import('../helpers/cli-process.js');
+    const fs = await import('node:fs');
+    const r = await runCliProcess(['agent', '-v']);
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim()).toBe(JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version);
+  });
+
+  it('TERM=dumb turns colour off, as NO_COLOR does', async () => {
+    const { styleFor } = await import('../../reconciler/render/text.js');
+    const tty = { isTTY: true } as NodeJS.WriteStream;
+    const saved = { TERM: process.env.TERM, NO_COLOR: process.env.NO_COLOR, FORCE_COLOR: process.env.FORCE_COLOR };
+    try {
+      delete process.env.NO_COLOR;
+      delete process.env.FORCE_COLOR;
+      process.env.TERM = 'xterm-256color';
+      expect(styleFor(tty).red('x')).not.toBe('x');
+      process.env.TERM = 'dumb';
+      expect(styleFor(tty).red('x')).toBe('x');
+    } finally {
+      for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k]; else process.env[k] = v;
+    }
+  });
+});
