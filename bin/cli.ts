@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { packageVersion as version } from '../server/package-root.js';
 import type { Io } from './reconcile.js';
+import { activeRun, stdoutState } from './interrupts.js';
 
 type Add = (program: Command, setCode: (c: number) => void, io: () => Io) => Promise<void>;
 
@@ -49,6 +50,10 @@ function stopQuietlyOnClosedPipe(): void {
     if (e.code !== 'EPIPE') throw e;
     if (closed) return;
     closed = true;
+    // An apply or destroy under way: its output goes to stderr from here, and it stops as on
+    // Ctrl-C (what was done, the lock released, exit 130) rather than vanishing holding the lock.
+    stdoutState.closed = true;
+    if (activeRun) return activeRun.outputClosed();
     if (process.listenerCount('SIGTERM') > 0) process.kill(process.pid, 'SIGTERM');
     else process.exit(process.exitCode ?? 0);
   });

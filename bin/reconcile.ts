@@ -16,7 +16,7 @@ import { failureText, progressDone, progressFailed, progressStart, progressStill
 import { isNoop, type Plan } from '../reconciler/plan/types.js';
 import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, splitExcludes, withSecretsBack, type Target } from '../reconciler/session.js';
 import { exportManifests } from '../reconciler/export.js';
-import { INTERRUPTED } from './interrupts.js';
+import { INTERRUPTED, stdoutState } from './interrupts.js';
 import { applyNotification, notify, notifyOptions, notifyTargetOf, type ApplySeen } from './notify.js';
 import { commandLine, LockError, lockOptions, startRun, type Run } from './lock.js';
 import { chooseStack, StackNameError, STACK_PATTERN, unnamedStackMessage } from '../reconciler/stack-name.js';
@@ -37,7 +37,7 @@ export interface Io {
 export function processIo(noColor = false): Io {
   const interactive = process.stdin.isTTY && process.stdout.isTTY;
   return {
-    out: (t) => process.stdout.write(t),
+    out: (t) => (stdoutState.closed ? process.stderr.write(t) : process.stdout.write(t)),
     err: (t) => process.stderr.write(t),
     outStyle: styleFor(process.stdout, noColor),
     errStyle: styleFor(process.stderr, noColor),

@@ -98,6 +98,33 @@ describe('two applies of one stack at once', () => {
   }, PROCESSES);
 });
 
+describe('a lock left by a process of this host that no longer exists', () => {
+  it('is taken over at once, saying so, rather than waited out for its lease', async () => {
+    const os = await import('node:os');
+    const { spawnSync } = await import('node:child_process');
+    const s = await server(600);
+    // A pid that was this host's and is gone: a process that ran and exited.
+    const gone = spawnSync(process.execPath, ['-e', '0']).pid!;
+    const left = { ...ELSEWHERE, host: os.hostname(), pid: gone, who: `ci@${os.hostname()}` };
+    expect((await s.put(LOCK, left)).status).toBe(200);
+    const dir = manifestDir({ 'p.yaml': toYaml([{ kind: 'IPPolicy', name: 'office' }]) });
+    const run = startCli(['apply', '-f', dir, '--auto-approve'], env(s.url, s));
+    expect(await run.exited, run.stdout + run.stderr).toBe(0);
+    expect(run.stderr).toContain(`Warning: taking over the lock on stack "default" from edgeform apply -f other/ --auto-approve (pid ${gone} on ${os.hostname()}`);
+    expect(run.stderr).toContain('that process no longer exists on this host');
+    expect((await s.get(LOCK)).status).toBe(404);
+  }, PROCESSES);
+
+  it('a live holder on this host, or one on another host, is not taken over', async () => {
+    const os = await import('node:os');
+    const { holderIsDead } = await import('../../reconciler/apply/lock.js');
+    const info = { ...ELSEWHERE, stack: 'default', created_at: '', expires_at: '', lease_seconds: 60 };
+    expect(holderIsDead({ ...info, host: os.hostname(), pid: process.ppid })).toBe(false);
+    expect(holderIsDead({ ...info, host: 'another-host', pid: 999_999_999 })).toBe(false);
+    expect(holderIsDead({ ...info, host: os.hostname(), pid: 999_999_999 })).toBe(true);
+  });
+});
+
 describe('a run whose lock another run took', () => {
   it('warns and starts no more calls (after a force-unlock and a new holder)', async () => {
     const s = await server(3);
