@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ApiClientError, networkErrorCode, NO_SUCH_PATH } from '../provider/client/index.js';
+import { ApiClientError, networkErrorCode, NO_SUCH_PATH, type ApiClient } from '../provider/client/index.js';
 import { manifestKind, manifestKinds } from '../reconciler/manifest/kinds.js';
 import { ManifestError } from '../reconciler/manifest/problems.js';
 import { execute, type ProgressEvent } from '../reconciler/apply/execute.js';
@@ -32,6 +32,20 @@ export interface Io {
   stillEvery?: number;
   /** A terminal to ask for confirmation on, or undefined. */
   ask?: (question: string) => Promise<string>;
+}
+
+/**
+ * Says so when the server's rate limit is what the run waits on (at most every 10 s): a long
+ * apply otherwise looks stuck, and the setting that bounds it is the server's.
+ */
+export function sayRateLimited(client: ApiClient, out: Io): void {
+  let last = 0;
+  client.onRateLimited = (waitMs, e) => {
+    if (Date.now() - last < 10_000) return;
+    last = Date.now();
+    const limit = e.code === 'ERR_SERVICE_226' ? "the server's API rate limit for this key (its --api-rate-limit / EDGEFORM_API_RATE_LIMIT, 600 requests a minute by default)" : `the server (${e.code ?? 429}: ${e.serverMessage})`;
+    out.err(`${out.errStyle.yellow('Waiting')} ${Math.ceil(waitMs / 1000)}s for ${limit}; the calls go on after it\n`);
+  };
 }
 
 export function processIo(noColor = false): Io {
@@ -295,6 +309,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
         const t = targetOf(opts);
         const out = io();
         const client = clientFor(t);
+        sayRateLimited(client, out);
         let run: Run | undefined;
         let code = 1;
         try {
@@ -367,6 +382,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
         const out = io();
         const manifest = desiredOf(opts);
         const client = clientFor(t);
+        sayRateLimited(client, out);
         let run: Run | undefined;
         try {
           run = await startRun(out, t, opts, commandLine(cmd));

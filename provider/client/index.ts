@@ -44,6 +44,8 @@ export class ApiClient {
   /** The id of the API key the server says this client authenticates with (its `Service-Api-Key-Id` header), once it has answered. */
   keyId?: string;
   readonly baseUrl: string;
+  /** Told each time a 429 makes the client wait (the reconciler names the rate limit to the user). */
+  onRateLimited?: (waitMs: number, e: ApiClientError) => void;
   private readonly limiter: Limiter;
   /** undici, loaded on the first call: `edgeform validate` makes none and starts faster without it. */
   private http?: Promise<{ agent: Agent; request: typeof request }>;
@@ -72,7 +74,10 @@ export class ApiClient {
         if (opts.retryTooMany === false && e instanceof ApiClientError && e.status === 429) throw e;
         const wait = this.retryDelay(e, method, attempt);
         if (wait === undefined || attempt >= attempts) throw e;
-        if (e instanceof ApiClientError && e.status === 429) this.limiter.pause(wait);
+        if (e instanceof ApiClientError && e.status === 429) {
+          this.limiter.pause(wait);
+          this.onRateLimited?.(wait, e);
+        }
         await new Promise((r) => setTimeout(r, wait));
       }
     }

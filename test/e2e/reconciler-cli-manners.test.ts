@@ -138,12 +138,14 @@ describe('progress while apply waits on the rate limit', () => {
     await s?.close();
   });
 
-  it('prints "Still creating... [Ns elapsed]" for what is in flight; with --json on stderr, stdout stays one document', async () => {
+  it('prints "Still creating... [Ns elapsed]" for what is in flight and names the rate limit it waits on; with --json on stderr, stdout stays one document', async () => {
     const dir = manifestDir({ 'p.yaml': toYaml(['a', 'b', 'c'].map((name) => ({ kind: 'IPPolicy', name }))) });
     const env = { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token };
     const r = await runCli(['apply', '-f', dir, '--auto-approve', '--json'], env, undefined, { stillEvery: 200 });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/^IPPolicy\/[abc]: Still creating\.\.\. \[\d+s elapsed\]$/m);
+    // What it waits on is named, with the server's setting that bounds it.
+    expect(r.stderr).toMatch(/^Waiting \d+s for the server's API rate limit for this key \(its --api-rate-limit \/ EDGEFORM_API_RATE_LIMIT, 600 requests a minute by default\); the calls go on after it$/m);
     expect(r.stdout.trim().split('\n')).toHaveLength(1);
     expect(r.json().applied).toEqual({ add: 3, change: 0, destroy: 0 });
     // Nothing is reported as still running once it is over.
