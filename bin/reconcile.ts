@@ -32,6 +32,8 @@ export interface Io {
   stillEvery?: number;
   /** A terminal to ask for confirmation on, or undefined. */
   ask?: (question: string) => Promise<string>;
+  /** Progress goes to a terminal (stdout; stderr under --json): each finished change says `[N/M]`. */
+  counting?: { out: boolean; err: boolean };
 }
 
 /**
@@ -55,6 +57,7 @@ export function processIo(noColor = false): Io {
     err: (t) => process.stderr.write(t),
     outStyle: styleFor(process.stdout, noColor),
     errStyle: styleFor(process.stderr, noColor),
+    counting: { out: !!process.stdout.isTTY, err: !!process.stderr.isTTY },
     ask: interactive
       ? (q) =>
           new Promise((resolve) => {
@@ -187,14 +190,18 @@ async function confirm(io: Io, opts: Record<string, any>, what: string): Promise
 
 async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, any>, client: ReturnType<typeof clientFor>, run: Run, seen?: ApplySeen): Promise<number> {
   const json = !!opts.json;
+  // On a terminal, how far the run is: 40,000 lines of progress say nothing of that.
+  const counting = json ? io.counting?.err : io.counting?.out;
+  let finished = 0;
+  const count = () => (counting ? `[${++finished}/${Math.max(plan.changes.length, finished)}] ` : '');
   const progress = (e: ProgressEvent) => {
     const write = json ? io.err : io.out;
     const s = json ? io.errStyle : io.outStyle;
     if (e.type === 'start') write(`${progressStart(e.change)}\n`);
-    else if (e.type === 'done') write(`${progressDone(e.change, e.seconds, e.id, e.tokenFile)}\n`);
+    else if (e.type === 'done') write(`${count()}${progressDone(e.change, e.seconds, e.id, e.tokenFile)}\n`);
     // On stderr beside a --json document the error in full, since that is the only text; on stdout in brief,
     // as the run's summary below lists each error in full (it was printed twice).
-    else if (e.type === 'failed') write(`${s.red(json ? `Error: ${failureText(e.failure)}` : progressFailed(e.change, e.failure))}\n`);
+    else if (e.type === 'failed') write(`${count()}${s.red(json ? `Error: ${failureText(e.failure)}` : progressFailed(e.change, e.failure))}\n`);
     else if (e.type === 'still') write(`${progressStill(e.change, e.seconds)}\n`);
   };
   run.interrupts.phase = 'executing';
