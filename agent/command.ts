@@ -2,6 +2,7 @@
 import { Command, Option } from 'commander';
 import { ConfigError, resolveAgentConfig, type AgentConfig } from './config.js';
 import { runAgent, successor } from './run.js';
+import { AGENT_VERSION } from './version.js';
 
 const stamp = () => new Date().toISOString();
 
@@ -18,6 +19,8 @@ export function agentCommand(setCode: (code: number) => void) {
     .option('--config <file>', 'YAML file with api_url, authtoken, metadata, update_check, state_dir and tunnels (see docs/agents.md)')
     .option('--no-update-check', 'refuse updates from the server (update then fails with ERR_SERVICE_323)')
     .addOption(new Option('--state-dir <dir>', 'where staged updates are kept (default ~/.edgeform/agent)').env('EDGEFORM_AGENT_STATE_DIR'))
+    .option('--json', 'log one JSON object per line (time, level, msg) for machines, instead of text')
+    .version(AGENT_VERSION, '-v, --version', 'print the agent\'s version')
     .addHelpText('after', `
 Examples:
   edgeform agent --api-url http://127.0.0.1:8080 --authtoken "$TOKEN" --label app=web --forwards-to 127.0.0.1:3000
@@ -34,8 +37,9 @@ Exit codes: 0 stopped (stop command, SIGTERM, SIGINT); 1 the server refused the 
         process.stderr.write(`Error: ${e.message}\n(run "edgeform agent --help" for usage)\n`);
         return setCode(2);
       }
-      const log = (msg: string) => process.stdout.write(`${stamp()} ${msg}\n`);
-      const logError = (msg: string) => process.stderr.write(`${stamp()} error: ${msg}\n`);
+      const json = (level: string, msg: string) => `${JSON.stringify({ time: stamp(), level, msg })}\n`;
+      const log = (msg: string) => process.stdout.write(opts.json ? json('info', msg) : `${stamp()} ${msg}\n`);
+      const logError = (msg: string) => process.stderr.write(opts.json ? json('error', msg) : `${stamp()} error: ${msg}\n`);
       for (const signal of ['SIGTERM', 'SIGINT'] as const) {
         process.on(signal, () => {
           // After a restart this process only waits for its successor: pass the signal on.

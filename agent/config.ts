@@ -1,6 +1,7 @@
 // The agent's settings: flags, then EDGEFORM_* variables, then the YAML file (--config).
 // A tunnel is labeled (labels + forwards_to) or ephemeral (proto + an address).
 import fs from 'node:fs';
+import { isIPv4 } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
@@ -68,6 +69,24 @@ export function upstreamOf(proto: string, addr: string | number): string {
   return proto === 'http' || proto === 'https' ? `http://${hostport}` : hostport;
 }
 
+/**
+ * A labeled tunnel's forwards_to as the agent will dial it: a bare port is localhost's, as for
+ * an ephemeral tunnel (dialled as a host, `3000` is the IPv4 address 0.0.11.184). A host the
+ * resolver would read as an IPv4 address in another form than a dotted quad (`3000:80`,
+ * `0x7f.1:80`, `127.1:80`) is refused: nothing leaves for an address the user did not write.
+ */
+export function forwardsTarget(value: string, where: string): string {
+  const v = value.trim();
+  if (/^\d+$/.test(v)) return `localhost:${v}`;
+  const rest = v.replace(/^[a-z][a-z0-9+.-]*:\/\//i, '').replace(/[/?#].*$/, '').replace(/^[^@]*@/, '');
+  const host = rest.startsWith('[') ? rest.slice(1, rest.indexOf(']')) : rest.replace(/:\d*$/, '');
+  if (!host) throw new ConfigError(`${where}: forwards_to ${JSON.stringify(value)} names no host: write host:port (e.g. localhost:3000) or a bare port`);
+  if (/^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+))*$/i.test(host) && !isIPv4(host)) {
+    throw new ConfigError(`${where}: forwards_to ${JSON.stringify(value)}: ${JSON.stringify(host)} is no host name, and as an address it would be dialled as one you did not write: write host:port (e.g. localhost:3000) or a bare port (3000 means localhost:3000)`);
+  }
+  return v;
+}
+
 function checked(t: Record<string, unknown>, where: string): TunnelConfig {
   const r = tunnelConfig.safeParse(t);
   if (!r.success) {
@@ -116,12 +135,12 @@ export function resolveAgentConfig(flags: AgentFlags, ephemeral: { proto?: strin
       const labels = Array.isArray(t.labels) ? parseLabels(t.labels) : t.labels;
       const forwards = t.forwards_to ?? (t.addr === undefined ? undefined : String(t.addr));
       if (!labels || !forwards) throw new ConfigError(`${where}: a tunnel has labels and forwards_to, or a proto (http, https, tcp, tls) and addr`);
-      tunnels.push(checked({ name, labels, forwards_to: forwards, metadata: t.metadata ?? '' }, where));
+      tunnels.push(checked({ name, labels, forwards_to: forwardsTarget(forwards, where), metadata: t.metadata ?? '' }, where));
     }
   }
   if (flags.label?.length) {
     if (!flags.forwardsTo) throw new ConfigError('--label needs --forwards-to host:port (where the tunnel\'s traffic goes)');
-    tunnels.push(checked({ name: 'command-line', labels: parseLabels(flags.label), forwards_to: flags.forwardsTo, metadata: cliMetadata }, 'command line'));
+    tunnels.push(checked({ name: 'command-line', labels: parseLabels(flags.label), forwards_to: forwardsTarget(flags.forwardsTo, '--forwards-to'), metadata: cliMetadata }, 'command line'));
   } else if (flags.forwardsTo && !ephemeral.proto) {
     throw new ConfigError('--forwards-to needs at least one --label key=value');
   }

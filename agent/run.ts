@@ -24,6 +24,8 @@ export let successor: ChildProcess | undefined;
 export async function runAgent(cfg: AgentConfig, log: Log, logError: Log): Promise<number> {
   const updater = new Updater(AGENT_VERSION, cfg.updateCheck, cfg.stateDir, log);
   log(`edgeform agent ${AGENT_VERSION} connecting to ${cfg.apiUrl} with ${cfg.tunnels.length} tunnel${cfg.tunnels.length === 1 ? '' : 's'}`);
+  let connected = false;
+  let hinted = false;
   for (let attempt = 0; ;) {
     const o = await connectOnce(cfg, AGENT_VERSION, updater, log);
     if (o.kind === 'stop') {
@@ -35,9 +37,17 @@ export async function runAgent(cfg: AgentConfig, log: Log, logError: Log): Promi
       return 1;
     }
     if (o.kind === 'restart') return reexec(updater.staged(), log);
-    if (o.established) attempt = 0;
+    if (o.established) {
+      attempt = 0;
+      connected = true;
+    }
     const wait = backoffMs(attempt++);
     log(`${o.established ? 'connection lost' : 'cannot connect'}: ${o.reason}; retrying in ${(wait / 1000).toFixed(1)} s`);
+    // Never connected: more likely a wrong address than a server restarting; say which setting names it, once.
+    if (!connected && !hinted) {
+      hinted = true;
+      logError(`no edgeform server has answered at ${cfg.apiUrl} (${o.reason}): check --api-url / EDGEFORM_API_URL (the server's API address, e.g. http://127.0.0.1:8080) and that the server runs; retrying until one answers`);
+    }
     await new Promise((r) => setTimeout(r, wait));
   }
 }

@@ -1,18 +1,43 @@
 // Command-line entry: one subcommand per job, each with --help.
 import { Command, CommanderError } from 'commander';
-import { createRequire } from 'node:module';
-import { adminCommand } from './admin.js';
-import { agentCommand } from '../agent/command.js';
-import { serveCommand } from './serve.js';
-import { processIo, reconcileCommands, type Io } from './reconcile.js';
-import { forceUnlockCommand } from './force-unlock.js';
-import { policyCommand } from './policy.js';
-import { completionCommand } from './completion.js';
-import { versionCommand } from './version.js';
-import { continuousCommand } from './continuous.js';
-import { backupCommands } from './backup.js';
+import { packageVersion as version } from '../server/package-root.js';
+import type { Io } from './reconcile.js';
+import { activeRun, stdoutState } from './interrupts.js';
 
-const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
+type Add = (program: Command, setCode: (c: number) => void, io: () => Io) => Promise<void>;
+
+/**
+ * Each subcommand's module, loaded only when that subcommand runs: `edgeform validate` need not
+ * load the server, nor `edgeform --version` anything (the difference between 2 s and 0.1 s at
+ * start). In the order `--help` lists them. Every name a module adds is listed against it, and a
+ * test checks this table against what the modules add.
+ */
+export const COMMANDS: [names: string[], add: Add][] = [
+  [['serve'], async (p, setCode) => { p.addCommand((await import('./serve.js')).serveCommand(setCode)); }],
+  [['agent'], async (p, setCode) => { p.addCommand((await import('../agent/command.js')).agentCommand(setCode)); }],
+  [['validate', 'plan', 'apply', 'destroy', 'export'], async (p, setCode, io) => { for (const c of (await import('./reconcile.js')).reconcileCommands(setCode, io)) p.addCommand(c); }],
+  [['reconcile'], async (p, setCode, io) => { p.addCommand((await import('./continuous.js')).continuousCommand(setCode, io)); }],
+  [['admin'], async (p, setCode, io) => { p.addCommand((await import('./admin.js')).adminCommand(setCode, io)); }],
+  [['backup', 'restore'], async (p, setCode, io) => { for (const c of (await import('./backup.js')).backupCommands(setCode, io)) p.addCommand(c); }],
+  [['force-unlock'], async (p, setCode, io) => { p.addCommand((await import('./force-unlock.js')).forceUnlockCommand(setCode, io)); }],
+  [['policy'], async (p, setCode, io) => { p.addCommand((await import('./policy.js')).policyCommand(setCode, io)); }],
+  [['version'], async (p, setCode, io) => { p.addCommand((await import('./version.js')).versionCommand(setCode, io)); }],
+  [['completion'], async (p, setCode, io) => { p.addCommand((await import('./completion.js')).completionCommand(setCode, io, () => p)); }],
+];
+
+/**
+ * The subcommands to load for argv: the named one, none for a bare `--version`, and all of them
+ * otherwise (`--help`, `help`, a mistyped name that commander suggests a spelling for, completion).
+ */
+export function commandsFor(argv: string[]): typeof COMMANDS {
+  const args = argv.slice(2);
+  const first = args.find((a) => !a.startsWith('-'));
+  if (first === undefined && args.some((a) => a === '-V' || a === '--version') && !args.some((a) => a === '-h' || a === '--help')) return [];
+  const named = COMMANDS.find(([names]) => first !== undefined && names.includes(first));
+  return named && first !== 'completion' ? [named] : COMMANDS;
+}
+
+const processIoOf = async (noColor: boolean) => (await import('./reconcile.js')).processIo(noColor);
 
 /**
  * A reader that stops early (`edgeform export | head`) closes the pipe under standard output.
@@ -26,6 +51,10 @@ function stopQuietlyOnClosedPipe(): void {
     if (e.code !== 'EPIPE') throw e;
     if (closed) return;
     closed = true;
+    // An apply or destroy under way: its output goes to stderr from here, and it stops as on
+    // Ctrl-C (what was done, the lock released, exit 130) rather than vanishing holding the lock.
+    stdoutState.closed = true;
+    if (activeRun) return activeRun.outputClosed();
     if (process.listenerCount('SIGTERM') > 0) process.kill(process.pid, 'SIGTERM');
     else process.exit(process.exitCode ?? 0);
   });
@@ -41,17 +70,11 @@ export async function main(argv: string[], io?: Io): Promise<number> {
   if (!io) stopQuietlyOnClosedPipe();
   let code = 0;
   const setCode = (c: number) => { code = c; };
-  program.addCommand(serveCommand(setCode));
-  program.addCommand(agentCommand(setCode));
+  // The process's Io is reconcile.js's; a command that takes one loads that module anyway.
   const noColor = argv.includes('--no-color');
-  for (const c of reconcileCommands(setCode, () => io ?? processIo(noColor))) program.addCommand(c);
-  program.addCommand(continuousCommand(setCode, () => io ?? processIo(noColor)));
-  program.addCommand(adminCommand(setCode, () => io ?? processIo(noColor)));
-  for (const c of backupCommands(setCode, () => io ?? processIo(noColor))) program.addCommand(c);
-  program.addCommand(forceUnlockCommand(setCode, () => io ?? processIo(noColor)));
-  program.addCommand(policyCommand(setCode, () => io ?? processIo(noColor)));
-  program.addCommand(versionCommand(setCode, () => io ?? processIo(noColor)));
-  program.addCommand(completionCommand(setCode, () => io ?? processIo(noColor), () => program));
+  const shared = io ?? (commandsFor(argv).some(([names]) => names[0] !== 'serve' && names[0] !== 'agent') ? await processIoOf(noColor) : undefined);
+  const ioOf = () => shared as Io;
+  for (const [, add] of commandsFor(argv)) await add(program, setCode, ioOf);
   // Subcommands do not inherit these: a usage error must throw (exit 2), not exit the process.
   // Commander's help and usage errors go where the command's own output goes (captured in tests).
   const output = { writeOut: (t: string) => (io ? io.out(t) : process.stdout.write(t)), writeErr: (t: string) => (io ? io.err(t) : process.stderr.write(t)) };

@@ -7,6 +7,16 @@ import type { Io } from './reconcile.js';
 /** The exit code of a run stopped by SIGINT (128 + 2), as shells and Terraform use. */
 export const INTERRUPTED = 130;
 
+/**
+ * Standard output closed under a run: Ctrl-C on `edgeform apply | tee apply.log` stops tee as
+ * well, and what apply prints next would go nowhere. The process's Io then writes to standard
+ * error (still the terminal), so the summary is seen, and the run ends as on Ctrl-C.
+ */
+export const stdoutState = { closed: false };
+
+/** The run in progress (apply, destroy), which a closed standard output stops as an interrupt does. */
+export let activeRun: Interrupts | undefined;
+
 export class Interrupts {
   private readonly controller = new AbortController();
   private count = 0;
@@ -17,10 +27,26 @@ export class Interrupts {
   phase: 'planning' | 'executing' | 'finishing' = 'planning';
   /** Run before exiting on an interrupt outside execution (the lock's release). */
   beforeExit?: () => Promise<unknown>;
+  private signalled = false;
   private readonly listener = () => void this.onSigint();
 
   constructor(private readonly io: Io) {
     process.on('SIGINT', this.listener);
+    activeRun = this;
+  }
+
+  /** A SIGINT to ignore: the one that came with a closed pipe already acted on (Ctrl-C on `apply | tee`). */
+  private sigintExpected = false;
+
+  /**
+   * Standard output was closed (its reader stopped): stop as on a first interrupt, unless one
+   * came already. Ctrl-C on a pipeline sends SIGINT here too, maybe after the pipe closed: that
+   * one is the same interrupt, not a second (which would exit at once, the summary unprinted).
+   */
+  outputClosed() {
+    if (this.count > 0) return;
+    this.sigintExpected = true;
+    void this.onSigint();
   }
 
   get signal(): AbortSignal {
@@ -28,6 +54,10 @@ export class Interrupts {
   }
 
   private async onSigint() {
+    if (this.count === 1 && this.sigintExpected && !this.signalled) {
+      this.signalled = true;
+      return;
+    }
     this.count++;
     const say = (t: string) => this.io.err(`${this.io.errStyle.yellow(t)}\n`);
     if (this.count > 1) {
@@ -61,5 +91,6 @@ export class Interrupts {
 
   dispose() {
     process.off('SIGINT', this.listener);
+    if (activeRun === this) activeRun = undefined;
   }
 }

@@ -95,6 +95,7 @@ export async function startRun(io: Io, t: Target, opts: Record<string, any>, com
         interrupts.stop();
       },
       onRenewFailed: (why) => warn(`could not renew the lock on stack "${t.stack}" (${why}); trying again`),
+      onTakeOver: (h) => warn(`taking over the lock on stack "${t.stack}" from ${describeHolder(h)}: that process no longer exists on this host`),
     });
   } catch (e) {
     await end();

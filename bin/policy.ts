@@ -148,7 +148,7 @@ export function policyCommand(setCode: (code: number) => void, io: () => Io): Co
   const test = new Command('test')
     .description('Run a traffic policy (YAML or JSON) against a request offline: which rules match, what each action does, and the response or "forwarded upstream".')
     .argument('<file>', 'the traffic-policy document')
-    .option('--request <request>', "the request, 'METHOD URL' (without it, only on_tcp_connect runs)")
+    .option('--request <request>', "the request, 'METHOD URL' (required by on_http_request and on_http_response rules; without it only on_tcp_connect runs)")
     .option('-H, --header <header>', "a request header, 'Name: value' (repeatable)", collect, [] as string[])
     .option('--client-ip <ip>', 'the client address (conn.client_ip)', '192.0.2.1')
     .option('--repeat <n>', 'send the request N times and summarise', positiveInt, 1)
@@ -183,6 +183,10 @@ function runTest(out: Io, file: string, opts: Record<string, any>): number {
   }
   const req = opts.request ? requestOf(opts.request, opts.header) : undefined;
   if (!req && opts.header.length) throw new UsageError('-H needs --request');
+  // Without a request only on_tcp_connect runs: an HTTP policy would print "forwarded upstream"
+  // having run none of its rules.
+  const http = (['on_http_request', 'on_http_response'] as const).filter((p) => compiled.phases[p]?.length);
+  if (!req && http.length) throw new UsageError(`the policy has ${http.join(' and ')} rules, which run on a request: give one with --request 'METHOD URL' (e.g. --request 'GET https://app.example.com/')`);
   const url = req && new URL(req.url);
   const base: Omit<PolicyInput, 'now'> = {
     conn: { client_ip: opts.clientIp, server_port: url ? Number(url.port || (url.protocol === 'https:' ? 443 : 80)) : 443, ...(url?.protocol === 'https:' ? { tls_version: '1.3' } : {}) },

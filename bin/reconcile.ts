@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ApiClientError, networkErrorCode, NO_SUCH_PATH } from '../provider/client/index.js';
+import { ApiClientError, networkErrorCode, NO_SUCH_PATH, type ApiClient } from '../provider/client/index.js';
 import { manifestKind, manifestKinds } from '../reconciler/manifest/kinds.js';
 import { ManifestError } from '../reconciler/manifest/problems.js';
 import { execute, type ProgressEvent } from '../reconciler/apply/execute.js';
@@ -16,7 +16,7 @@ import { failureText, progressDone, progressFailed, progressStart, progressStill
 import { isNoop, type Plan } from '../reconciler/plan/types.js';
 import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, splitExcludes, withSecretsBack, type Target } from '../reconciler/session.js';
 import { exportManifests } from '../reconciler/export.js';
-import { INTERRUPTED } from './interrupts.js';
+import { INTERRUPTED, stdoutState } from './interrupts.js';
 import { applyNotification, notify, notifyOptions, notifyTargetOf, type ApplySeen } from './notify.js';
 import { commandLine, LockError, lockOptions, startRun, type Run } from './lock.js';
 import { chooseStack, StackNameError, STACK_PATTERN, unnamedStackMessage } from '../reconciler/stack-name.js';
@@ -32,15 +32,32 @@ export interface Io {
   stillEvery?: number;
   /** A terminal to ask for confirmation on, or undefined. */
   ask?: (question: string) => Promise<string>;
+  /** Progress goes to a terminal (stdout; stderr under --json): each finished change says `[N/M]`. */
+  counting?: { out: boolean; err: boolean };
+}
+
+/**
+ * Says so when the server's rate limit is what the run waits on (at most every 10 s): a long
+ * apply otherwise looks stuck, and the setting that bounds it is the server's.
+ */
+export function sayRateLimited(client: ApiClient, out: Io): void {
+  let last = 0;
+  client.onRateLimited = (waitMs, e) => {
+    if (Date.now() - last < 10_000) return;
+    last = Date.now();
+    const limit = e.code === 'ERR_SERVICE_226' ? "the server's API rate limit for this key (its --api-rate-limit / EDGEFORM_API_RATE_LIMIT, 600 requests a minute by default)" : `the server (${e.code ?? 429}: ${e.serverMessage})`;
+    out.err(`${out.errStyle.yellow('Waiting')} ${Math.ceil(waitMs / 1000)}s for ${limit}; the calls go on after it\n`);
+  };
 }
 
 export function processIo(noColor = false): Io {
   const interactive = process.stdin.isTTY && process.stdout.isTTY;
   return {
-    out: (t) => process.stdout.write(t),
+    out: (t) => (stdoutState.closed ? process.stderr.write(t) : process.stdout.write(t)),
     err: (t) => process.stderr.write(t),
     outStyle: styleFor(process.stdout, noColor),
     errStyle: styleFor(process.stderr, noColor),
+    counting: { out: !!process.stdout.isTTY, err: !!process.stderr.isTTY },
     ask: interactive
       ? (q) =>
           new Promise((resolve) => {
@@ -173,14 +190,18 @@ async function confirm(io: Io, opts: Record<string, any>, what: string): Promise
 
 async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, any>, client: ReturnType<typeof clientFor>, run: Run, seen?: ApplySeen): Promise<number> {
   const json = !!opts.json;
+  // On a terminal, how far the run is: 40,000 lines of progress say nothing of that.
+  const counting = json ? io.counting?.err : io.counting?.out;
+  let finished = 0;
+  const count = () => (counting ? `[${++finished}/${Math.max(plan.changes.length, finished)}] ` : '');
   const progress = (e: ProgressEvent) => {
     const write = json ? io.err : io.out;
     const s = json ? io.errStyle : io.outStyle;
     if (e.type === 'start') write(`${progressStart(e.change)}\n`);
-    else if (e.type === 'done') write(`${progressDone(e.change, e.seconds, e.id, e.tokenFile)}\n`);
+    else if (e.type === 'done') write(`${count()}${progressDone(e.change, e.seconds, e.id, e.tokenFile)}\n`);
     // On stderr beside a --json document the error in full, since that is the only text; on stdout in brief,
     // as the run's summary below lists each error in full (it was printed twice).
-    else if (e.type === 'failed') write(`${s.red(json ? `Error: ${failureText(e.failure)}` : progressFailed(e.change, e.failure))}\n`);
+    else if (e.type === 'failed') write(`${count()}${s.red(json ? `Error: ${failureText(e.failure)}` : progressFailed(e.change, e.failure))}\n`);
     else if (e.type === 'still') write(`${progressStill(e.change, e.seconds)}\n`);
   };
   run.interrupts.phase = 'executing';
@@ -295,6 +316,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
         const t = targetOf(opts);
         const out = io();
         const client = clientFor(t);
+        sayRateLimited(client, out);
         let run: Run | undefined;
         let code = 1;
         try {
@@ -367,6 +389,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
         const out = io();
         const manifest = desiredOf(opts);
         const client = clientFor(t);
+        sayRateLimited(client, out);
         let run: Run | undefined;
         try {
           run = await startRun(out, t, opts, commandLine(cmd));

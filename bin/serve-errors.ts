@@ -43,6 +43,16 @@ export function startupProblem(e: unknown, config: ServerConfig, env: NodeJS.Pro
   const message = err.message ?? String(e);
   const postgres = /^postgres(ql)?:/.test(config.databaseUrl);
 
+  // An ingress listener's port, not the API's: name the --ingress value that asked for it.
+  const api = err.port === config.port && (!err.address || err.address === config.host);
+  const ingress = err.syscall === 'listen' && !api ? config.ingress?.find((l) => l.port === err.port && (!err.address || l.host === err.address)) : undefined;
+  if (ingress) {
+    const value = `${ingress.publicPort}=${ingress.host.includes(':') ? `[${ingress.host}]` : ingress.host}:${ingress.port}`;
+    const where = `${ingress.host}:${ingress.port}`;
+    if (code === 'EADDRINUSE') return `cannot listen on ${where} for the ingress (--ingress / EDGEFORM_INGRESS ${value}): the port is already in use (another edgeform, or another program); stop it, or give the listener another ADDRESS:PORT in --ingress / EDGEFORM_INGRESS`;
+    if (code === 'EACCES') return `cannot listen on ${where} for the ingress (--ingress / EDGEFORM_INGRESS ${value}): ports below 1024 need privileges; listen on a higher port (PUBLIC_PORT can stay ${ingress.publicPort}: --ingress ${ingress.publicPort}=${ingress.host}:8443 serves the edges' :${ingress.publicPort} hostports there)`;
+    return `cannot listen on ${where} for the ingress (--ingress / EDGEFORM_INGRESS ${value}): ${ingress.host} is not an address of this machine (${code || message}); give the listener one of its addresses, 127.0.0.1 or 0.0.0.0`;
+  }
   if (err.syscall === 'listen' || (err.syscall === 'getaddrinfo' && err.hostname === config.host)) {
     const where = `${config.host}:${config.port}`;
     if (code === 'EADDRINUSE') return `cannot listen on ${where}: the port is already in use (another edgeform, or another program); stop it, or pick another port with --port / EDGEFORM_PORT (0 picks a free one)`;

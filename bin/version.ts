@@ -1,10 +1,8 @@
 // `edgeform version`: what is installed, for bug reports and pipelines (`--json` for machines),
 // as `terraform version` and `kubectl version --client` print it.
 import { Command } from 'commander';
-import { createRequire } from 'node:module';
+import { packageVersion as version } from '../server/package-root.js';
 import type { Io } from './reconcile.js';
-
-const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 
 /** The API version the server speaks and the clients send (Service-Version). */
 const API_VERSION = '2';

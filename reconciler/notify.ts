@@ -3,7 +3,6 @@
 // (`Edgeform-Signature: sha256=<hex>`, the form the server's event deliveries use). A
 // notification that cannot be delivered is a warning, never the run's failure.
 import { createHmac } from 'node:crypto';
-import { request } from 'undici';
 import type { Outcome } from './continuous/run.js';
 
 export const NOTIFY_SIGNATURE_HEADER = 'Edgeform-Signature';
@@ -45,6 +44,7 @@ export async function sendNotification(t: NotifyTarget, n: Notification): Promis
   let why = '';
   for (let attempt = 1; attempt <= 3; attempt++) {
     try {
+      const { request } = await import('undici');
       const res = await request(t.url, { method: 'POST', headers, body, headersTimeout: 10_000, bodyTimeout: 10_000 });
       await res.body.dump();
       if (res.statusCode < 300) return undefined;

@@ -8,6 +8,9 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+// The installed package (npm install ./edgeform-VERSION.tgz) has no schema: its compiled CLI
+// carries the generated clients, so there is nothing to generate.
+if (!fs.existsSync(path.join(root, 'prisma/schema.prisma'))) process.exit(0);
 const schema = fs.readFileSync(path.join(root, 'prisma/schema.prisma'), 'utf8');
 fs.mkdirSync(path.join(root, 'generated'), { recursive: true });
 const pgSchema = path.join(root, 'generated/postgresql.prisma');

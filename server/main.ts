@@ -1,6 +1,6 @@
 // Starts the API server: database (migrated), bootstrap, routes, listener.
 import type { FastifyInstance } from 'fastify';
-import { createRequire } from 'node:module';
+import { packageVersion } from './package-root.js';
 import { bootstrap, type Bootstrap } from './bootstrap.js';
 import { DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL, type ServerConfig } from './config.js';
 import { DeliveryWorker } from './events/delivery.js';
@@ -23,7 +23,7 @@ import { DiskFullState } from './http/disk-full.js';
 import { EventPruner } from './events/retention.js';
 import { flushLogLines, logLine, writeLogLine } from './log-lines.js';
 
-const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
+const version = packageVersion;
 
 export interface RunningServer {
   app: FastifyInstance;

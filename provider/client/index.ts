@@ -1,6 +1,6 @@
 // The API client: CRUD for every catalog kind, paging, retries that honour 429
 // Retry-After, and one shared limiter. The reconciler and the Terraform provider use it.
-import { Agent, request } from 'undici';
+import type { Agent, request } from 'undici';
 import type { KindEntry } from '../catalog/index.js';
 import { ApiClientError } from './errors.js';
 import { Limiter } from './limiter.js';
@@ -44,17 +44,23 @@ export class ApiClient {
   /** The id of the API key the server says this client authenticates with (its `Service-Api-Key-Id` header), once it has answered. */
   keyId?: string;
   readonly baseUrl: string;
+  /** Told each time a 429 makes the client wait (the reconciler names the rate limit to the user). */
+  onRateLimited?: (waitMs: number, e: ApiClientError) => void;
   private readonly limiter: Limiter;
-  private readonly agent: Agent;
+  /** undici, loaded on the first call: `edgeform validate` makes none and starts faster without it. */
+  private http?: Promise<{ agent: Agent; request: typeof request }>;
 
   constructor(private readonly opts: ClientOptions) {
     this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
     this.limiter = new Limiter(opts.concurrency ?? 10);
-    this.agent = new Agent({ connections: opts.concurrency ?? 10, keepAliveTimeout: 10_000 });
+  }
+
+  private undici() {
+    return (this.http ??= import('undici').then((u) => ({ agent: new u.Agent({ connections: this.opts.concurrency ?? 10, keepAliveTimeout: 10_000 }), request: u.request })));
   }
 
   async close() {
-    await this.agent.close();
+    if (this.http) await (await this.http).agent.close();
   }
 
   /** One API call with retries; returns the parsed body (undefined for 204). */
@@ -68,7 +74,10 @@ export class ApiClient {
         if (opts.retryTooMany === false && e instanceof ApiClientError && e.status === 429) throw e;
         const wait = this.retryDelay(e, method, attempt);
         if (wait === undefined || attempt >= attempts) throw e;
-        if (e instanceof ApiClientError && e.status === 429) this.limiter.pause(wait);
+        if (e instanceof ApiClientError && e.status === 429) {
+          this.limiter.pause(wait);
+          this.onRateLimited?.(wait, e);
+        }
         await new Promise((r) => setTimeout(r, wait));
       }
     }
@@ -92,9 +101,10 @@ export class ApiClient {
   private async once<T>(method: string, path: string, body?: unknown): Promise<T> {
     this.calls++;
     const url = path.startsWith('http') ? path : `${this.baseUrl}${path}`;
+    const { agent, request } = await this.undici();
     const res = await request(url, {
       method: method as 'GET',
-      dispatcher: this.agent,
+      dispatcher: agent,
       headers: {
         authorization: `Bearer ${this.opts.apiKey}`,
         'service-version': '2',

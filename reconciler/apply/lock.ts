@@ -67,6 +67,23 @@ export interface AcquireOptions {
   onLost?: (why: string) => void;
   /** Said when a renewal fails for another reason (the server is unreachable for a while). */
   onRenewFailed?: (why: string) => void;
+  /** Said when the lock is taken over from a run of this host whose process no longer exists. */
+  onTakeOver?: (holder: LockInfo) => void;
+}
+
+/**
+ * Whether the holder is a run on this host whose process is gone (killed, or stopped by a
+ * closed pipe before it could release): its lock can be taken at once instead of after its
+ * lease. Signal 0 checks existence; EPERM means a process of another user exists.
+ */
+export function holderIsDead(h: LockInfo, host = os.hostname()): boolean {
+  if (h.host !== host || !Number.isInteger(h.pid) || h.pid <= 0 || h.pid === process.pid) return false;
+  try {
+    process.kill(h.pid, 0);
+    return false;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ESRCH';
+  }
 }
 
 export interface Lease {
@@ -87,6 +104,7 @@ export async function acquireLock(client: ApiClient, opts: AcquireOptions): Prom
   const started = Date.now();
   let said = false;
   let vanished = 0;
+  const tookOver = new Set<string>();
   let info: LockInfo;
   for (;;) {
     try {
@@ -100,6 +118,17 @@ export async function acquireLock(client: ApiClient, opts: AcquireOptions): Prom
       // Changed hands between the server's two statements: no holder to name, try again (a few times).
       if (!holder && ++vanished < 10) continue;
       if (!holder) throw e;
+      if (holderIsDead(holder) && !tookOver.has(holder.lock_id)) {
+        tookOver.add(holder.lock_id);
+        opts.onTakeOver?.(holder);
+        try {
+          await releaseLock(client, opts.stack, holder.lock_id);
+        } catch (err) {
+          // Taken or released meanwhile: the next PUT says which.
+          if (!(err instanceof ApiClientError && (err.code === NOT_LOCKED || err.status === 409))) throw err;
+        }
+        continue;
+      }
       if (waited >= opts.timeoutMs) throw new LockHeld(holder, waited);
       if (!said) opts.onWait?.(holder);
       said = true;

@@ -179,6 +179,7 @@ export function validateManifests(raw: readonly RawDocument[], problems: Problem
     if (d) documents.push(d);
   }
   checkUnique(documents, problems);
+  checkCycles(documents, problems);
   return { documents, byAddress: new Map(documents.map((d) => [d.address, d])) };
 }
 
@@ -306,6 +307,31 @@ function ignoreChangesOf(value: unknown, entry: KindEntry, specs: readonly Child
 }
 
 /** Values of fields unique across resources (edge hostports) must not be declared twice. */
+/**
+ * A document that refers to itself, directly or through others (a weighted backend listing
+ * itself, or one that lists it back): the server refuses the write that closes the loop, so
+ * without this validate and plan passed and apply stopped half-way. Each loop is named once,
+ * with its path, at the document it starts from.
+ */
+function checkCycles(documents: readonly Desired[], problems: Problems) {
+  const byAddress = new Map(documents.map((d) => [d.address, d]));
+  const state = new Map<string, 'visiting' | 'done'>();
+  const visit = (d: Desired, trail: string[]) => {
+    state.set(d.address, 'visiting');
+    for (const dep of [...d.dependsOn].sort()) {
+      const t = byAddress.get(dep);
+      if (!t) continue;
+      if (state.get(dep) === 'visiting') {
+        const loop = [...trail.slice(trail.indexOf(dep)), d.address, dep];
+        const start = byAddress.get(loop[0])!;
+        problems.add(start.source, `reference cycle: ${loop.join(' -> ')}; ${loop.length === 2 ? `${dep} refers to itself` : 'these refer to each other in a loop'}, which the API refuses (a backend may not contain itself, directly or through others)`);
+      } else if (!state.has(dep)) visit(t, [...trail, d.address]);
+    }
+    state.set(d.address, 'done');
+  };
+  for (const d of documents) if (!state.has(d.address)) visit(d, []);
+}
+
 function checkUnique(documents: Desired[], problems: Problems) {
   const seen = new Map<string, string>();
   for (const d of documents) {

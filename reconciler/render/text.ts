@@ -22,7 +22,8 @@ export const plain: Style = { green: id, red: id, yellow: id, cyan: id, bold: id
 
 /** Colour when the stream is a terminal and NO_COLOR is unset (and FORCE_COLOR forces it). */
 export function styleFor(stream: NodeJS.WriteStream, disabled = false): Style {
-  if (disabled || process.env.NO_COLOR) return plain;
+  // TERM=dumb: a terminal that shows escape codes as text (Emacs shell, some CI logs).
+  if (disabled || process.env.NO_COLOR || process.env.TERM === 'dumb') return plain;
   if (process.env.FORCE_COLOR && process.env.FORCE_COLOR !== '0') return colours;
   return stream.isTTY ? colours : plain;
 }

@@ -1,13 +1,14 @@
 // The agent build this server ships: agent/ bundled by esbuild into one CommonJS file that
 // `node` runs with no node_modules (built once, on first need, and kept in memory).
 import { createHash } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { packageRoot } from '../package-root.js';
 
 export interface AgentBundle { version: string; sha256: string; size: number; code: Buffer }
 
 let building: Promise<AgentBundle | undefined> | undefined;
 
-const ENTRY = fileURLToPath(new URL('../../agent/bundle.ts', import.meta.url));
+const ENTRY = path.join(packageRoot ?? '.', 'agent/bundle.ts');
 
 /** The bundle, or undefined when it cannot be built here (esbuild missing: a production install without dev dependencies). */
 export function agentBundle(version: string, log: (msg: string) => void): Promise<AgentBundle | undefined> {

@@ -63,8 +63,11 @@ const START_SETTING = '--database-start-timeout / EDGEFORM_DATABASE_START_TIMEOU
 
 export function providerOf(url: string): Provider {
   if (/^postgres(ql)?:\/\//.test(url)) return 'postgresql';
-  if (url.startsWith('file:') || !url.includes('://')) return 'sqlite';
-  throw new Error(`unsupported database URL ${url.replace(/\/\/[^@]*@/, '//***@')}; use file:<path> or postgresql://...`);
+  // A path with no scheme is a SQLite file; anything that looks like a URL but is not one of
+  // the two forms (postgres:/u@host/db, with one slash, or mysql://) is refused rather than
+  // becoming a SQLite file of that name in the working folder.
+  if (url.startsWith('file:') || (!url.includes('://') && !/^[a-z][a-z0-9+.-]+:/i.test(url))) return 'sqlite';
+  throw new Error(`unsupported database URL ${url.replace(/\/\/[^@]*@/, '//***@').replace(/^([a-z][a-z0-9+.-]+:\/?)[^@/]*@/i, '$1***@')}; use file:<path> (or a plain path) for SQLite, or postgresql://user@host:port/db (postgres:// too) for PostgreSQL`);
 }
 
 export const sqliteFile = (url: string) => url.replace(/^file:(\/\/)?/, '');

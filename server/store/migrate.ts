@@ -4,23 +4,27 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { packageRoot } from '../package-root.js';
 import type { Provider } from './db.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../prisma/migrations');
+const root = path.join(packageRoot ?? '.', 'prisma/migrations');
+
+/** The migrations carried inside the single executable (scripts/build-cli-exe.mjs), which has no files beside it. */
+declare const __EDGEFORM_MIGRATIONS__: Record<string, { name: string; sql: string }[]> | undefined;
 
 interface Migration { name: string; sql: string; checksum: string }
 
 export function migrationsFor(provider: Provider): Migration[] {
   const dir = path.join(root, provider);
-  return fs
-    .readdirSync(dir)
-    .filter((d) => fs.existsSync(path.join(dir, d, 'migration.sql')))
-    .sort()
-    .map((name) => {
-      const sql = fs.readFileSync(path.join(dir, name, 'migration.sql'), 'utf8');
-      return { name, sql, checksum: createHash('sha256').update(sql).digest('hex') };
-    });
+  const found =
+    typeof __EDGEFORM_MIGRATIONS__ === 'object'
+      ? __EDGEFORM_MIGRATIONS__[provider]
+      : fs
+          .readdirSync(dir)
+          .filter((d) => fs.existsSync(path.join(dir, d, 'migration.sql')))
+          .sort()
+          .map((name) => ({ name, sql: fs.readFileSync(path.join(dir, name, 'migration.sql'), 'utf8') }));
+  return found.map(({ name, sql }) => ({ name, sql, checksum: createHash('sha256').update(sql).digest('hex') }));
 }
 
 const TABLE = `CREATE TABLE IF NOT EXISTS "_edgeform_migrations" ("name" TEXT PRIMARY KEY, "checksum" TEXT NOT NULL, "applied_at" TEXT NOT NULL)`;

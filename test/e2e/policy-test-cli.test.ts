@@ -124,6 +124,13 @@ describe('edgeform policy test', async () => {
     expect(r.stderr).toMatch(says);
   });
 
+  it('refuses an HTTP policy without --request, naming the flag, instead of "forwarded upstream" having run nothing', async () => {
+    const r = await edgeform(file('policy.yaml'));
+    expect(r.code).toBe(2);
+    expect(r.stdout).not.toContain('forwarded upstream');
+    expect(r.stderr).toContain("the policy has on_http_request rules, which run on a request: give one with --request 'METHOD URL'");
+  });
+
   it('documents its flags in --help', async () => {
     const r = await edgeform('--help');
     expect(r.code).toBe(0);

@@ -126,6 +126,27 @@ describe('against a server', () => {
   });
 });
 
+describe('progress on a terminal', () => {
+  it('each finished change says how far the run is, [N/M]; not when the output is a file or a pipe', async () => {
+    const s = await startTestServer();
+    try {
+      const env = { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token };
+      const dir = manifestDir({ 'p.yaml': toYaml(['a', 'b', 'c'].map((name) => ({ kind: 'IPPolicy', name }))) });
+      const r = await runCli(['apply', '-f', dir, '--auto-approve'], env, undefined, { counting: { out: true, err: false } });
+      expect(r.code, r.stderr).toBe(0);
+      const counts = [...r.stdout.matchAll(/^\[(\d+)\/3\] IPPolicy\/[abc]: Creation complete/gm)].map((m) => Number(m[1]));
+      expect(counts).toEqual([1, 2, 3]);
+      const more = manifestDir({ 'p.yaml': toYaml(['a', 'b', 'c', 'd'].map((name) => ({ kind: 'IPPolicy', name }))) });
+      const piped = await runCli(['apply', '-f', more, '--auto-approve'], env, undefined, { counting: { out: false, err: false } });
+      expect(piped.code, piped.stderr).toBe(0);
+      expect(piped.stdout).toContain('IPPolicy/d: Creation complete');
+      expect(piped.stdout).not.toMatch(/^\[\d+\/\d+\]/m);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe('progress while apply waits on the rate limit', () => {
   let s: TestServer;
   beforeAll(async () => {
@@ -138,12 +159,14 @@ describe('progress while apply waits on the rate limit', () => {
     await s?.close();
   });
 
-  it('prints "Still creating... [Ns elapsed]" for what is in flight; with --json on stderr, stdout stays one document', async () => {
+  it('prints "Still creating... [Ns elapsed]" for what is in flight and names the rate limit it waits on; with --json on stderr, stdout stays one document', async () => {
     const dir = manifestDir({ 'p.yaml': toYaml(['a', 'b', 'c'].map((name) => ({ kind: 'IPPolicy', name }))) });
     const env = { EDGEFORM_API_URL: s.url, EDGEFORM_API_KEY: s.token };
     const r = await runCli(['apply', '-f', dir, '--auto-approve', '--json'], env, undefined, { stillEvery: 200 });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/^IPPolicy\/[abc]: Still creating\.\.\. \[\d+s elapsed\]$/m);
+    // What it waits on is named, with the server's setting that bounds it.
+    expect(r.stderr).toMatch(/^Waiting \d+s for the server's API rate limit for this key \(its --api-rate-limit \/ EDGEFORM_API_RATE_LIMIT, 600 requests a minute by default\); the calls go on after it$/m);
     expect(r.stdout.trim().split('\n')).toHaveLength(1);
     expect(r.json().applied).toEqual({ add: 3, change: 0, destroy: 0 });
     // Nothing is reported as still running once it is over.

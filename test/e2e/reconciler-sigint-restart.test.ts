@@ -1,7 +1,8 @@
 // Interruptions and restarts, end to end. Ctrl-C (SIGINT) mid-apply stops starting calls,
 // lets the ones in flight finish, prints what was and was not done, releases the stack
 // lock and exits 130; a second Ctrl-C exits 130 at once. A later apply finishes the job
-// with no duplicates. A server restarted mid-apply does not stop the run: creates whose
+// with no duplicates; so does Ctrl-C on `apply | tee`, whose closed pipe moves the summary to
+// stderr. A server restarted mid-apply does not stop the run: creates whose
 // answer was lost are looked up before they are sent again.
 import { afterEach, describe, expect, it } from 'vitest';
 import { manifestDir } from '../helpers/cli.js';
@@ -58,6 +59,19 @@ describe('Ctrl-C during apply', () => {
     expect(again.code, again.stdout + again.stderr).toBe(0);
     expect(again.stdout).toContain(`Apply complete! Resources: ${notDone} added, 0 changed, 0 destroyed.`);
     expect(await census(s)).toEqual(COMPLETE);
+  }, PROCESSES);
+
+  it('on `apply | tee apply.log`, where Ctrl-C stops tee too: the summary goes to stderr, the lock is released, exit 130', async () => {
+    const { s, gate, run } = await applyHeldMidway();
+    // tee is gone: what apply writes to standard output next finds the pipe closed.
+    run.child.stdout!.destroy();
+    run.child.kill('SIGINT');
+    await run.waitFor(/Interrupt received\. Stopping: no new API calls are started/, 60_000, 'stderr');
+    gate.open();
+    expect(await run.exited, run.stderr).toBe(130);
+    expect(run.stderr).toMatch(/Apply interrupted: \d+ changes? not done\. \d+ added, 0 changed, 0 destroyed before that\. Run apply again to finish\./);
+    expect(run.stderr).not.toContain('Two interrupts received');
+    expect((await s.get(LOCK)).status).toBe(404);
   }, PROCESSES);
 
   it('a second SIGINT exits 130 at once, saying state may be partial; its lock expires and the next apply finishes with no duplicates', async () => {

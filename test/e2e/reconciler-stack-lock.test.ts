@@ -1,8 +1,8 @@
 // The stack lock, end to end: real `edgeform` processes against a real server. Two applies
 // of one stack at once: one writes, the other fails at once naming the holder, or waits
 // (--lock-timeout) and then has nothing to do; nothing is made twice. A killed holder's
-// lease expires; force-unlock releases a lock; --lock=false runs without one; a server
-// without the extension is warned about once.
+// lock is taken over by the next run on its host; force-unlock releases a lock; --lock=false
+// runs without one; a server without the extension is warned about once.
 import fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { manifestDir } from '../helpers/cli.js';
@@ -80,8 +80,9 @@ describe('two applies of one stack at once', () => {
     expect((await s.get(LOCK)).status).toBe(404);
   }, PROCESSES);
 
-  it('a killed holder (SIGKILL) leaves a lease that expires, and the next run then applies', async () => {
-    const s = await server(3);
+  it('a killed holder (SIGKILL) leaves its lock; the next run on this host takes it over (the process is gone) and applies', async () => {
+    // A lease far longer than the test: only the takeover can free the lock in time.
+    const s = await server(600);
     const gate = await proxyTo(s);
     const dir = manifestDir({ 'big.yaml': bigManifest() });
     const killed = startCli(['apply', '-f', dir, '--auto-approve'], env(gate.url, s));
@@ -89,13 +90,41 @@ describe('two applies of one stack at once', () => {
     await killed.waitFor(/Creating\.\.\./);
     killed.child.kill('SIGKILL');
     expect(await killed.exited).toBe(137);
-    expect(holder.lease_seconds).toBe(3);
+    expect(holder.lease_seconds).toBe(600);
     // Left behind: nobody released it.
     expect((await s.get(LOCK)).body.lock_id).toBe(holder.lock_id);
-    const next = startCli(['apply', '-f', dir, '--auto-approve', '--lock-timeout', '30s'], env(s.url, s));
+    const next = startCli(['apply', '-f', dir, '--auto-approve', '--lock-timeout', '0s'], env(s.url, s));
     expect(await next.exited, next.stdout + next.stderr).toBe(0);
+    expect(next.stderr).toContain(`taking over the lock on stack "default" from edgeform apply -f ${dir} --auto-approve (pid ${killed.child.pid}`);
     expect(await census(s)).toEqual(COMPLETE);
   }, PROCESSES);
+});
+
+describe('a lock left by a process of this host that no longer exists', () => {
+  it('is taken over at once, saying so, rather than waited out for its lease', async () => {
+    const os = await import('node:os');
+    const { spawnSync } = await import('node:child_process');
+    const s = await server(600);
+    // A pid that was this host's and is gone: a process that ran and exited.
+    const gone = spawnSync(process.execPath, ['-e', '0']).pid!;
+    const left = { ...ELSEWHERE, host: os.hostname(), pid: gone, who: `ci@${os.hostname()}` };
+    expect((await s.put(LOCK, left)).status).toBe(200);
+    const dir = manifestDir({ 'p.yaml': toYaml([{ kind: 'IPPolicy', name: 'office' }]) });
+    const run = startCli(['apply', '-f', dir, '--auto-approve'], env(s.url, s));
+    expect(await run.exited, run.stdout + run.stderr).toBe(0);
+    expect(run.stderr).toContain(`Warning: taking over the lock on stack "default" from edgeform apply -f other/ --auto-approve (pid ${gone} on ${os.hostname()}`);
+    expect(run.stderr).toContain('that process no longer exists on this host');
+    expect((await s.get(LOCK)).status).toBe(404);
+  }, PROCESSES);
+
+  it('a live holder on this host, or one on another host, is not taken over', async () => {
+    const os = await import('node:os');
+    const { holderIsDead } = await import('../../reconciler/apply/lock.js');
+    const info = { ...ELSEWHERE, stack: 'default', created_at: '', expires_at: '', lease_seconds: 60 };
+    expect(holderIsDead({ ...info, host: os.hostname(), pid: process.ppid })).toBe(false);
+    expect(holderIsDead({ ...info, host: 'another-host', pid: 999_999_999 })).toBe(false);
+    expect(holderIsDead({ ...info, host: os.hostname(), pid: 999_999_999 })).toBe(true);
+  });
 });
 
 describe('a run whose lock another run took', () => {
