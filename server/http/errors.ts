@@ -15,6 +15,8 @@ export const ERRORS = {
   // The agent gateway (server/gateway): what an agent is told when its hello or a bind is refused.
   ERR_SERVICE_110: { status: 400, summary: 'The agent\'s hello is malformed (see docs/agents.md for its shape).' },
   ERR_SERVICE_111: { status: 413, summary: 'An agent control message is larger than 256 KiB.' },
+  ERR_SERVICE_112: { status: 400, summary: 'An agent (version-2 protocol) asked for something on its endpoint that this server does not provide there, such as a protection (basic auth, OAuth, IP restriction...) or a TCP endpoint; the bind is refused rather than published without it (docs/agents.md).' },
+  ERR_SERVICE_113: { status: 403, summary: 'The agent session was stopped (POST /tunnel_sessions/{id}/stop): its agent\'s reconnects are refused.' },
   ERR_SERVICE_201: { status: 401, summary: 'The Authorization header is missing or is not a Bearer token.' },
   ERR_SERVICE_202: { status: 401, summary: 'The bearer token is not valid.' },
   ERR_SERVICE_203: { status: 401, summary: 'The key belongs to an inactive bot user.' },
@@ -41,6 +43,7 @@ export const ERRORS = {
   ERR_SERVICE_327: { status: 409, summary: 'The last API key of the admin user cannot be deleted.' },
   ERR_SERVICE_328: { status: 409, summary: 'The stack is locked by another run (or the lock id is not the holder\'s); details.lock names the holder (stack locks, an edgeform extension).' },
   ERR_SERVICE_326: { status: 409, summary: 'The session already has a tunnel with the same labels.' },
+  ERR_SERVICE_332: { status: 409, summary: 'The agent cannot carry out the command: its application registered no handler for it, it is too old to know it, or it refused it (msg names the reason).' },
   ERR_SERVICE_329: { status: 409, summary: 'The agent cannot restart: its platform (Windows) has no exec.' },
   ERR_SERVICE_330: { status: 413, summary: 'The request body is larger than 1 MiB.' },
   ERR_SERVICE_331: { status: 431, summary: 'The request headers are larger than 16 KiB.' },

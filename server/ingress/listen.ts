@@ -12,6 +12,7 @@ import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Metrics } from '../http/metrics.js';
+import { anyEndpoints, endpointTunnelFor } from './agent-endpoints.js';
 import { readClientHello } from './client-hello.js';
 import { handleHttpsRequest, handleHttpsUpgrade, type HttpsContext } from './http/handler.js';
 import type { LiveTable } from './live-table.js';
@@ -219,11 +220,11 @@ export class IngressListener {
     if (this.closing) return void socket.destroy();
     const table = await this.d.live.current();
     const held = table.ports.get(this.spec.publicPort);
-    if (!held) {
+    if (!held && !anyEndpoints(this.d.deps)) {
       this.count('refused_no_edge');
       return void socket.destroy();
     }
-    if (held.kind === 'tcp') {
+    if (held?.kind === 'tcp') {
       this.count('tcp');
       return streamEdge(socket, [...held.hosts.values()][0] as StreamEdgeEntry, table, this.streamDeps(), undefined);
     }
@@ -240,7 +241,7 @@ export class IngressListener {
     const now = await this.d.live.current();
     const entry = now.ports.get(this.spec.publicPort);
     const edge = entry?.hosts.get(hello.servername);
-    if (entry?.kind === 'https') {
+    if (entry?.kind === 'https' || (!edge && endpointTunnelFor(this.d.deps, hello.servername.toLowerCase()))) {
       this.count('https');
       // An unknown name still gets a handshake (a local-CA certificate) and then a 404 page.
       const t = edge ? terminationOf(edge.doc) : { minVersion: '1.2' as const, caIds: [] };
