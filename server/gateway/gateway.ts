@@ -16,6 +16,7 @@ import { clientKey, type RateLimiter } from '../http/rate-limit.js';
 import { authenticateAgent, checkOwnerActive, type AgentCredential } from './auth.js';
 import { agentBundle } from './bundle.js';
 import { busFor, type Bus, type BusReply } from './bus.js';
+import type { FullDoc } from '../ingress/types.js';
 import { AgentConnection, TimeoutError } from './connection.js';
 import { DEFAULT_RELAY_POOL, type PooledConnection } from './relay-pool.js';
 import { createSession, deleteSessions, endpointKey, holderOf, renewLeases, SessionLimit, sessionsOf, staleSessions, type TakenEndpoint, type TunnelRow } from './live-rows.js';
@@ -90,6 +91,8 @@ export class Gateway {
   /** Endpoint hostnames of tunnels held here (http, https, tls), for the ingress (ingress/agent-endpoints.ts). */
   private endpointHosts = new Map<string, string>();
   private hostOf = new Map<string, string>();
+  /** The route modules an endpoint runs (asked for by its agent, gateway/v2/bind.ts), by tunnel. */
+  private endpointRoutes = new Map<string, FullDoc>();
 
   constructor(private ctx: ServerContext, private opts: GatewayOptions) {
     this.bus = busFor(ctx.db, opts.databaseUrl, this.instanceId, (msg) => opts.log({ level: 'warn', msg }));
@@ -434,8 +437,9 @@ export class Gateway {
   }
 
   /** A tunnel of an attached session, online here: labeled ones for tunnel-group backends, endpoints by hostname. */
-  addTunnel(sessionId: string, tunnelId: string, t: { labels?: Record<string, string>; publicUrl?: string; proto?: string }) {
+  addTunnel(sessionId: string, tunnelId: string, t: { labels?: Record<string, string>; publicUrl?: string; proto?: string; route?: FullDoc }) {
     this.tunnels.set(tunnelId, sessionId);
+    if (t.route) this.endpointRoutes.set(tunnelId, t.route);
     if (t.labels) this.labeled.set(tunnelId, t.labels);
     if (t.publicUrl) this.addEndpoint(tunnelId, t.publicUrl, t.proto);
   }
@@ -451,6 +455,7 @@ export class Gateway {
     this.tunnels.delete(tunnelId);
     this.labeled.delete(tunnelId);
     this.plainHttp.delete(tunnelId);
+    this.endpointRoutes.delete(tunnelId);
     const host = this.hostOf.get(tunnelId);
     if (host !== undefined && this.endpointHosts.get(host) === tunnelId) this.endpointHosts.delete(host);
     this.hostOf.delete(tunnelId);
@@ -459,6 +464,11 @@ export class Gateway {
   /** The online tunnel of this instance whose endpoint has this hostname (lower case), if any. */
   endpointTunnel(hostname: string): string | undefined {
     return this.endpointHosts.get(hostname);
+  }
+
+  /** The route document of the modules an endpoint runs, if its agent asked for any. */
+  endpointRoute(tunnelId: string): FullDoc | undefined {
+    return this.endpointRoutes.get(tunnelId);
   }
 
   /** Whether any endpoint is online here (the ingress then reads a ClientHello on a port without edges). */

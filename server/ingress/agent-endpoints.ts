@@ -5,12 +5,23 @@
 import type { Duplex } from 'node:stream';
 import { holdRelay } from './backends/serve.js';
 import { relayHttp, relayTcp } from './backends/relay.js';
+import { buildChain } from './http/chain.js';
 import type { HttpExchange } from './http/exchange.js';
-import type { IngressDeps } from './types.js';
+import type { EdgeAnswer, FullDoc, HttpFilter, IngressDeps } from './types.js';
 
 /** The tunnel serving this hostname (lower case), when an agent's endpoint has it. */
 export function endpointTunnelFor(deps: IngressDeps, host: string): string | undefined {
   return deps.gateway.endpointTunnel(host);
+}
+
+/** The modules an endpoint's agent asked for (gateway/v2/bind.ts), built once per route document and ingress. */
+const chains = new WeakMap<FullDoc, readonly HttpFilter[] | EdgeAnswer>();
+export function endpointChain(deps: IngressDeps, tunnelId: string): { route?: FullDoc; chain: readonly HttpFilter[] | EdgeAnswer } {
+  const route = deps.gateway.endpointRoute(tunnelId);
+  if (!route) return { chain: [] };
+  let chain = chains.get(route);
+  if (!chain) chains.set(route, (chain = buildChain(route, deps)));
+  return { route, chain };
 }
 
 /** Whether a connection without an edge for its server name may still be an endpoint's. */

@@ -54,6 +54,7 @@ const sdkSessions = async () => (await ing.api('GET', '/tunnel_sessions')).body.
 beforeAll(async () => {
   upstream = http.createServer((req, res) => {
     if (req.url === '/echo') return void req.pipe(res);
+    if (req.url === '/headers') return void res.writeHead(200, { 'x-secret': 'upstream only' }).end(JSON.stringify(req.headers));
     res.end(`upstream ${req.method} ${req.url} host=${req.headers.host}`);
   });
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
@@ -117,13 +118,37 @@ describe('the SDK connects over the version-2 protocol', () => {
     expect(t).toMatchObject({ labels: { app: 'sdkweb' }, metadata: 'labelled' });
   });
 
-  it('a protection edgeform does not enforce is refused with an error the SDK shows, and nothing is bound', async () => {
+  it('a protection edgeform does not enforce (basic auth) is refused with an error the SDK shows, and nothing is bound', async () => {
     const session = await connect(builder().metadata('refused'));
-    const err = await within(session.httpEndpoint().circuitBreaker(0.5).listenAndForward(`http://127.0.0.1:${upstreamPort}`), 15_000, 'listen').then(() => undefined, (e: Error) => e);
-    expect(err?.message).toMatch(/does not enforce circuit_breaker/);
+    const err = await within(session.httpEndpoint().basicAuth('user', 'password1234').listenAndForward(`http://127.0.0.1:${upstreamPort}`), 15_000, 'listen').then(() => undefined, (e: Error) => e);
+    expect(err?.message).toMatch(/does not enforce basic_auth/);
     expect(err?.message).toMatch(/ERR_SERVICE_112/);
     const s = (await sdkSessions()).find((x) => x.metadata === 'refused');
     expect((await ing.api('GET', '/tunnels')).body.tunnels.filter((t: any) => t.tunnel_session.id === s.id)).toEqual([]);
+  });
+
+  it('protections that are route modules run on the endpoint: header edits, user-agent filter, traffic policy', async () => {
+    const session = await connect(builder());
+    const l = await within(session.httpEndpoint()
+      .requestHeader('x-from-edge', 'yes').responseHeader('x-answered-by', 'edge').removeResponseHeader('x-secret')
+      .denyUserAgent('^badbot')
+      .trafficPolicy(JSON.stringify({ on_http_request: [{ expressions: ["req.path == '/blocked'"], actions: [{ type: 'custom-response', config: { status_code: 418, body: 'blocked by policy' } }] }] }))
+      .listenAndForward(`http://127.0.0.1:${upstreamPort}`), 15_000, 'listen');
+    const host = new URL(l.url()!).hostname;
+    const ok = await edgeRequest({ port: ing.port(443), host, path: '/headers', ca });
+    expect(ok.status).toBe(200);
+    expect(JSON.parse(ok.text)['x-from-edge']).toBe('yes');
+    expect(ok.headers['x-answered-by']).toBe('edge');
+    expect(ok.headers['x-secret']).toBeUndefined();
+    expect((await edgeRequest({ port: ing.port(443), host, path: '/', ca, headers: { 'user-agent': 'badbot/1' } })).status).toBe(403);
+    const blocked = await edgeRequest({ port: ing.port(443), host, path: '/blocked', ca });
+    expect([blocked.status, blocked.text]).toEqual([418, 'blocked by policy']);
+  });
+
+  it('a protection whose settings cannot run refuses the bind', async () => {
+    const session = await connect(builder());
+    const err = await within(session.httpEndpoint().webhookVerification('no-such-provider', 'sekrit').listenAndForward(`http://127.0.0.1:${upstreamPort}`), 15_000, 'listen').then(() => undefined, (e: Error) => e);
+    expect(err?.message).toMatch(/ERR_SERVICE_112/);
   });
 
   it('a dropped connection is resumed with the same session id and the same URL', async () => {

@@ -15,6 +15,9 @@ import { bindAllowed, refusal } from '../acl.js';
 import { authenticateAgent, type AgentCredential } from '../auth.js';
 import { createSession, deleteSessions, SessionLimit, type TunnelRow } from '../live-rows.js';
 import type { AttachedSession } from '../gateway.js';
+import { PolicyState } from '../../policy/index.js';
+import { buildChain } from '../../ingress/http/chain.js';
+import type { FullDoc, IngressDeps } from '../../ingress/types.js';
 import { checkBind } from './bind.js';
 import { lowerKeys, MessageError, readJson } from './json.js';
 import { MuxSession, MuxStream } from './muxado.js';
@@ -24,7 +27,14 @@ import { answer, errorText, readType, STREAM_TYPE } from './rpc.js';
 import type { V2Gateway } from './listener.js';
 
 /** A tunnel of the session, as proxied connections need it. */
-interface Held extends ProxyTarget { labels?: Record<string, string>; forwardsTo: string; publicUrl?: string; claimed: boolean }
+interface Held extends ProxyTarget {
+  labels?: Record<string, string>;
+  forwardsTo: string;
+  publicUrl?: string;
+  /** The route modules the endpoint runs (bind.ts), as a route document whose id is the tunnel's. */
+  route?: FullDoc;
+  claimed: boolean;
+}
 
 /** What a session keeps across its connections (a resumed session keeps its id and tunnels). */
 export interface SessionState {
@@ -221,9 +231,11 @@ export class V2Connection implements AttachedSession {
     const publicUrl = vouched?.url ?? `${ask.proto}://${ask.hostname}`;
     const host = new URL(publicUrl).hostname;
     if (!bindAllowed(st.credential.acl, {}, host)) throw new ApiError('ERR_SERVICE_212', refusal(st.credential.acl, { name: host }, host));
-    const row: TunnelRow = { id: vouched ? id : newId('tn'), name: host, metadata: String(extra.metadata ?? ''), forwardsTo: String(o.forwardsto ?? ''), proto: ask.proto, endpoint: { id: newId('ep'), publicUrl } };
+    const tunnelId = vouched ? id : newId('tn');
+    const route = Object.keys(ask.modules).length ? checkModules(this.gw, { id: tunnelId, ...ask.modules }) : undefined;
+    const row: TunnelRow = { id: tunnelId, name: host, metadata: String(extra.metadata ?? ''), forwardsTo: String(o.forwardsto ?? ''), proto: ask.proto, endpoint: { id: newId('ep'), publicUrl } };
     await addTunnel(this.gw.ctx, st.id, this.gw.opts.region, row, () => this.gw.staleBefore());
-    const t: Held = { id: row.id, proto: ask.proto, labeled: false, forwardsTo: row.forwardsTo, publicUrl, claimed: true };
+    const t: Held = { id: row.id, proto: ask.proto, labeled: false, forwardsTo: row.forwardsTo, publicUrl, route, claimed: true };
     if (!await this.keep(t)) return;
     this.gw.log({ level: 'info', msg: 'agent tunnel bound (version 2)', session: st.id, tunnel: t.id, url: publicUrl });
     reply(t);
@@ -266,7 +278,7 @@ export class V2Connection implements AttachedSession {
       return false;
     }
     st.tunnels.set(t.id, t);
-    this.gw.gateway.addTunnel(st.id, t.id, { labels: t.labels, publicUrl: t.publicUrl, proto: t.proto });
+    this.gw.gateway.addTunnel(st.id, t.id, { labels: t.labels, publicUrl: t.publicUrl, proto: t.proto, route: t.route });
     return true;
   }
 
@@ -364,6 +376,18 @@ export class V2Connection implements AttachedSession {
   openTcp(tunnelId: string): ClientHttp2Stream {
     return rawStream(openProxy(this.mux, this.target(tunnelId), '0.0.0.0:0')) as unknown as ClientHttp2Stream;
   }
+}
+
+/**
+ * The endpoint's route modules, built once as the ingress will build them: one that cannot run
+ * (a webhook provider it does not know, a policy that does not compile) refuses the bind.
+ */
+function checkModules(gw: V2Gateway, route: FullDoc): FullDoc {
+  const problems: string[] = [];
+  const deps = { gateway: gw.gateway, policyState: new PolicyState(), log: (f: Record<string, unknown>) => { problems.push(String(f.msg)); }, now: Date.now } as IngressDeps;
+  const built = buildChain(route, deps);
+  if (!Array.isArray(built)) throw new ApiError('ERR_SERVICE_112', `the endpoint's protections cannot run: ${problems.join('; ') || String(built.body ?? '').trim()}`);
+  return route;
 }
 
 /** Constant-time comparison of two MACs. */

@@ -7,9 +7,9 @@ import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import { callbackRoute } from '../auth/callback-route.js';
-import { connectEndpoint, endpointTunnelFor, serveEndpoint } from '../agent-endpoints.js';
+import { connectEndpoint, endpointChain, endpointTunnelFor, serveEndpoint } from '../agent-endpoints.js';
 import { connectBackend, serveBackend, serveBackendNow } from '../backends/serve.js';
-import type { Exchange, HttpFilter, HttpsEdgeEntry, IngressDeps, IngressTable } from '../types.js';
+import type { EdgeAnswer, Exchange, HttpFilter, HttpsEdgeEntry, IngressDeps, IngressTable } from '../types.js';
 import { accessLogLine } from './access-log.js';
 import { runChain } from './chain.js';
 import { chainOf, compiledEdge } from './compile-edge.js';
@@ -68,12 +68,19 @@ function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchan
   const route = compiled && (callbackRoute(compiled.matchers, path, query) ?? selectRoute(compiled.matchers, ctx.host, path));
   // No edge serves the name: an agent's endpoint may (agent-endpoints.ts).
   const endpoint = compiled ? undefined : endpointTunnelFor(ctx.deps, ctx.host);
+  const modules = endpoint ? endpointChain(ctx.deps, endpoint) : undefined;
   const ex = new HttpExchange({
     req, res, clientIp: ctx.clientIp, host: ctx.host, publicPort: ctx.publicPort, table: ctx.table, deps: ctx.deps,
     method: req.method ?? 'GET', path: path + query, hostHeader, upgrade, connect: endpoint ? (e) => connectEndpoint(e as HttpExchange, endpoint) : connect,
-    edge: ctx.edge?.doc ?? NO_DOC, route: route ?? NO_DOC,
+    edge: ctx.edge?.doc ?? NO_DOC, route: route ?? modules?.route ?? NO_DOC,
   });
-  if (endpoint) return { ex, filters: NO_FILTERS, endpoint };
+  if (modules) {
+    if (!Array.isArray(modules.chain)) {
+      ex.answer(modules.chain as EdgeAnswer);
+      return { ex, filters: NO_FILTERS };
+    }
+    return { ex, filters: modules.chain as readonly HttpFilter[], endpoint };
+  }
   if (!compiled) {
     ex.answer(errorAnswer('ERR_SERVICE_740', `no edge serves ${ctx.host} on port ${ctx.publicPort}`));
     return { ex, filters: NO_FILTERS };
@@ -131,7 +138,7 @@ export function handleHttpsRequest(req: Req, res: Res, ctx: HttpsContext): Promi
   let running: Promise<void> | undefined;
   try {
     // An exchange answered already (no edge, no route) goes straight to sending.
-    if (endpoint) running = serveEndpoint(ex, endpoint);
+    if (endpoint && !ex.answered) running = filters.length ? runChain(filters, ex, (e) => serveEndpoint(e as HttpExchange, endpoint)) : serveEndpoint(ex, endpoint);
     else if (!ex.answered) running = filters.length ? runChain(filters, ex, serve) : serveBackendNow(ex);
   } catch (e) {
     answerThrown(ex, e);
