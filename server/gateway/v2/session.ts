@@ -60,6 +60,8 @@ export class V2Connection implements AttachedSession {
   private ending?: string;
   private probe?: NodeJS.Timeout;
   private readonly ip: string;
+  /** The reason it ends was logged already (end()). */
+  private logged = false;
 
   constructor(private readonly gw: V2Gateway, socket: TLSSocket) {
     this.ip = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
@@ -71,6 +73,7 @@ export class V2Connection implements AttachedSession {
   get credential() { return this.state!.credential; }
 
   private end(reason: string, code = 0) {
+    this.logged = true;
     this.gw.log({ level: 'info', msg: `agent connection (version 2) closed: ${reason}`, ip: this.ip, session: this.state?.id });
     this.mux.goAway(code, reason);
   }
@@ -349,6 +352,8 @@ export class V2Connection implements AttachedSession {
   private closed(reason: string) {
     clearInterval(this.probe);
     const st = this.state;
+    // Closed for bad input (muxado.ts) or by the peer before a session was made: the reason is logged.
+    if (!st && !this.logged) this.gw.log({ level: 'warn', msg: `agent connection (version 2) closed: ${reason}`, ip: this.ip });
     if (!st || st.conn !== this) return;
     if (this.ending || this.gw.stopping) {
       this.gw.log({ level: 'info', msg: 'agent session closed (version 2)', session: st.id, reason: this.ending ?? reason });
