@@ -75,6 +75,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       relayPool: config.agentRelayPool,
       region: config.region,
       endpointDomain: config.endpointDomain,
+      tcpPorts: config.agentTcpPorts,
       commandTimeoutMs: config.agentCommandTimeoutMs ?? 5000,
       helloTimeoutMs: config.agentHelloTimeoutMs ?? 10_000,
       version,
@@ -110,6 +111,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           log: logFields,
           writeLine: log,
           relaysPerClient: config.ingressRelaysPerClient,
+          agentTcpPorts: config.agentTcpPorts,
           limits: { ...(config.ingressMaxConnections ? { maxConnections: config.ingressMaxConnections } : {}), ...config.ingressLimits },
         });
       } catch (e) {
@@ -123,7 +125,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     if (config.agentListen) {
       agentListener = new V2Gateway(server, gateway, {
         host: config.agentListen.host, port: config.agentListen.port, hostnames: config.agentHostnames, dataDir: config.dataDir ?? 'data',
-        region: config.region, endpointDomain: config.endpointDomain, version, heartbeatMs: config.agentHeartbeatMs,
+        region: config.region, endpointDomain: config.endpointDomain, tcpPorts: config.agentTcpPorts, version, heartbeatMs: config.agentHeartbeatMs,
         maxSessionsPerCredential: config.agentMaxSessionsPerCredential ?? DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL,
         commandTimeoutMs: config.agentCommandTimeoutMs ?? 5000, authTimeoutMs: config.agentHelloTimeoutMs ?? 10_000, authFailures,
       }, logFields);

@@ -40,6 +40,8 @@ export interface GatewayOptions {
   authFailures?: RateLimiter;
   /** Sessions one credential may hold at once, all instances together (ERR_SERVICE_840 past it); 0 for no limit. */
   maxSessionsPerCredential: number;
+  /** Ports of agents' TCP endpoints (--agent-tcp-ports); without it a TCP endpoint gets a random port nothing serves. */
+  tcpPorts?: { first: number; last: number };
   /** Pooled upstream connections per tunnel of a session for relayed HTTP requests (relay-pool.ts); 0: each request is its own stream. */
   relayPool?: number;
 }
@@ -307,7 +309,8 @@ export class Gateway {
 
   /** A TCP endpoint's address: the endpoint domain and a random port (another is drawn while one is taken). */
   private tcpUrl() {
-    return `tcp://${this.opts.endpointDomain}:${randomInt(10000, 60000)}`;
+    const range = this.opts.tcpPorts;
+    return `tcp://${this.opts.endpointDomain}:${range ? randomInt(range.first, range.last + 1) : randomInt(10000, 60000)}`;
   }
 
   /** Tells the agent why it is being closed (it will not reconnect), then closes. */
@@ -445,8 +448,7 @@ export class Gateway {
   }
 
   private addEndpoint(tunnelId: string, publicUrl: string, proto?: string) {
-    if (proto === 'tcp') return;
-    const host = endpointKey(publicUrl);
+    const host = proto === 'tcp' ? `tcp:${new URL(publicUrl).port}` : endpointKey(publicUrl);
     this.endpointHosts.set(host, tunnelId);
     this.hostOf.set(tunnelId, host);
   }
@@ -469,6 +471,11 @@ export class Gateway {
   /** The route document of the modules an endpoint runs, if its agent asked for any. */
   endpointRoute(tunnelId: string): FullDoc | undefined {
     return this.endpointRoutes.get(tunnelId);
+  }
+
+  /** The online tunnel of this instance whose TCP endpoint has this public port, if any. */
+  tcpEndpointTunnel(port: number): string | undefined {
+    return this.endpointHosts.get(`tcp:${port}`);
   }
 
   /** Whether any endpoint is online here (the ingress then reads a ClientHello on a port without edges). */

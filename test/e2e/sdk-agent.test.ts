@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAgent, type AgentProcess } from '../helpers/agent.js';
 import { agentToken, startIngress, type Ingress } from '../helpers/ingress.js';
 import { edgeRequest } from '../helpers/ingress-client.js';
+import { freePort } from '../helpers/ports.js';
 import { killServers } from '../helpers/serve.js';
 import { removeTempDirs } from '../helpers/temp.js';
 import { until } from '../helpers/wait.js';
@@ -25,6 +26,8 @@ let ca: string;
 let token: string;
 let upstream: http.Server;
 let upstreamPort: number;
+let tcpFirst: number;
+let echo: net.Server;
 const sessions: ngrok.Session[] = [];
 const agents: AgentProcess[] = [];
 const relays: net.Server[] = [];
@@ -59,7 +62,11 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   upstreamPort = (upstream.address() as AddressInfo).port;
-  ing = await startIngress([443], {}, ['--agent-listen', '127.0.0.1:0']);
+  // Two public ports for agents' TCP endpoints (one for the SDK's, one for edgeform agent's).
+  tcpFirst = await freePort();
+  echo = net.createServer((c) => c.pipe(c));
+  await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+  ing = await startIngress([443], {}, ['--agent-listen', '127.0.0.1:0', '--agent-tcp-ports', `${tcpFirst}-${tcpFirst + 1}`]);
   const line = ing.lines().find((l) => typeof l.agent_listen === 'string');
   if (!line) throw new Error(`no agent listener line in ${JSON.stringify(ing.lines())}`);
   agentPort = Number(String(line.agent_listen).split(':').pop());
@@ -73,6 +80,7 @@ afterAll(async () => {
   for (const a of agents) a.kill();
   for (const r of relays) r.close();
   upstream?.close();
+  echo?.close();
   killServers();
   removeTempDirs();
 });
@@ -151,12 +159,23 @@ describe('the SDK connects over the version-2 protocol', () => {
     expect(err?.message).toMatch(/ERR_SERVICE_112/);
   });
 
+  it('a TCP endpoint gets a port of --agent-tcp-ports, on which the ingress relays raw bytes', async () => {
+    const session = await connect(builder());
+    const l = await within(session.tcpEndpoint().listenAndForward(`tcp://127.0.0.1:${(echo.address() as AddressInfo).port}`), 15_000, 'tcp listen');
+    const url = new URL(l.url()!);
+    expect(url.protocol).toBe('tcp:');
+    expect(url.hostname).toBe('edgeform.localhost');
+    expect([tcpFirst, tcpFirst + 1]).toContain(Number(url.port));
+    expect(await echoThrough(Number(url.port), 'hello over tcp')).toBe('hello over tcp');
+  });
+
   it('a dropped connection is resumed with the same session id and the same URL', async () => {
     // A relay between the SDK and the listener that the test can cut.
     const open = new Set<net.Socket>();
     const relay = net.createServer((c) => {
       const up = net.connect(agentPort, '127.0.0.1');
       open.add(c);
+      // The server's side stays open: it learns of the drop only from the SDK's reconnect.
       c.on('close', () => open.delete(c));
       c.pipe(up).pipe(c);
       c.on('error', () => up.destroy());
@@ -208,6 +227,16 @@ describe('the SDK connects over the version-2 protocol', () => {
   });
 });
 
+/** Sends `text` to the ingress's TCP port and reads as many bytes back (bounded). */
+function echoThrough(port: number, text: string): Promise<string> {
+  return within(new Promise((resolve, reject) => {
+    const c = net.connect(port, '127.0.0.1', () => c.write(text));
+    let got = '';
+    c.on('data', (d) => { got += d; if (got.length >= text.length) { c.destroy(); resolve(got); } });
+    c.on('error', reject);
+  }), 10_000, 'the TCP echo');
+}
+
 describe('edgeform agent\'s ephemeral endpoints answer through the ingress', () => {
   it('an https tunnel of `edgeform agent` answers at the URL it printed', async () => {
     const a = startAgent(['--authtoken', token, '--api-url', ing.url, 'https', String(upstreamPort)]);
@@ -217,5 +246,14 @@ describe('edgeform agent\'s ephemeral endpoints answer through the ingress', () 
     const host = new URL(url).hostname;
     const r = await edgeRequest({ port: ing.port(443), host, path: '/from-agent', ca });
     expect(r.text).toBe(`upstream GET /from-agent host=${host}`);
+  });
+
+  it('a tcp tunnel of `edgeform agent` answers on the port it printed', async () => {
+    const a = startAgent(['--authtoken', token, '--api-url', ing.url, 'tcp', `127.0.0.1:${(echo.address() as AddressInfo).port}`]);
+    agents.push(a);
+    await a.waitFor(/tcp:\/\/edgeform\.localhost:\d+/, 20_000);
+    const port = Number(/tcp:\/\/edgeform\.localhost:(\d+)/.exec(a.stdout)![1]);
+    expect([tcpFirst, tcpFirst + 1]).toContain(port);
+    expect(await echoThrough(port, 'agent tcp')).toBe('agent tcp');
   });
 });

@@ -62,15 +62,16 @@ export interface BindAsk {
   hostname: string;
   /** Route modules the endpoint runs (their configs by module name); empty when none was asked for. */
   modules: Record<string, Record<string, unknown>>;
+  /** A TCP endpoint's port, when one was asked for (else a free one in the range is taken). */
+  port?: number;
 }
 
 /** The endpoint a Bind asks for, or the ApiError it is refused with. `o` is the message with lower-cased keys. */
-export function checkBind(o: any, endpointDomain: string): BindAsk {
+export function checkBind(o: any, endpointDomain: string, tcpPorts?: { first: number; last: number }): BindAsk {
   const proto = String(o.proto ?? '');
-  if (proto === 'tcp' || proto === 'tls') {
-    throw new ApiError('ERR_SERVICE_112', `${proto} endpoints are not served over the version-2 protocol by this server yet; bind an http or https endpoint, or a labeled tunnel behind a ${proto} edge`);
-  }
-  if (proto !== 'http' && proto !== 'https') throw new ApiError('ERR_SERVICE_112', `the endpoint protocol ${JSON.stringify(proto)} is not one of http, https`);
+  if (proto === 'tls') throw new ApiError('ERR_SERVICE_112', 'tls endpoints are not served over the version-2 protocol by this server yet; bind an https or tcp endpoint, or a labeled tunnel behind a TLS edge');
+  if (proto === 'tcp' && !tcpPorts) throw new ApiError('ERR_SERVICE_112', 'this server serves no TCP endpoints (edgeform serve --agent-tcp-ports FIRST-LAST); bind an https endpoint, or a labeled tunnel behind a TCP edge');
+  if (proto !== 'http' && proto !== 'https' && proto !== 'tcp') throw new ApiError('ERR_SERVICE_112', `the endpoint protocol ${JSON.stringify(proto)} is not one of http, https, tcp`);
   const opts = (o.opts && typeof o.opts === 'object' ? o.opts : {}) as Record<string, unknown>;
   const extra = (o.extra && typeof o.extra === 'object' ? o.extra : {}) as Record<string, unknown>;
   const asked = new Set<string>();
@@ -95,6 +96,16 @@ export function checkBind(o: any, endpointDomain: string): BindAsk {
       'remove it from the listener and use a labeled listener behind an https edge whose route has the equivalent module instead (docs/agents.md)');
   }
   const str = (v: unknown) => (typeof v === 'string' ? v.trim().toLowerCase() : '');
+  if (proto === 'tcp') {
+    const addr = str(opts.addr) || (str(opts.url).startsWith('tcp://') ? str(opts.url).slice(6) : '');
+    if (!addr) return { proto, hostname: endpointDomain, modules, port: undefined };
+    const m = /^(.+):(\d{1,5})$/.exec(addr);
+    const port = Number(m?.[2]);
+    if (!m || m[1] !== endpointDomain || port < tcpPorts!.first || port > tcpPorts!.last) {
+      throw new ApiError('ERR_SERVICE_103', `the TCP address ${JSON.stringify(addr)} is not one this server serves: ${endpointDomain}:${tcpPorts!.first} to ${endpointDomain}:${tcpPorts!.last}, or none for a free one`);
+    }
+    return { proto, hostname: endpointDomain, modules, port };
+  }
   let hostname = str(opts.domain) || str(opts.hostname) || (str(opts.subdomain) ? `${str(opts.subdomain)}.${endpointDomain}` : '');
   if (!hostname && typeof opts.url === 'string' && opts.url) {
     try {

@@ -24,6 +24,8 @@ export interface V2Options {
   dataDir: string;
   region: string;
   endpointDomain: string;
+  /** Ports of TCP endpoints (--agent-tcp-ports); without it a TCP bind is refused. */
+  tcpPorts?: { first: number; last: number };
   version: string;
   heartbeatMs: number;
   authTimeoutMs: number;
@@ -45,6 +47,8 @@ export class V2Gateway {
   stopping = false;
   private readonly key = randomBytes(32);
   private detached = new Map<string, SessionState>();
+  /** Every session held here, connected or waiting for a resume. */
+  private sessions = new Map<string, SessionState>();
   private stopped = new Map<string, number>();
   private connecting = new Map<string, number>();
   private ending = new Set<Promise<void>>();
@@ -82,7 +86,10 @@ export class V2Gateway {
   async stop() {
     this.stopping = true;
     this.server?.close();
-    for (const st of [...this.detached.values()]) this.endSession(st);
+    for (const st of [...this.sessions.values()]) {
+      if (st.conn) st.conn.mux.goAway(0, 'the server is stopping');
+      else this.endSession(st);
+    }
     await Promise.all(this.ending);
   }
 
@@ -122,10 +129,14 @@ export class V2Gateway {
     return `${st.id}.${mac(this.key, `cookie|${st.id}|${st.credential.credentialId}`)}`;
   }
 
-  /** The detached session an Auth resumes: its ClientId, a cookie this server made for it, the same credential. */
+  /**
+   * The session an Auth resumes: its ClientId, a cookie this server made for it, the same
+   * credential. It may still have a connection the server has not seen fail yet (the agent's
+   * reconnect is the news that it did): the caller closes that one.
+   */
   resume(clientId: string, cookie: string, credentialId: string): SessionState | undefined {
     if (!clientId) return undefined;
-    const st = this.detached.get(clientId);
+    const st = this.sessions.get(clientId);
     if (!st || st.credential.credentialId !== credentialId) return undefined;
     if (!sameMac(cookie, `${st.id}.${mac(this.key, `cookie|${st.id}|${credentialId}`)}`)) return undefined;
     clearTimeout(st.expiry);
@@ -167,7 +178,13 @@ export class V2Gateway {
     st.expiry.unref();
   }
 
+  /** A new session held here. */
+  hold(st: SessionState) {
+    this.sessions.set(st.id, st);
+  }
+
   endSession(st: SessionState) {
+    this.sessions.delete(st.id);
     clearTimeout(st.expiry);
     this.detached.delete(st.id);
     st.conn = undefined;

@@ -3,7 +3,7 @@
 // server's commands, heartbeats both ways, and proxied connections for the ingress. The
 // session's rows and its place in the gateway (leases, revalidation, commands across
 // instances) are the gateway's (gateway.ts attach).
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import type { ClientHttp2Stream } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 import type { Action } from '../../../agent/protocol.js';
@@ -154,8 +154,9 @@ export class V2Connection implements AttachedSession {
     const cookie = typeof extra.cookie === 'string' ? extra.cookie : '';
     const resumed = this.gw.resume(clientId, cookie, credential.credentialId);
     if (resumed) {
-      resumed.conn?.mux.close('the agent resumed the session on another connection');
+      const old = resumed.conn;
       resumed.conn = this;
+      old?.mux.close('the agent resumed the session on another connection');
       resumed.unsupported = unsupported;
       this.state = resumed;
       for (const t of resumed.tunnels.values()) t.claimed = false;
@@ -178,6 +179,7 @@ export class V2Connection implements AttachedSession {
         return;
       }
       this.state = state;
+      this.gw.hold(state);
     }
     this.authed = true;
     this.gw.gateway.attach(this.state.id, this);
@@ -217,9 +219,12 @@ export class V2Connection implements AttachedSession {
     const extra = (o.extra && typeof o.extra === 'object' ? o.extra : {}) as Record<string, unknown>;
     const reply = (t: Held) => {
       const opts = { ...(raw.Opts ?? raw.opts ?? {}) } as Record<string, unknown>;
-      const host = new URL(t.publicUrl!).hostname;
-      opts.Hostname = host;
-      opts.Domain = host;
+      const url = new URL(t.publicUrl!);
+      if (t.proto === 'tcp') opts.Addr = url.host;
+      else {
+        opts.Hostname = url.hostname;
+        opts.Domain = url.hostname;
+      }
       answer(s, { Id: t.id, URL: t.publicUrl, Proto: t.proto, Opts: opts, Extra: { Token: this.gw.bindToken(st, t), TunnelID: t.id } });
     };
     // A rebind after a resume: the same tunnel, the same URL.
@@ -228,16 +233,28 @@ export class V2Connection implements AttachedSession {
       held.claimed = true;
       return reply(held);
     }
-    const ask = checkBind(o, this.gw.opts.endpointDomain);
+    const ask = checkBind(o, this.gw.opts.endpointDomain, this.gw.opts.tcpPorts);
+    if (ask.proto === 'tcp' && Object.keys(ask.modules).length) throw new ApiError('ERR_SERVICE_112', `a TCP endpoint runs no HTTP modules (${Object.keys(ask.modules).join(', ')})`);
     // A rebind on a new session (the old one ended): the id and URL its token vouches for.
     const vouched = id ? this.gw.readBindToken(String(extra.token ?? ''), st.credential.credentialId, id) : undefined;
-    const publicUrl = vouched?.url ?? `${ask.proto}://${ask.hostname}`;
+    const range = this.gw.opts.tcpPorts;
+    const pick = () => (ask.proto !== 'tcp' ? `${ask.proto}://${ask.hostname}` : `tcp://${ask.hostname}:${ask.port ?? randomInt(range!.first, range!.last + 1)}`);
+    let publicUrl = vouched?.url ?? pick();
     const host = new URL(publicUrl).hostname;
     if (!bindAllowed(st.credential.acl, {}, host)) throw new ApiError('ERR_SERVICE_212', refusal(st.credential.acl, { name: host }, host));
     const tunnelId = vouched ? id : newId('tn');
     const route = Object.keys(ask.modules).length ? checkModules(this.gw, { id: tunnelId, ...ask.modules }) : undefined;
     const row: TunnelRow = { id: tunnelId, name: host, metadata: String(extra.metadata ?? ''), forwardsTo: String(o.forwardsto ?? ''), proto: ask.proto, endpoint: { id: newId('ep'), publicUrl } };
-    await addTunnel(this.gw.ctx, st.id, this.gw.opts.region, row, () => this.gw.staleBefore());
+    // A free port is drawn again while the one drawn is taken (20 draws at most).
+    for (let draw = 0; ; draw++) {
+      try {
+        await addTunnel(this.gw.ctx, st.id, this.gw.opts.region, row, () => this.gw.staleBefore());
+        break;
+      } catch (e) {
+        if (!(e instanceof ApiError && e.code === 'ERR_SERVICE_320' && ask.proto === 'tcp' && !ask.port && !vouched && draw < 20)) throw e;
+        row.endpoint!.publicUrl = publicUrl = pick();
+      }
+    }
     const t: Held = { id: row.id, proto: ask.proto, labeled: false, forwardsTo: row.forwardsTo, publicUrl, route, claimed: true };
     if (!await this.keep(t)) return;
     this.gw.log({ level: 'info', msg: 'agent tunnel bound (version 2)', session: st.id, tunnel: t.id, url: publicUrl });
