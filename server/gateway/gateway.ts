@@ -95,6 +95,8 @@ export class Gateway {
   private hostOf = new Map<string, string>();
   /** The route modules an endpoint runs (asked for by its agent, gateway/v2/bind.ts), by tunnel. */
   private endpointRoutes = new Map<string, FullDoc>();
+  /** Endpoints whose TLS passes through to the agent (proto tls), by tunnel. */
+  private tlsEndpoints = new Set<string>();
 
   constructor(private ctx: ServerContext, private opts: GatewayOptions) {
     this.bus = busFor(ctx.db, opts.databaseUrl, this.instanceId, (msg) => opts.log({ level: 'warn', msg }));
@@ -450,6 +452,7 @@ export class Gateway {
   private addEndpoint(tunnelId: string, publicUrl: string, proto?: string) {
     const host = proto === 'tcp' ? `tcp:${new URL(publicUrl).port}` : endpointKey(publicUrl);
     this.endpointHosts.set(host, tunnelId);
+    if (proto === 'tls') this.tlsEndpoints.add(tunnelId);
     this.hostOf.set(tunnelId, host);
   }
 
@@ -458,6 +461,7 @@ export class Gateway {
     this.labeled.delete(tunnelId);
     this.plainHttp.delete(tunnelId);
     this.endpointRoutes.delete(tunnelId);
+    this.tlsEndpoints.delete(tunnelId);
     const host = this.hostOf.get(tunnelId);
     if (host !== undefined && this.endpointHosts.get(host) === tunnelId) this.endpointHosts.delete(host);
     this.hostOf.delete(tunnelId);
@@ -466,6 +470,11 @@ export class Gateway {
   /** The online tunnel of this instance whose endpoint has this hostname (lower case), if any. */
   endpointTunnel(hostname: string): string | undefined {
     return this.endpointHosts.get(hostname);
+  }
+
+  /** Whether the endpoint's tunnel is a tls one (its connections pass through, still encrypted). */
+  isTlsEndpoint(tunnelId: string): boolean {
+    return this.tlsEndpoints.has(tunnelId);
   }
 
   /** The route document of the modules an endpoint runs, if its agent asked for any. */

@@ -27,6 +27,30 @@ export function endpointChain(deps: IngressDeps, tunnelId: string): { route?: Fu
 /** Whether a connection without an edge for its server name may still be an endpoint's. */
 export const anyEndpoints = (deps: IngressDeps) => deps.gateway.hasEndpoints;
 
+/**
+ * A tls endpoint's connection: the client's TLS (ClientHello included, still unread by the
+ * socket's consumer) passes through to the agent untouched, as a TLS edge that terminates at
+ * the upstream does. The relay limit per client address is a TCP edge's.
+ */
+export function passThroughTls(socket: Duplex & { remoteAddress?: string }, tunnelId: string, deps: IngressDeps, clientIp: string): void {
+  const release = deps.relays?.take(clientIp);
+  if (deps.relays && !release) return void socket.destroy();
+  if (release) socket.once('close', release);
+  socket.pause();
+  relayTcp({ deps }, tunnelId).then(
+    (stream) => {
+      if (socket.destroyed) return void stream.destroy();
+      stream.on('error', () => socket.destroy());
+      stream.on('close', () => socket.destroy());
+      socket.on('close', () => stream.destroy());
+      socket.pipe(stream);
+      stream.pipe(socket);
+      socket.resume();
+    },
+    () => socket.destroy(),
+  );
+}
+
 export async function serveEndpoint(ex: HttpExchange, tunnelId: string): Promise<void> {
   holdRelay(ex);
   await relayHttp(ex, tunnelId);

@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Metrics } from '../http/metrics.js';
-import { anyEndpoints, endpointTunnelFor } from './agent-endpoints.js';
+import { anyEndpoints, endpointTunnelFor, passThroughTls } from './agent-endpoints.js';
 import { readClientHello } from './client-hello.js';
 import { handleHttpsRequest, handleHttpsUpgrade, type HttpsContext } from './http/handler.js';
 import type { LiveTable } from './live-table.js';
@@ -241,7 +241,12 @@ export class IngressListener {
     const now = await this.d.live.current();
     const entry = now.ports.get(this.spec.publicPort);
     const edge = entry?.hosts.get(hello.servername);
-    if (entry?.kind === 'https' || (!edge && endpointTunnelFor(this.d.deps, hello.servername.toLowerCase()))) {
+    const endpoint = edge ? undefined : endpointTunnelFor(this.d.deps, hello.servername.toLowerCase());
+    if (endpoint && this.d.deps.gateway.isTlsEndpoint(endpoint)) {
+      this.count('tls');
+      return passThroughTls(socket, endpoint, this.d.deps, clientIpOf(socket));
+    }
+    if (entry?.kind === 'https' || endpoint) {
       this.count('https');
       // An unknown name still gets a handshake (a local-CA certificate) and then a 404 page.
       const t = edge ? terminationOf(edge.doc) : { minVersion: '1.2' as const, caIds: [] };

@@ -10,11 +10,13 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
+import tls from 'node:tls';
 import ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAgent, type AgentProcess } from '../helpers/agent.js';
 import { agentToken, startIngress, type Ingress } from '../helpers/ingress.js';
 import { edgeRequest } from '../helpers/ingress-client.js';
+import { Pki } from '../helpers/pki.js';
 import { freePort } from '../helpers/ports.js';
 import { killServers } from '../helpers/serve.js';
 import { removeTempDirs } from '../helpers/temp.js';
@@ -167,6 +169,27 @@ describe('the SDK connects over the version-2 protocol', () => {
     expect(url.hostname).toBe('edgeform.localhost');
     expect([tcpFirst, tcpFirst + 1]).toContain(Number(url.port));
     expect(await echoThrough(Number(url.port), 'hello over tcp')).toBe('hello over tcp');
+  });
+
+  it('a tls endpoint passes the client\'s TLS through to the upstream, which terminates it', async () => {
+    const pki = new Pki();
+    const upCa = pki.issue('p256', { subject: [['CN', 'sdk upstream CA']], ca: true, keyUsage: ['critical', 'keyCertSign'] });
+    const upCert = pki.issue('p256', { subject: [['CN', 'tls-sdk.example.com']], sans: ['DNS:tls-sdk.example.com'], ca: false, extendedKeyUsage: ['serverAuth'] }, upCa);
+    const tlsUp = tls.createServer({ cert: upCert.cert, key: upCert.key }, (c) => c.end('terminated at the upstream'));
+    relays.push(tlsUp as unknown as net.Server);
+    await new Promise<void>((r) => tlsUp.listen(0, '127.0.0.1', r));
+    const session = await connect(builder());
+    const l = await within(session.tlsEndpoint().domain('tls-sdk.example.com').listenAndForward(`tcp://127.0.0.1:${(tlsUp.address() as AddressInfo).port}`), 15_000, 'tls listen');
+    expect(l.url()).toBe('tls://tls-sdk.example.com');
+    const text = await within(new Promise<string>((resolve, reject) => {
+      const c = tls.connect({ host: '127.0.0.1', port: ing.port(443), servername: 'tls-sdk.example.com', ca: upCa.cert }, () => undefined);
+      let got = '';
+      c.on('data', (d) => { got += d; });
+      c.on('end', () => resolve(got));
+      c.on('error', reject);
+    }), 10_000, 'the TLS connection');
+    expect(text).toBe('terminated at the upstream');
+    pki.close();
   });
 
   it('a dropped connection is resumed with the same session id and the same URL', async () => {

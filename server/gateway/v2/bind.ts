@@ -69,9 +69,8 @@ export interface BindAsk {
 /** The endpoint a Bind asks for, or the ApiError it is refused with. `o` is the message with lower-cased keys. */
 export function checkBind(o: any, endpointDomain: string, tcpPorts?: { first: number; last: number }): BindAsk {
   const proto = String(o.proto ?? '');
-  if (proto === 'tls') throw new ApiError('ERR_SERVICE_112', 'tls endpoints are not served over the version-2 protocol by this server yet; bind an https or tcp endpoint, or a labeled tunnel behind a TLS edge');
   if (proto === 'tcp' && !tcpPorts) throw new ApiError('ERR_SERVICE_112', 'this server serves no TCP endpoints (edgeform serve --agent-tcp-ports FIRST-LAST); bind an https endpoint, or a labeled tunnel behind a TCP edge');
-  if (proto !== 'http' && proto !== 'https' && proto !== 'tcp') throw new ApiError('ERR_SERVICE_112', `the endpoint protocol ${JSON.stringify(proto)} is not one of http, https, tcp`);
+  if (proto !== 'http' && proto !== 'https' && proto !== 'tcp' && proto !== 'tls') throw new ApiError('ERR_SERVICE_112', `the endpoint protocol ${JSON.stringify(proto)} is not one of http, https, tcp, tls`);
   const opts = (o.opts && typeof o.opts === 'object' ? o.opts : {}) as Record<string, unknown>;
   const extra = (o.extra && typeof o.extra === 'object' ? o.extra : {}) as Record<string, unknown>;
   const asked = new Set<string>();

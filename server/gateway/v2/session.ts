@@ -234,7 +234,7 @@ export class V2Connection implements AttachedSession {
       return reply(held);
     }
     const ask = checkBind(o, this.gw.opts.endpointDomain, this.gw.opts.tcpPorts);
-    if (ask.proto === 'tcp' && Object.keys(ask.modules).length) throw new ApiError('ERR_SERVICE_112', `a TCP endpoint runs no HTTP modules (${Object.keys(ask.modules).join(', ')})`);
+    if ((ask.proto === 'tcp' || ask.proto === 'tls') && Object.keys(ask.modules).length) throw new ApiError('ERR_SERVICE_112', `a ${ask.proto.toUpperCase()} endpoint runs no HTTP modules (${Object.keys(ask.modules).join(', ')})`);
     // A rebind on a new session (the old one ended): the id and URL its token vouches for.
     const vouched = id ? this.gw.readBindToken(String(extra.token ?? ''), st.credential.credentialId, id) : undefined;
     const range = this.gw.opts.tcpPorts;
