@@ -6,6 +6,7 @@
 // The session's fields, an https endpoint answered through the ingress at its printed URL, a
 // labelled tunnel serving a tunnel-group route, commands, resume after a dropped connection, a
 // protection edgeform does not enforce refused, and `edgeform agent`'s ephemeral endpoint.
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
@@ -15,7 +16,7 @@ import ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAgent, type AgentProcess } from '../helpers/agent.js';
 import { agentToken, startIngress, type Ingress } from '../helpers/ingress.js';
-import { edgeRequest } from '../helpers/ingress-client.js';
+import { edgeRequest, h2Get, nextMessage, webSocket, wsOpen } from '../helpers/ingress-client.js';
 import { Pki } from '../helpers/pki.js';
 import { freePort } from '../helpers/ports.js';
 import { killServers } from '../helpers/serve.js';
@@ -61,6 +62,19 @@ beforeAll(async () => {
     if (req.url === '/echo') return void req.pipe(res);
     if (req.url === '/headers') return void res.writeHead(200, { 'x-secret': 'upstream only' }).end(JSON.stringify(req.headers));
     res.end(`upstream ${req.method} ${req.url} host=${req.headers.host}`);
+  });
+  // A WebSocket echo, enough of RFC 6455 for short unfragmented messages.
+  upstream.on('upgrade', (req, socket) => {
+    const accept = createHash('sha1').update(`${req.headers['sec-websocket-key']}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+    socket.on('data', (buf: Buffer) => {
+      const len = buf[1] & 0x7f;
+      const mask = buf.subarray(2, 6);
+      const payload = Buffer.from(buf.subarray(6, 6 + len).map((b, i) => b ^ mask[i % 4]));
+      if ((buf[0] & 0x0f) === 8) return void socket.end();
+      socket.write(Buffer.concat([Buffer.from([0x80 | (buf[0] & 0x0f), len]), payload]));
+    });
+    socket.on('error', () => {});
   });
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   upstreamPort = (upstream.address() as AddressInfo).port;
@@ -112,6 +126,47 @@ describe('the SDK connects over the version-2 protocol', () => {
     expect(t.endpoint.id).toMatch(/^ep_/);
     await within(ngrok.disconnect(url), 5000, 'disconnect()');
     await until(async () => !(await ing.api('GET', '/tunnels')).body.tunnels.some((x: any) => x.public_url === url), 10_000, () => 'the unbound tunnel is still listed');
+  });
+
+  it('HTTP/2 clients and WebSockets reach the upstream through an SDK endpoint, and a large answer streams back', async () => {
+    const session = await connect(builder());
+    const l = await within(session.httpEndpoint().listenAndForward(`http://127.0.0.1:${upstreamPort}`), 15_000, 'listen');
+    const host = new URL(l.url()!).hostname;
+    const h2 = await h2Get(ing.port(443), host, '/over-h2', ca);
+    // The client's :authority, as it sent it, is the upstream's Host.
+    expect([h2.alpn, h2.status, h2.body]).toEqual(['h2', 200, `upstream GET /over-h2 host=${host}:443`]);
+    const ws = webSocket(ing.port(443), host, ca, '/chat');
+    try {
+      await wsOpen(ws);
+      const reply = nextMessage(ws);
+      ws.send('hello through the sdk');
+      expect(await reply).toBe('hello through the sdk');
+    } finally {
+      ws.close();
+    }
+    // 3 MiB up and back: over ten times the stream window each way.
+    const big = Buffer.alloc(3 * 1024 * 1024, 7);
+    const echoed = await edgeRequest({ port: ing.port(443), host, path: '/echo', method: 'POST', body: big, ca });
+    expect(echoed.body.equals(big)).toBe(true);
+  });
+
+  it('a session whose connection goes silent is gone within the heartbeat interval', async () => {
+    const sockets: net.Socket[] = [];
+    const relay = net.createServer((c) => {
+      const up = net.connect(agentPort, '127.0.0.1');
+      sockets.push(c, up);
+      c.pipe(up).pipe(c);
+      c.on('error', () => {});
+      up.on('error', () => {});
+    });
+    relays.push(relay);
+    await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
+    await connect(builder(`localhost:${(relay.address() as AddressInfo).port}`).metadata('goes silent').handleDisconnection(() => false));
+    await until(async () => (await sdkSessions()).some((x) => x.metadata === 'goes silent'), 10_000, () => 'no session');
+    // Nothing flows any more either way, and nothing is closed: a vanished network.
+    for (const s of sockets) { s.unpipe(); s.pause(); }
+    // Interval 2 s: the probe notices within 1 s, the resume window is one interval.
+    await until(async () => !(await sdkSessions()).some((x) => x.metadata === 'goes silent'), 10_000, () => 'the silent session is still listed');
   });
 
   it('a labelled listener serves a tunnel-group route', async () => {
