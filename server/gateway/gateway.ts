@@ -59,6 +59,8 @@ export interface AttachedSession {
   close(why?: ApiError): void;
   openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }): ClientHttp2Stream;
   openTcp(tunnelId: string): ClientHttp2Stream;
+  /** An idle pooled connection to the tunnel's upstream (relay-pool.ts), or undefined. */
+  takePooled?(tunnelId: string, poolSize: number): { conn: PooledConnection; prefix: string } | undefined;
 }
 
 interface Live {
@@ -417,8 +419,8 @@ export class Gateway {
    */
   takePooled(tunnelId: string): { conn: PooledConnection; prefix: string } | undefined {
     const conn = this.connOf(tunnelId);
-    if (!(conn instanceof AgentConnection)) return undefined;
     const size = this.opts.relayPool ?? DEFAULT_RELAY_POOL;
+    if (!(conn instanceof AgentConnection)) return size > 0 ? conn.takePooled?.(tunnelId, size) : undefined;
     const prefix = this.plainHttp.get(tunnelId);
     if (size <= 0 || prefix === undefined) return undefined;
     const pooled = conn.takePooled(tunnelId, size);

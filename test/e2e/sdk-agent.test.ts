@@ -79,7 +79,7 @@ beforeAll(async () => {
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   upstreamPort = (upstream.address() as AddressInfo).port;
   // Two public ports for agents' TCP endpoints (one for the SDK's, one for edgeform agent's).
-  tcpFirst = await freePort();
+  tcpFirst = await twoFreePorts();
   echo = net.createServer((c) => c.pipe(c));
   await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
   ing = await startIngress([443], {}, ['--agent-listen', '127.0.0.1:0', '--agent-tcp-ports', `${tcpFirst}-${tcpFirst + 1}`]);
@@ -304,6 +304,20 @@ describe('the SDK connects over the version-2 protocol', () => {
     expect(err?.message).toMatch(/ERR_SERVICE_202/);
   });
 });
+
+/** A port whose next one is free too (bounded tries). */
+async function twoFreePorts(): Promise<number> {
+  for (let i = 0; i < 20; i++) {
+    const p = await freePort();
+    const free = await new Promise<boolean>((resolve) => {
+      const s = net.createServer();
+      s.once('error', () => resolve(false));
+      s.listen(p + 1, '127.0.0.1', () => s.close(() => resolve(true)));
+    });
+    if (free) return p;
+  }
+  throw new Error('no two consecutive free ports in 20 tries');
+}
 
 /** Sends `text` to the ingress's TCP port and reads as many bytes back (bounded). */
 function echoThrough(port: number, text: string): Promise<string> {

@@ -15,6 +15,7 @@ import { bindAllowed, refusal } from '../acl.js';
 import { authenticateAgent, type AgentCredential } from '../auth.js';
 import { createSession, deleteSessions, SessionLimit, type TunnelRow } from '../live-rows.js';
 import type { AttachedSession } from '../gateway.js';
+import { RelayPool, type PooledConnection } from '../relay-pool.js';
 import { PolicyState } from '../../policy/index.js';
 import { buildChain } from '../../ingress/http/chain.js';
 import type { FullDoc, IngressDeps } from '../../ingress/types.js';
@@ -30,6 +31,8 @@ import type { V2Gateway } from './listener.js';
 interface Held extends ProxyTarget {
   labels?: Record<string, string>;
   forwardsTo: string;
+  /** The upstream's protocol as the bind said: '', http1 or http2. */
+  forwardsProto?: string;
   publicUrl?: string;
   /** The route modules the endpoint runs (bind.ts), as a route document whose id is the tunnel's. */
   route?: FullDoc;
@@ -60,6 +63,7 @@ export class V2Connection implements AttachedSession {
   private ending?: string;
   private probe?: NodeJS.Timeout;
   private readonly ip: string;
+  private readonly pools = new Map<string, RelayPool>();
   /** The reason it ends was logged already (end()). */
   private logged = false;
 
@@ -255,7 +259,7 @@ export class V2Connection implements AttachedSession {
         row.endpoint!.publicUrl = publicUrl = pick();
       }
     }
-    const t: Held = { id: row.id, proto: ask.proto, labeled: false, forwardsTo: row.forwardsTo, publicUrl, route, claimed: true };
+    const t: Held = { id: row.id, proto: ask.proto, labeled: false, forwardsTo: row.forwardsTo, forwardsProto: String(o.forwardsproto ?? ''), publicUrl, route, claimed: true };
     if (!await this.keep(t)) return;
     this.gw.log({ level: 'info', msg: 'agent tunnel bound (version 2)', session: st.id, tunnel: t.id, url: publicUrl });
     reply(t);
@@ -284,7 +288,7 @@ export class V2Connection implements AttachedSession {
     if (!bindAllowed(st.credential.acl, { labels })) throw new ApiError('ERR_SERVICE_212', refusal(st.credential.acl, { name, labels }));
     const row: TunnelRow = { id: newId('tn'), name, metadata: String(o.metadata ?? ''), forwardsTo: String(o.forwardsto ?? ''), labels };
     await addTunnel(this.gw.ctx, st.id, this.gw.opts.region, row, () => this.gw.staleBefore());
-    const t: Held = { id: row.id, proto: 'https', labeled: true, labels, forwardsTo: row.forwardsTo, claimed: true };
+    const t: Held = { id: row.id, proto: 'https', labeled: true, labels, forwardsTo: row.forwardsTo, forwardsProto: String(o.forwardsproto ?? ''), claimed: true };
     if (!await this.keep(t)) return;
     this.gw.log({ level: 'info', msg: 'agent labeled tunnel bound (version 2)', session: st.id, tunnel: t.id, labels: name });
     answer(s, { Id: t.id });
@@ -368,6 +372,8 @@ export class V2Connection implements AttachedSession {
 
   private closed(reason: string) {
     clearInterval(this.probe);
+    for (const p of this.pools.values()) p.closeAll();
+    this.pools.clear();
     const st = this.state;
     // Closed for bad input (muxado.ts) or by the peer before a session was made: the reason is logged.
     if (!st && !this.logged) this.gw.log({ level: 'warn', msg: `agent connection (version 2) closed: ${reason}`, ip: this.ip });
@@ -393,6 +399,20 @@ export class V2Connection implements AttachedSession {
     const client = String(Array.isArray(forwarded) ? forwarded[0] : forwarded ?? '').split(',').pop()?.trim() || '0.0.0.0';
     const conn = openProxy(this.mux, t, `${client.includes(':') ? `[${client}]` : client}:0`);
     return new RelayedRequest(conn, req) as unknown as ClientHttp2Stream;
+  }
+
+  /**
+   * Pooled keep-alive connections per tunnel (relay-pool.ts, --agent-relay-pool): each a proxied
+   * connection the SDK joined to its upstream, over which the server speaks HTTP/1.1 itself.
+   * Not for tunnels whose upstream may not be plain HTTP/1.1 (tcp, tls, an http2 upstream).
+   */
+  takePooled(tunnelId: string, poolSize: number): { conn: PooledConnection; prefix: string } | undefined {
+    const t = this.target(tunnelId);
+    if (t.proto === 'tcp' || t.proto === 'tls' || t.forwardsProto === 'http2' || !/^(https?|app):\/\//.test(t.forwardsTo) && t.forwardsTo !== '') return undefined;
+    let pool = this.pools.get(tunnelId);
+    if (!pool) this.pools.set(tunnelId, pool = new RelayPool(poolSize, async () => openProxy(this.mux, t, '0.0.0.0:0') as unknown as ClientHttp2Stream));
+    const conn = pool.take();
+    return conn && { conn, prefix: '' };
   }
 
   openTcp(tunnelId: string): ClientHttp2Stream {
