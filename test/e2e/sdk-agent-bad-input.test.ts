@@ -23,6 +23,7 @@ let ca: string;
 let upstream: http.Server;
 let session: ngrok.Session;
 let host: string;
+let token: string;
 
 const frame = (type: number, flags: number, id: number, body: Buffer = Buffer.alloc(0), length = body.length) => {
   const h = Buffer.alloc(8);
@@ -67,10 +68,11 @@ const logged = (pattern: RegExp) => ing.lines().some((l) => typeof l.msg === 'st
 beforeAll(async () => {
   upstream = http.createServer((req, res) => res.end(`ok ${req.url}`));
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-  ing = await startIngress([443], { EDGEFORM_AGENT_LISTEN: '127.0.0.1:0' });
+  ing = await startIngress([443], { EDGEFORM_AGENT_LISTEN: '127.0.0.1:0', EDGEFORM_AGENT_MAX_SESSIONS_PER_CREDENTIAL: '1', EDGEFORM_AUTH_FAILURE_LIMIT: '3' });
   agentPort = Number(String(ing.lines().find((l) => typeof l.agent_listen === 'string')!.agent_listen).split(':').pop());
   ca = fs.readFileSync(path.join(ing.dataDir, 'ingress-ca.pem'), 'utf8');
-  session = await new ngrok.SessionBuilder().authtoken(await agentToken(ing)).serverAddr(`localhost:${agentPort}`).caCert(Buffer.from(ca)).connect();
+  token = await agentToken(ing);
+  session = await new ngrok.SessionBuilder().authtoken(token).serverAddr(`localhost:${agentPort}`).caCert(Buffer.from(ca)).connect();
   const l = await session.httpEndpoint().listenAndForward(`http://127.0.0.1:${(upstream.address() as AddressInfo).port}`);
   host = new URL(l.url()!).hostname;
 });
@@ -148,6 +150,40 @@ describe('the version-2 listener bounds hostile input', () => {
   it('the SDK session beside them still answers', async () => {
     const res = await edgeRequest({ port: ing.port(443), host, path: '/after', ca });
     expect(res.text).toBe('ok /after');
+  });
+});
+
+describe('the limits edgeform agent has apply to the SDK', () => {
+  const refusal = (b: ngrok.SessionBuilder) => Promise.race([
+    b.serverAddr(`localhost:${agentPort}`).caCert(Buffer.from(ca)).handleDisconnection(() => false).connect().then(() => 'connected', (e: Error) => e.message),
+    new Promise<string>((r) => setTimeout(() => r('no answer within 15 s'), 15_000).unref()),
+  ]);
+
+  it('a second session of a credential allowed one is refused (ERR_SERVICE_840)', async () => {
+    expect(await refusal(new ngrok.SessionBuilder().authtoken(token))).toMatch(/ERR_SERVICE_840/);
+  });
+
+  it('the acl is checked label by label and hostname by hostname (ERR_SERVICE_212)', async () => {
+    const cred = await ing.api('POST', '/credentials', { acl: ['bind:app=allowed', 'bind:*.ok.example.com'] });
+    const s = await new ngrok.SessionBuilder().authtoken(cred.body.token).serverAddr(`localhost:${agentPort}`).caCert(Buffer.from(ca)).connect();
+    try {
+      const up = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+      const denied = await s.labeledListener().label('app', 'other').listenAndForward(up).then(() => 'bound', (e: Error) => e.message);
+      expect(denied).toMatch(/ERR_SERVICE_212/);
+      const allowed = await s.labeledListener().label('app', 'allowed').listenAndForward(up);
+      expect(allowed.id()).toMatch(/^tn_/);
+      expect(await s.httpEndpoint().domain('x.elsewhere.example.com').listenAndForward(up).then(() => 'bound', (e: Error) => e.message)).toMatch(/ERR_SERVICE_212/);
+      expect((await s.httpEndpoint().domain('x.ok.example.com').listenAndForward(up)).url()).toBe('https://x.ok.example.com');
+    } finally {
+      await s.close().catch(() => {});
+    }
+  });
+
+  it('failed authentications count against the address (ERR_SERVICE_227 past the limit)', async () => {
+    const seen: string[] = [];
+    for (let i = 0; i < 4; i++) seen.push(await refusal(new ngrok.SessionBuilder().authtoken(`wrong-${i}`)));
+    expect(seen.slice(0, 3).every((m) => /ERR_SERVICE_202/.test(m))).toBe(true);
+    expect(seen[3]).toMatch(/ERR_SERVICE_227/);
   });
 });
 
