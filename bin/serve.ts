@@ -27,6 +27,9 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--agent-max-sessions-per-credential <n>', 'agent sessions one credential may hold at once (all instances together); past it an agent is refused with ERR_SERVICE_840; 0 turns the limit off').env('EDGEFORM_AGENT_MAX_SESSIONS_PER_CREDENTIAL').default('100'))
     .addOption(new Option('--agent-relay-pool <n>', 'pooled upstream connections per tunnel of an agent session that relayed HTTP requests reuse (HTTP/1.1 through the agent); 0: each request is its own HTTP/2 stream').env('EDGEFORM_AGENT_RELAY_POOL').default(String(DEFAULT_RELAY_POOL)))
     .addOption(new Option('--endpoint-domain <domain>', 'domain under which ephemeral tunnels get their hostnames').env('EDGEFORM_ENDPOINT_DOMAIN').default('edgeform.localhost'))
+    .addOption(new Option('--agent-listen <ADDRESS:PORT>', 'TLS listener for the service\'s agent SDKs (the version-2 agent protocol; docs/agents.md); none by default').env('EDGEFORM_AGENT_LISTEN'))
+    .addOption(new Option('--agent-hostname <names>', 'names in the agent listener\'s certificate (from the local CA, <data-dir>/ingress-ca.pem), comma-separated').env('EDGEFORM_AGENT_HOSTNAME').default('localhost'))
+    .addOption(new Option('--agent-tcp-ports <FIRST-LAST>', 'public ports of agents\' TCP endpoints, each listened on at the first --ingress listener\'s address (at most 1000); none by default').env('EDGEFORM_AGENT_TCP_PORTS'))
     .addOption(new Option('--ingress <PUBLIC_PORT=ADDRESS:PORT>', 'serve the edges\' hostports on PUBLIC_PORT at ADDRESS:PORT (repeatable; EDGEFORM_INGRESS takes several, comma-separated; none by default)').argParser((v: string, prev: string[] = []) => [...prev, v]))
     .addOption(new Option('--ingress-relays-per-client <n>', 'requests and streams one client address (an IPv6 /64) relays through agents at once; past it 429; 0 turns the limit off').env('EDGEFORM_INGRESS_RELAYS_PER_CLIENT').default(String(DEFAULT_RELAYS_PER_CLIENT)))
     .addOption(new Option('--event-retention <duration>', 'delivered events older than this are pruned, e.g. 72h, 30m, 7d; 0 keeps them for ever (events not yet delivered are always kept)').env('EDGEFORM_EVENT_RETENTION').default('72h'))
@@ -76,6 +79,9 @@ Environment only:
       info(`edgeform listening on ${server.listening}`, { url: server.url, database: server.db.where });
       for (const l of server.ingress?.listeners ?? []) {
         info(`ingress for public port ${l.publicPort} listening on ${l.address}`, { public_port: l.publicPort, address: l.address, ca: server.ingress!.caFile });
+      }
+      if (server.agentListener) {
+        info(`agent listener (version-2 protocol) on ${server.agentListener.address}`, { agent_listen: server.agentListener.address, hostnames: server.agentListener.opts.hostnames, ca: server.agentListener.caFile });
       }
       if (server.bootstrap.created) {
         if (server.bootstrap.tokenFile) {

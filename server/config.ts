@@ -57,6 +57,12 @@ export interface ServerConfig {
   agentCommandTimeoutMs?: number;
   /** How long a connected agent has to say hello before it is closed (default 10 s). */
   agentHelloTimeoutMs?: number;
+  /** The version-2 agent listener (`--agent-listen ADDRESS:PORT`, EDGEFORM_AGENT_LISTEN): the service's SDKs connect here; none by default. */
+  agentListen?: { host: string; port: number };
+  /** Public ports of agents' TCP endpoints (`--agent-tcp-ports FIRST-LAST`, EDGEFORM_AGENT_TCP_PORTS); none by default. */
+  agentTcpPorts?: { first: number; last: number };
+  /** Names in the agent listener's certificate (`--agent-hostname`, comma-separated; default `localhost`). */
+  agentHostnames?: string[];
   /** Ingress listeners (`--ingress PUBLIC_PORT=ADDRESS:PORT`, EDGEFORM_INGRESS); none by default. */
   ingress?: IngressListenerSpec[];
   /** The data folder: the ingress's local certificate authority lives here (ingress-ca.pem). */
@@ -98,6 +104,9 @@ export interface ServeFlags {
   agentMaxSessionsPerCredential?: string | number;
   agentRelayPool?: string | number;
   endpointDomain?: string;
+  agentListen?: string;
+  agentHostname?: string;
+  agentTcpPorts?: string;
   /** Repeatable `--ingress`; each value may also hold several, comma-separated. */
   ingress?: string[];
   ingressRelaysPerClient?: string | number;
@@ -177,12 +186,35 @@ export function parseIngress(values: string[]): IngressListenerSpec[] {
   return specs;
 }
 
+/** `ADDRESS:PORT` of the version-2 agent listener (PORT 0 picks a free one), or undefined. */
+export function parseAgentListen(value: string | undefined): { host: string; port: number } | undefined {
+  if (value === undefined || value === '') return undefined;
+  const m = /^(\[[0-9a-fA-F:.]+\]|[^:\[\]=\s]+):(\d{1,5})$/.exec(value.trim());
+  if (!m || Number(m[2]) > 65535) throw new Error(`--agent-listen / EDGEFORM_AGENT_LISTEN takes ADDRESS:PORT, such as 127.0.0.1:4443 (port 0 picks a free one), not ${JSON.stringify(value)}`);
+  return { host: m[1].replace(/^\[|\]$/g, ''), port: Number(m[2]) };
+}
+
+/** Ports an agent TCP endpoint range holds at most: each is a listener. */
+export const MAX_AGENT_TCP_PORTS = 1000;
+
+/** `FIRST-LAST` of agents' TCP endpoint ports, or undefined. */
+export function parseTcpPorts(value: string | undefined): { first: number; last: number } | undefined {
+  if (value === undefined || value === '') return undefined;
+  const m = /^(\d{1,5})-(\d{1,5})$/.exec(value.trim());
+  const first = Number(m?.[1]);
+  const last = Number(m?.[2]);
+  if (!m || first < 1 || last > 65535 || last < first || last - first + 1 > MAX_AGENT_TCP_PORTS) {
+    throw new Error(`--agent-tcp-ports / EDGEFORM_AGENT_TCP_PORTS takes FIRST-LAST, such as 20000-20099 (1 to 65535, at most ${MAX_AGENT_TCP_PORTS} ports), not ${JSON.stringify(value)}`);
+  }
+  return { first, last };
+}
+
 /** Agent sessions a credential may hold at once by default: a fleet's worth, and a bound on what a leaked token can open. */
 export const DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL = 100;
 
 export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = process.env): ServerConfig {
   const dataDir = path.resolve(pick(flags.dataDir, env.EDGEFORM_DATA_DIR) ?? 'data');
-  return {
+  const resolved: ServerConfig = {
     host: pick(flags.host, env.EDGEFORM_HOST) ?? '127.0.0.1',
     port: int('--port / EDGEFORM_PORT', pick(flags.port, env.EDGEFORM_PORT), 8080, 0, 65535),
     databaseUrl: pick(flags.database, env.EDGEFORM_DATABASE_URL) ?? `file:${path.join(dataDir, 'edgeform.db')}`,
@@ -204,6 +236,9 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     agentMaxSessionsPerCredential: int('--agent-max-sessions-per-credential / EDGEFORM_AGENT_MAX_SESSIONS_PER_CREDENTIAL', pick(flags.agentMaxSessionsPerCredential, env.EDGEFORM_AGENT_MAX_SESSIONS_PER_CREDENTIAL), DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL, 0, 1_000_000),
     agentRelayPool: int('--agent-relay-pool / EDGEFORM_AGENT_RELAY_POOL', pick(flags.agentRelayPool, env.EDGEFORM_AGENT_RELAY_POOL), DEFAULT_RELAY_POOL, 0, 1000),
     endpointDomain: pick(flags.endpointDomain, env.EDGEFORM_ENDPOINT_DOMAIN) ?? 'edgeform.localhost',
+    agentListen: parseAgentListen(pick(flags.agentListen, env.EDGEFORM_AGENT_LISTEN)),
+    agentTcpPorts: parseTcpPorts(pick(flags.agentTcpPorts, env.EDGEFORM_AGENT_TCP_PORTS)),
+    agentHostnames: (pick(flags.agentHostname, env.EDGEFORM_AGENT_HOSTNAME) ?? 'localhost').split(',').map((n) => n.trim()).filter(Boolean),
     ingress: parseIngress(flags.ingress?.length ? flags.ingress : env.EDGEFORM_INGRESS ? [env.EDGEFORM_INGRESS] : []),
     ingressMaxConnections: int('EDGEFORM_INGRESS_MAX_CONNECTIONS', pick(env.EDGEFORM_INGRESS_MAX_CONNECTIONS), 10_000, 1, 1_000_000),
     ingressRelaysPerClient: int('--ingress-relays-per-client / EDGEFORM_INGRESS_RELAYS_PER_CLIENT', pick(flags.ingressRelaysPerClient, env.EDGEFORM_INGRESS_RELAYS_PER_CLIENT), DEFAULT_RELAYS_PER_CLIENT, 0, 1_000_000),
@@ -221,4 +256,6 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     ingressUnreadMib: int('--ingress-unread-mib / EDGEFORM_INGRESS_UNREAD_MIB', pick(flags.ingressUnreadMib, env.EDGEFORM_INGRESS_UNREAD_MIB), DEFAULT_UNREAD_MIB, 0, 1_000_000),
     dataDir,
   };
+  if (resolved.agentTcpPorts && !resolved.ingress?.length) throw new Error('--agent-tcp-ports / EDGEFORM_AGENT_TCP_PORTS needs an --ingress listener: its ports are listened on at the first one\'s address');
+  return resolved;
 }

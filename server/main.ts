@@ -9,6 +9,7 @@ import { buildApp } from './http/app.js';
 import { authFailureCounter } from './http/rate-limit.js';
 import { Metrics } from './http/metrics.js';
 import { startIngress, type RunningIngress } from './ingress/start.js';
+import { V2Gateway } from './gateway/v2/listener.js';
 import { drainable, DRAIN_DEFAULTS } from './http/drain.js';
 import { openapiDocument } from './openapi.js';
 import './resources/register.js';
@@ -35,6 +36,8 @@ export interface RunningServer {
   bootstrap: Bootstrap;
   /** Agent connections: sessions, commands, and the relay entry points (openStream, openTcp). */
   gateway: Gateway;
+  /** The version-2 agent listener (`--agent-listen`), when asked for. */
+  agentListener?: V2Gateway;
   /** The ingress (`--ingress`): its listeners, routing table and local CA; absent without listeners. */
   ingress?: RunningIngress;
   metrics: Metrics;
@@ -86,6 +89,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       resetPace: config.agentResetPace,
       region: config.region,
       endpointDomain: config.endpointDomain,
+      tcpPorts: config.agentTcpPorts,
       commandTimeoutMs: config.agentCommandTimeoutMs ?? 5000,
       helloTimeoutMs: config.agentHelloTimeoutMs ?? 10_000,
       version,
@@ -124,6 +128,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           log: logFields,
           writeLine: log,
           relaysPerClient: config.ingressRelaysPerClient,
+          agentTcpPorts: config.agentTcpPorts,
           upstreamIdleMs: config.ingressUpstreamIdleTimeoutMs,
           bufferMib: config.ingressBufferMib,
           unreadMib: config.ingressUnreadMib,
@@ -144,9 +149,28 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     // Delivered events older than the retention, pruned on a timer, off the request path.
     const pruner = new EventPruner(db, config.eventRetentionMs ?? 0, logFields);
     pruner.start();
+    let agentListener: V2Gateway | undefined;
+    if (config.agentListen) {
+      agentListener = new V2Gateway(server, gateway, {
+        host: config.agentListen.host, port: config.agentListen.port, hostnames: config.agentHostnames, dataDir: config.dataDir ?? 'data',
+        region: config.region, endpointDomain: config.endpointDomain, tcpPorts: config.agentTcpPorts, version, heartbeatMs: config.agentHeartbeatMs,
+        maxSessionsPerCredential: config.agentMaxSessionsPerCredential ?? DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL,
+        commandTimeoutMs: config.agentCommandTimeoutMs ?? 5000, authTimeoutMs: config.agentHelloTimeoutMs ?? 10_000, authFailures,
+      }, logFields);
+      try {
+        await agentListener.start();
+      } catch (e) {
+        await ingress?.drain(0);
+        await gateway.stop();
+        await app.close();
+        await worker.stop();
+        throw e;
+      }
+    }
     return {
       app,
       db,
+      agentListener,
       url: server.publicUrl,
       listening,
       bootstrap: boot,
@@ -163,6 +187,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         // Event sends in flight finish meanwhile (within their deadline) and are recorded, so they are not sent again after the restart.
         const delivered = worker.stop();
         await ingress?.drain({ ...DRAIN_DEFAULTS, ...config.drain }.deadlineMs);
+        await agentListener?.stop();
         await gateway.stop();
         await drained;
         await app.close();

@@ -16,10 +16,11 @@ import { clientKey, type RateLimiter } from '../http/rate-limit.js';
 import { authenticateAgent, checkOwnerActive, type AgentCredential } from './auth.js';
 import { agentBundle } from './bundle.js';
 import { busFor, type Bus, type BusReply } from './bus.js';
+import type { FullDoc } from '../ingress/types.js';
 import { AgentConnection, TimeoutError } from './connection.js';
 import { DEFAULT_RELAY_POOL, type PooledConnection } from './relay-pool.js';
 import { RESET_PACE } from './reset-pacer.js';
-import { createSession, deleteSessions, holderOf, renewLeases, SessionLimit, sessionsOf, staleSessions, type TakenEndpoint, type TunnelRow } from './live-rows.js';
+import { createSession, deleteSessions, endpointKey, holderOf, renewLeases, SessionLimit, sessionsOf, staleSessions, type TakenEndpoint, type TunnelRow } from './live-rows.js';
 
 export interface GatewayOptions {
   /** Agent heartbeat interval (ms): pings every half; a session is gone within one interval after its agent. */
@@ -40,10 +41,29 @@ export interface GatewayOptions {
   authFailures?: RateLimiter;
   /** Sessions one credential may hold at once, all instances together (ERR_SERVICE_840 past it); 0 for no limit. */
   maxSessionsPerCredential: number;
+  /** Ports of agents' TCP endpoints (--agent-tcp-ports); without it a TCP endpoint gets a random port nothing serves. */
+  tcpPorts?: { first: number; last: number };
   /** Pooled upstream connections per tunnel of a session for relayed HTTP requests (relay-pool.ts); 0: each request is its own stream. */
   relayPool?: number;
   /** The pace of cancels toward each agent and its backlog bounds (reset-pacer.ts); tests make them small. */
   resetPace?: Partial<import('./reset-pacer.js').ResetPace>;
+}
+
+/**
+ * A session another transport holds (the version-2 listener, gateway/v2): its leases are
+ * renewed, its credential re-checked, commands and relayed streams reach it through here, as
+ * for this gateway's own sessions.
+ */
+export interface AttachedSession {
+  credential: AgentCredential;
+  /** Carries out an API command; resolves once the agent acknowledged it (errors as localCommand's). */
+  command(action: Action): Promise<void>;
+  /** Ends the session, telling the agent why when the protocol can. */
+  close(why?: ApiError): void;
+  openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }): ClientHttp2Stream;
+  openTcp(tunnelId: string): ClientHttp2Stream;
+  /** An idle pooled connection to the tunnel's upstream (relay-pool.ts), or undefined. */
+  takePooled?(tunnelId: string, poolSize: number): { conn: PooledConnection; prefix: string } | undefined;
 }
 
 interface Live {
@@ -73,6 +93,15 @@ export class Gateway {
   private stopping = false;
   /** Sessions being set up here (upgraded, not yet written), per credential: counted against its limit too. */
   private connecting = new Map<string, number>();
+  /** Sessions of other transports (gateway/v2), by id. */
+  private attached = new Map<string, AttachedSession>();
+  /** Endpoint hostnames of tunnels held here (http, https, tls), for the ingress (ingress/agent-endpoints.ts). */
+  private endpointHosts = new Map<string, string>();
+  private hostOf = new Map<string, string>();
+  /** The route modules an endpoint runs (asked for by its agent, gateway/v2/bind.ts), by tunnel. */
+  private endpointRoutes = new Map<string, FullDoc>();
+  /** Endpoints whose TLS passes through to the agent (proto tls), by tunnel. */
+  private tlsEndpoints = new Set<string>();
 
   constructor(private ctx: ServerContext, private opts: GatewayOptions) {
     this.bus = busFor(ctx.db, opts.databaseUrl, this.instanceId, (msg) => opts.log({ level: 'warn', msg }));
@@ -100,13 +129,13 @@ export class Gateway {
     // crashed instance are swept within one interval by any instance still running.
     const tick = this.leaseTick;
     every(tick, async () => {
-      const held = [...this.sessions.keys()];
+      const held = [...this.sessions.keys(), ...this.attached.keys()];
       if (held.length) {
         const renewed = await renewLeases(this.ctx, this.instanceId, held);
         // A lease swept by another instance (this one stalled): the agent reconnects afresh.
-        if (renewed < held.length) for (const id of await this.lostLeases(held)) this.sessions.get(id)?.conn.destroy();
+        if (renewed < held.length) for (const id of await this.lostLeases(held)) { this.sessions.get(id)?.conn.destroy(); this.attached.get(id)?.close(); }
       }
-      await deleteSessions(this.ctx, (await staleSessions(this.ctx, new Date(Date.now() - 3 * tick))).filter((id) => !this.sessions.has(id)));
+      await deleteSessions(this.ctx, (await staleSessions(this.ctx, new Date(Date.now() - 3 * tick))).filter((id) => !this.sessions.has(id) && !this.attached.has(id)));
     });
     every(REVALIDATE_MS, () => this.revalidate());
   }
@@ -196,7 +225,7 @@ export class Gateway {
     const conn = new AgentConnection(socket, this.opts.heartbeatMs, () => {
       if (!registered) return;
       this.sessions.delete(sessionId);
-      for (const t of live.tunnels) { this.tunnels.delete(t); this.labeled.delete(t); this.plainHttp.delete(t); }
+      for (const t of live.tunnels) this.dropTunnel(t);
       this.opts.log({ level: 'info', msg: 'agent session closed', session: sessionId });
       const done = deleteSessions(this.ctx, [sessionId])
         .catch((e) => this.opts.log({ level: 'warn', msg: `could not delete session ${sessionId} (the sweeper will): ${(e as Error).message}` }))
@@ -251,6 +280,7 @@ export class Gateway {
       if (r.labels) this.labeled.set(r.id, r.labels);
       const prefix = r.proto === undefined || r.proto === 'http' ? plainPrefix(r.forwardsTo) : undefined;
       if (prefix !== undefined) this.plainHttp.set(r.id, prefix);
+      if (r.endpoint) this.addEndpoint(r.id, r.endpoint.publicUrl, r.proto);
     }
     this.opts.log({ level: 'info', msg: 'agent session started', session: sessionId, credential: credential.credentialId, ip, tunnels: rows.length, refused: results.filter((r) => r.error).length });
     const bound: Bound = { session_id: sessionId, tunnels: results };
@@ -290,7 +320,8 @@ export class Gateway {
 
   /** A TCP endpoint's address: the endpoint domain and a random port (another is drawn while one is taken). */
   private tcpUrl() {
-    return `tcp://${this.opts.endpointDomain}:${randomInt(10000, 60000)}`;
+    const range = this.opts.tcpPorts;
+    return `tcp://${this.opts.endpointDomain}:${range ? randomInt(range.first, range.last + 1) : randomInt(10000, 60000)}`;
   }
 
   /** Tells the agent why it is being closed (it will not reconnect), then closes. */
@@ -301,9 +332,9 @@ export class Gateway {
 
   /** Closes sessions whose credential was deleted or whose bot owner was deactivated. */
   private async revalidate() {
-    if (!this.sessions.size) return;
+    if (!this.sessions.size && !this.attached.size) return;
     const byCredential = new Map<string, string[]>();
-    for (const [id, s] of this.sessions) byCredential.set(s.credential.credentialId, [...(byCredential.get(s.credential.credentialId) ?? []), id]);
+    for (const [id, s] of [...this.sessions, ...this.attached]) byCredential.set(s.credential.credentialId, [...(byCredential.get(s.credential.credentialId) ?? []), id]);
     const rows = await this.ctx.db.prisma.resource.findMany({ where: { id: { in: [...byCredential.keys()] } }, select: { id: true, data: true } });
     const present = new Map(rows.map((r) => [r.id, (r.data as { body: { owner_id: string } }).body.owner_id]));
     for (const [credentialId, sessionIds] of byCredential) {
@@ -320,9 +351,11 @@ export class Gateway {
       if (!problem) continue;
       for (const id of sessionIds) {
         const s = this.sessions.get(id);
-        if (!s) continue;
+        const a = this.attached.get(id);
+        if (!s && !a) continue;
         this.opts.log({ level: 'info', msg: `closing agent session: ${problem.message}`, session: id });
-        void this.closeFor(s.conn, problem);
+        if (s) void this.closeFor(s.conn, problem);
+        else a!.close(problem);
       }
     }
   }
@@ -345,6 +378,8 @@ export class Gateway {
   }
 
   private async localCommand(sessionId: string, action: Action): Promise<void> {
+    const attached = this.attached.get(sessionId);
+    if (attached) return attached.command(action);
     const live = this.sessions.get(sessionId);
     if (!live) throw notFound('tunnel session', sessionId);
     const bundle = action === 'update' ? await agentBundle(this.opts.version, (msg) => this.opts.log({ level: 'warn', msg })) : undefined;
@@ -402,18 +437,77 @@ export class Gateway {
   takePooled(tunnelId: string, client = ''): { conn: PooledConnection; prefix: string } | undefined {
     const conn = this.connOf(tunnelId);
     const size = this.opts.relayPool ?? DEFAULT_RELAY_POOL;
+    if (!(conn instanceof AgentConnection)) return size > 0 ? conn.takePooled?.(tunnelId, size) : undefined;
     const prefix = this.plainHttp.get(tunnelId);
     if (size <= 0 || prefix === undefined) return undefined;
     const pooled = conn.takePooled(tunnelId, size, client);
     return pooled && { conn: pooled, prefix };
   }
 
-  private connOf(tunnelId: string): AgentConnection {
+  private connOf(tunnelId: string): AgentConnection | AttachedSession {
     const session = this.tunnels.get(tunnelId);
-    const live = session ? this.sessions.get(session) : undefined;
+    const live = session ? this.sessions.get(session)?.conn ?? this.attached.get(session) : undefined;
     if (!live) throw notFound('tunnel', tunnelId);
-    return live.conn;
+    return live;
   }
+
+  /** A session of another transport (gateway/v2) joins this gateway's: leases, revalidation, commands. */
+  attach(sessionId: string, s: AttachedSession) {
+    this.attached.set(sessionId, s);
+  }
+
+  detach(sessionId: string) {
+    this.attached.delete(sessionId);
+  }
+
+  /** A tunnel of an attached session, online here: labeled ones for tunnel-group backends, endpoints by hostname. */
+  addTunnel(sessionId: string, tunnelId: string, t: { labels?: Record<string, string>; publicUrl?: string; proto?: string; route?: FullDoc }) {
+    this.tunnels.set(tunnelId, sessionId);
+    if (t.route) this.endpointRoutes.set(tunnelId, t.route);
+    if (t.labels) this.labeled.set(tunnelId, t.labels);
+    if (t.publicUrl) this.addEndpoint(tunnelId, t.publicUrl, t.proto);
+  }
+
+  private addEndpoint(tunnelId: string, publicUrl: string, proto?: string) {
+    const host = proto === 'tcp' ? `tcp:${new URL(publicUrl).port}` : endpointKey(publicUrl);
+    this.endpointHosts.set(host, tunnelId);
+    if (proto === 'tls') this.tlsEndpoints.add(tunnelId);
+    this.hostOf.set(tunnelId, host);
+  }
+
+  dropTunnel(tunnelId: string) {
+    this.tunnels.delete(tunnelId);
+    this.labeled.delete(tunnelId);
+    this.plainHttp.delete(tunnelId);
+    this.endpointRoutes.delete(tunnelId);
+    this.tlsEndpoints.delete(tunnelId);
+    const host = this.hostOf.get(tunnelId);
+    if (host !== undefined && this.endpointHosts.get(host) === tunnelId) this.endpointHosts.delete(host);
+    this.hostOf.delete(tunnelId);
+  }
+
+  /** The online tunnel of this instance whose endpoint has this hostname (lower case), if any. */
+  endpointTunnel(hostname: string): string | undefined {
+    return this.endpointHosts.get(hostname);
+  }
+
+  /** Whether the endpoint's tunnel is a tls one (its connections pass through, still encrypted). */
+  isTlsEndpoint(tunnelId: string): boolean {
+    return this.tlsEndpoints.has(tunnelId);
+  }
+
+  /** The route document of the modules an endpoint runs, if its agent asked for any. */
+  endpointRoute(tunnelId: string): FullDoc | undefined {
+    return this.endpointRoutes.get(tunnelId);
+  }
+
+  /** The online tunnel of this instance whose TCP endpoint has this public port, if any. */
+  tcpEndpointTunnel(port: number): string | undefined {
+    return this.endpointHosts.get(`tcp:${port}`);
+  }
+
+  /** Whether any endpoint is online here (the ingress then reads a ClientHello on a port without edges). */
+  get hasEndpoints() { return this.endpointHosts.size > 0; }
 }
 
 /**

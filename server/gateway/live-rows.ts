@@ -33,7 +33,7 @@ export interface TunnelRow {
 }
 
 type Row = { id: string; kind: string; parentId: string | null; createdAt: Date; data: unknown };
-const TX = { maxWait: 15_000, timeout: 30_000 };
+export const TX = { maxWait: 15_000, timeout: 30_000 };
 
 const asCtx = (ctx: ServerContext) => ctx as Ctx;
 
@@ -42,12 +42,12 @@ const stored = (r: Row) => {
   return { id: r.id, kind: r.kind, parentId: r.parentId, createdAt: r.createdAt, body: data.body, computed: data.computed, secretFields: {}, internal: {} };
 };
 
-async function shaped(ctx: ServerContext, tx: Tx, kind: KindEntry, rows: Row[]) {
+export async function shaped(ctx: ServerContext, tx: Tx, kind: KindEntry, rows: Row[]) {
   return present(asCtx(ctx), prismaRows(tx), kind, rows.map(stored));
 }
 
 /** UniqueKey scope of agents' endpoints: one session at a time holds a hostname (or a TCP host:port). */
-const ENDPOINT_SCOPE = 'agent-endpoint';
+export const ENDPOINT_SCOPE = 'agent-endpoint';
 
 /** What an endpoint holds: the hostname for http, https and tls (all routed by host), host:port for tcp. */
 export function endpointKey(publicUrl: string): string {

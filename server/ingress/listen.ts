@@ -12,6 +12,7 @@ import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Metrics } from '../http/metrics.js';
+import { anyEndpoints, endpointTunnelFor, passThroughTls } from './agent-endpoints.js';
 import { readClientHello } from './client-hello.js';
 import { ClientRelays } from './client-relays.js';
 import { handleHttpsRequest, handleHttpsUpgrade, type HttpsContext } from './http/handler.js';
@@ -292,11 +293,11 @@ export class IngressListener {
     socket.once('close', release);
     const table = await this.d.live.current();
     const held = table.ports.get(this.spec.publicPort);
-    if (!held) {
+    if (!held && !anyEndpoints(this.d.deps)) {
       this.count('refused_no_edge');
       return void socket.destroy();
     }
-    if (held.kind === 'tcp') {
+    if (held?.kind === 'tcp') {
       this.count('tcp');
       return streamEdge(socket, [...held.hosts.values()][0] as StreamEdgeEntry, table, this.streamDeps(), undefined);
     }
@@ -313,7 +314,12 @@ export class IngressListener {
     const now = await this.d.live.current();
     const entry = now.ports.get(this.spec.publicPort);
     const edge = entry?.hosts.get(hello.servername);
-    if (entry?.kind === 'https') {
+    const endpoint = edge ? undefined : endpointTunnelFor(this.d.deps, hello.servername.toLowerCase());
+    if (endpoint && this.d.deps.gateway.isTlsEndpoint(endpoint)) {
+      this.count('tls');
+      return passThroughTls(socket, endpoint, this.d.deps, clientIpOf(socket));
+    }
+    if (entry?.kind === 'https' || endpoint) {
       this.count('https');
       // An unknown name still gets a handshake (a local-CA certificate) and then a 404 page.
       const t = edge ? terminationOf(edge.doc) : DEFAULT_TERMINATION;

@@ -4,6 +4,7 @@ import type { Gateway } from '../gateway/gateway.js';
 import type { Metrics } from '../http/metrics.js';
 import { PolicyState } from '../policy/index.js';
 import type { ServerContext } from '../resources/context.js';
+import { startAgentTcp, type AgentTcpListeners } from './agent-tcp.js';
 import { openLocalCa } from './ca.js';
 import { DEFAULT_UPSTREAM_TIMEOUT_MS } from './backends/relay.js';
 import { BufferBudget, DEFAULT_BUFFER_MIB, DEFAULT_UNREAD_MIB, UnreadAnswers } from './buffer-budget.js';
@@ -27,6 +28,8 @@ export interface IngressOptions {
   /** The log's line writer (the access log's lines are made whole, http/access-log.ts). */
   writeLine?: (line: string) => void;
   limits?: Partial<ListenerLimits>;
+  /** Public ports of agents' TCP endpoints (--agent-tcp-ports), listened on at the first listener's address. */
+  agentTcpPorts?: { first: number; last: number };
   /** Relays through agents one client address may have at once (0: no limit). */
   relaysPerClient?: number;
   /** `--ingress-upstream-idle-timeout` in ms (default 60 s; 0: never for bodies and upgrades). */
@@ -40,6 +43,8 @@ export interface IngressOptions {
 export interface RunningIngress {
   /** Each listener as asked for, with the port actually bound (0 asks for a free one). */
   listeners: (IngressListenerSpec & { address: string })[];
+  /** The ports of agents' TCP endpoints listened on (--agent-tcp-ports). */
+  agentTcpPorts: number[];
   /** The local CA's certificate (`<data>/ingress-ca.pem`), for clients to trust. */
   caFile: string;
   table: LiveTable;
@@ -68,8 +73,10 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
   const contexts = new TlsContexts(ca, () => table.now);
   const limits = { ...LISTENER_LIMITS, ...o.limits };
   const listeners = o.listeners.map((spec) => new IngressListener({ ...spec }, { live: table, contexts, deps, metrics: o.metrics, limits }));
+  let agentTcp: AgentTcpListeners | undefined;
   try {
     for (const l of listeners) await l.listen();
+    if (o.agentTcpPorts) agentTcp = await startAgentTcp(o.listeners[0].host, o.agentTcpPorts, deps, limits.maxConnections);
   } catch (e) {
     await Promise.all(listeners.map((l) => l.drain(0)));
     await table.stop();
@@ -77,12 +84,13 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
   }
   return {
     listeners: listeners.map((l) => ({ ...l.spec, address: l.address })),
+    agentTcpPorts: agentTcp?.ports ?? [],
     caFile: ca.certFile,
     table,
     deps,
     changed: () => table.changed(),
     async drain(deadlineMs) {
-      await Promise.all(listeners.map((l) => l.drain(deadlineMs)));
+      await Promise.all([...listeners.map((l) => l.drain(deadlineMs)), agentTcp?.drain(deadlineMs)]);
       await table.stop();
     },
   };

@@ -29,7 +29,7 @@ function answerOf(b: FullDoc): EdgeAnswer {
  * A relay slot of the client's address (client-relays.ts), given back when the response (or
  * the upgraded connection) closes: refused with 429 past the limit, before any agent is asked.
  */
-function holdRelay(ex: HttpExchange): void {
+export function holdRelay(ex: HttpExchange): void {
   const relays = ex.deps.relays;
   if (!relays) return;
   const release = relays.take(ex.clientIp);

@@ -7,8 +7,9 @@ import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import { callbackRoute } from '../auth/callback-route.js';
+import { connectEndpoint, endpointChain, endpointTunnelFor, serveEndpoint } from '../agent-endpoints.js';
 import { connectBackend, serveBackend, serveBackendNow } from '../backends/serve.js';
-import type { Exchange, HttpFilter, HttpsEdgeEntry, IngressDeps, IngressTable } from '../types.js';
+import type { EdgeAnswer, Exchange, HttpFilter, HttpsEdgeEntry, IngressDeps, IngressTable } from '../types.js';
 import { accessLogLine } from './access-log.js';
 import { runChain } from './chain.js';
 import { chainOf, compiledEdge } from './compile-edge.js';
@@ -58,18 +59,28 @@ const serve = (ex: Exchange) => serveBackend(ex as HttpExchange);
 const ignore = () => {};
 
 /** Builds the exchange for a request of `ctx.edge`, or answers the 404 page and returns undefined. */
-function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchange['upgrade']): { ex: HttpExchange; filters: readonly HttpFilter[] } {
+function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchange['upgrade']): { ex: HttpExchange; filters: readonly HttpFilter[]; endpoint?: string } {
   const { path, query } = pathOf(req.url ?? '/');
   // HTTP/2's :authority first: it is what the listener checked against the connection's name (a
   // host header beside it, naming another site, must not reach the upstream).
   const hostHeader = ctx.hostHeader ?? String(req.headers[':authority'] ?? req.headers.host ?? ctx.host);
   const compiled = ctx.edge && compiledEdge(ctx.edge, ctx.table, ctx.deps);
   const route = compiled && (callbackRoute(compiled.matchers, path, query) ?? selectRoute(compiled.matchers, ctx.host, path));
+  // No edge serves the name: an agent's endpoint may (agent-endpoints.ts).
+  const endpoint = compiled ? undefined : endpointTunnelFor(ctx.deps, ctx.host);
+  const modules = endpoint ? endpointChain(ctx.deps, endpoint) : undefined;
   const ex = new HttpExchange({
     req, res, clientIp: ctx.clientIp, host: ctx.host, publicPort: ctx.publicPort, table: ctx.table, deps: ctx.deps,
-    method: req.method ?? 'GET', path: path + query, hostHeader, upgrade, connect,
-    edge: ctx.edge?.doc ?? NO_DOC, route: route ?? NO_DOC,
+    method: req.method ?? 'GET', path: path + query, hostHeader, upgrade, connect: endpoint ? (e) => connectEndpoint(e as HttpExchange, endpoint) : connect,
+    edge: ctx.edge?.doc ?? NO_DOC, route: route ?? modules?.route ?? NO_DOC,
   });
+  if (modules) {
+    if (!Array.isArray(modules.chain)) {
+      ex.answer(modules.chain as EdgeAnswer);
+      return { ex, filters: NO_FILTERS };
+    }
+    return { ex, filters: modules.chain as readonly HttpFilter[], endpoint };
+  }
   if (!compiled) {
     ex.answer(errorAnswer('ERR_SERVICE_740', `no edge serves ${ctx.host} on port ${ctx.publicPort}`));
     return { ex, filters: NO_FILTERS };
@@ -123,11 +134,12 @@ function internalFault(ex: HttpExchange, e: unknown) {
 export function handleHttpsRequest(req: Req, res: Res, ctx: HttpsContext): Promise<void> | undefined {
   const startedAt = performance.now();
   (res as NodeJS.EventEmitter).on('error', ignore);
-  const { ex, filters } = exchangeFor(req, res, ctx);
+  const { ex, filters, endpoint } = exchangeFor(req, res, ctx);
   let running: Promise<void> | undefined;
   try {
     // An exchange answered already (no edge, no route) goes straight to sending.
-    if (!ex.answered) running = filters.length ? runChain(filters, ex, serve) : serveBackendNow(ex);
+    if (endpoint && !ex.answered) running = filters.length ? runChain(filters, ex, (e) => serveEndpoint(e as HttpExchange, endpoint)) : serveEndpoint(ex, endpoint);
+    else if (!ex.answered) running = filters.length ? runChain(filters, ex, serve) : serveBackendNow(ex);
   } catch (e) {
     answerThrown(ex, e);
   }

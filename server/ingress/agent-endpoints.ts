@@ -1,0 +1,62 @@
+// Agents' own endpoints (issue 30): the hostname an agent's ephemeral tunnel was given (a
+// generated name under --endpoint-domain, or the one it asked for) is served by that tunnel on
+// every ingress port where no edge claims the name. Consulted only when no edge matches, so
+// edges always win; the lookup is the gateway's map of the endpoints held on this instance.
+import type { Duplex } from 'node:stream';
+import { holdRelay } from './backends/serve.js';
+import { relayHttp, relayTcp } from './backends/relay.js';
+import { buildChain } from './http/chain.js';
+import type { HttpExchange } from './http/exchange.js';
+import type { EdgeAnswer, FullDoc, HttpFilter, IngressDeps } from './types.js';
+
+/** The tunnel serving this hostname (lower case), when an agent's endpoint has it. */
+export function endpointTunnelFor(deps: IngressDeps, host: string): string | undefined {
+  return deps.gateway.endpointTunnel(host);
+}
+
+/** The modules an endpoint's agent asked for (gateway/v2/bind.ts), built once per route document and ingress. */
+const chains = new WeakMap<FullDoc, readonly HttpFilter[] | EdgeAnswer>();
+export function endpointChain(deps: IngressDeps, tunnelId: string): { route?: FullDoc; chain: readonly HttpFilter[] | EdgeAnswer } {
+  const route = deps.gateway.endpointRoute(tunnelId);
+  if (!route) return { chain: [] };
+  let chain = chains.get(route);
+  if (!chain) chains.set(route, (chain = buildChain(route, deps)));
+  return { route, chain };
+}
+
+/** Whether a connection without an edge for its server name may still be an endpoint's. */
+export const anyEndpoints = (deps: IngressDeps) => deps.gateway.hasEndpoints;
+
+/**
+ * A tls endpoint's connection: the client's TLS (ClientHello included, still unread by the
+ * socket's consumer) passes through to the agent untouched, as a TLS edge that terminates at
+ * the upstream does. The relay limit per client address is a TCP edge's.
+ */
+export function passThroughTls(socket: Duplex & { remoteAddress?: string }, tunnelId: string, deps: IngressDeps, clientIp: string): void {
+  const release = deps.relays?.take(clientIp);
+  if (deps.relays && !release) return void socket.destroy();
+  if (release) socket.once('close', release);
+  socket.pause();
+  relayTcp({ deps }, tunnelId).then(
+    (stream) => {
+      if (socket.destroyed) return void stream.destroy();
+      stream.on('error', () => socket.destroy());
+      stream.on('close', () => socket.destroy());
+      socket.on('close', () => stream.destroy());
+      socket.pipe(stream);
+      stream.pipe(socket);
+      socket.resume();
+    },
+    () => socket.destroy(),
+  );
+}
+
+export async function serveEndpoint(ex: HttpExchange, tunnelId: string): Promise<void> {
+  holdRelay(ex);
+  await relayHttp(ex, tunnelId);
+}
+
+export function connectEndpoint(ex: HttpExchange, tunnelId: string): Promise<Duplex> {
+  holdRelay(ex);
+  return relayTcp(ex, tunnelId);
+}
