@@ -95,6 +95,8 @@ export const ERRORS = {
   ERR_SERVICE_703: { status: 431, summary: 'The request line and headers sent to an edge are larger than 16 KiB (HTTP/1.1 and HTTP/2); the connection is closed after the answer on HTTP/1.1.' },
   ERR_SERVICE_704: { status: 408, summary: 'The request headers did not reach the edge within the header timeout (10 s).' },
   ERR_SERVICE_845: { status: 414, summary: 'The request target (path and query) sent to an edge is longer than 8 KiB; the connection is closed after the answer on HTTP/1.1.' },
+  ERR_SERVICE_860: { status: 400, summary: 'The request\'s Host (or :authority) is not a host name with an optional port, or its port is not the public port of the listener it reached (for example `app.example.com:x@evil.example`).' },
+  ERR_SERVICE_861: { status: 400, summary: 'The request path is ambiguous: a backslash, an escaped slash or backslash (%2F, %5C), an escaped control character, a bad %-escape, a dot segment with ; parameters, or a spelling (case, ; parameters, a trailing slash) that upstreams may read as the path of a more specific route than the one it matches.' },
   ERR_SERVICE_846: { status: 429, summary: 'The client address already has as many requests and streams in flight through agents as the server allows one address (`--ingress-relays-per-client`, default 128; an IPv6 /64 counts as one address); retry after Retry-After seconds, when some have finished.' },
   ERR_SERVICE_701: { status: 421, summary: 'The request names a host other than the one its TLS connection was opened for (SNI); open a connection for that host.' },
   ERR_SERVICE_500: { status: 500, summary: 'An internal error occurred.' },
