@@ -35,6 +35,12 @@ export interface ServerContext {
 export interface Committed {
   /** Whether it queued event deliveries (false: the delivery worker has nothing new to look for). */
   deliveries: boolean;
+  /**
+   * The resources it inserted, updated or deleted (a delete also removes the children, which
+   * are not named): the ingress applies these rows alone. Empty: none the routing table
+   * holds; undefined: not known, so the ingress reloads its table whole.
+   */
+  ids?: string[];
 }
 
 export interface Ctx extends ServerContext {
