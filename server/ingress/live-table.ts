@@ -7,6 +7,7 @@
 // were lost, or when a change names more than MAX_IDS rows) is built beside the table in use,
 // which keeps serving until the new one replaces it. On PostgreSQL, other instances are told
 // the ids (LISTEN/NOTIFY) and apply them the same way.
+import { performance } from 'node:perf_hooks';
 import type { ServerContext } from '../resources/context.js';
 import { newIdBody } from '../store/ids.js';
 import { IpRuleSetBuilder } from './ip-rules.js';
@@ -21,10 +22,12 @@ export const MAX_IDS = 5000;
 const MAX_PAYLOAD = 7000;
 
 /** Reads the whole state: documents, then IP policy rules in batches, each policy's set made once. */
-export async function buildState(ctx: ServerContext, version: number): Promise<TableState> {
-  const st = TableState.build(await loadSnapshot(ctx), version);
+export async function buildState(ctx: ServerContext, version: number, log?: (fields: Record<string, unknown>) => void): Promise<TableState> {
+  const t0 = performance.now();
+  const docs = await loadSnapshot(ctx);
+  const st = TableState.build(docs, version);
   const builders = new Map<string, IpRuleSetBuilder>();
-  await loadRules(ctx, (batch) => {
+  const rules = await loadRules(ctx, (batch) => {
     for (const r of batch) {
       if (!st.hasPolicy(r.policyId)) continue;
       let b = builders.get(r.policyId);
@@ -33,6 +36,7 @@ export async function buildState(ctx: ServerContext, version: number): Promise<T
     }
   });
   for (const [id, b] of builders) st.setRules(id, b.build());
+  log?.({ level: 'info', msg: `ingress: routing table read in ${Math.round(performance.now() - t0)} ms (${docs.length} resources, ${rules} IP policy rules)`, table_ms: Math.round(performance.now() - t0), resources: docs.length, ip_rules: rules });
   return st;
 }
 
@@ -58,7 +62,7 @@ export class LiveTable {
 
   static async start(ctx: ServerContext, databaseUrl: string, log: (fields: Record<string, unknown>) => void): Promise<LiveTable> {
     const live = new LiveTable(ctx, databaseUrl, log);
-    live.state = await buildState(ctx, ++live.version);
+    live.state = await buildState(ctx, ++live.version, log);
     if (ctx.db.provider === 'postgresql') await live.listen();
     return live;
   }
@@ -136,7 +140,7 @@ export class LiveTable {
       this.wholeWanted = false;
       this.sinceReload = new Set();
       try {
-        const next = await buildState(this.ctx, this.version + 1);
+        const next = await buildState(this.ctx, this.version + 1, this.log);
         // Changes applied to the table in use while the new one was read are applied to it too.
         for (;;) {
           while (this.applying) await this.applying;

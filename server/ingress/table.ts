@@ -300,20 +300,37 @@ export const RULE_BATCH = 50_000;
  */
 export async function loadRules(ctx: ServerContext, each: (batch: RuleRow[]) => void, policyId?: string): Promise<number> {
   const pg = ctx.db.provider === 'postgresql';
-  const cidr = pg ? `"data"->'body'->>'cidr'` : `json_extract("data", '$.body.cidr')`;
-  const action = pg ? `"data"->'body'->>'action'` : `json_extract("data", '$.body.action')`;
+  // PostgreSQL takes the two fields out of the JSONB itself; SQLite's json_extract on a text
+  // document costs more than reading the document and finding the two fields in it here.
+  const fields = pg ? `"data"->'body'->>'cidr' AS "cidr", "data"->'body'->>'action' AS "action"` : `"data"`;
   const p = (n: number) => (pg ? `$${n}` : '?');
-  const sql = `SELECT "id", "parentId", ${cidr} AS "cidr", ${action} AS "action" FROM "Resource" WHERE "kind" = ${p(1)} AND "id" > ${p(2)}${policyId ? ` AND "parentId" = ${p(4)}` : ''} ORDER BY "id" LIMIT ${p(3)}`;
+  const sql = `SELECT "id", "parentId", ${fields} FROM "Resource" WHERE "kind" = ${p(1)} AND "id" > ${p(2)}${policyId ? ` AND "parentId" = ${p(4)}` : ''} ORDER BY "id" LIMIT ${p(3)}`;
   let after = '';
   let total = 0;
   for (;;) {
     const args: unknown[] = [ipPolicyRule.kind, after, RULE_BATCH];
     if (policyId) args.push(policyId);
-    const rows = await ctx.db.read.$queryRawUnsafe<{ id: string; parentId: string; cidr: string; action: IpAction }[]>(sql, ...args);
+    const rows = await ctx.db.read.$queryRawUnsafe<{ id: string; parentId: string; cidr?: string; action?: IpAction; data?: unknown }[]>(sql, ...args);
     if (!rows.length) return total;
     total += rows.length;
-    each(rows.map((r) => ({ id: r.id, policyId: r.parentId, cidr: r.cidr, action: r.action })));
+    each(rows.map((r) => (r.data === undefined ? { id: r.id, policyId: r.parentId, cidr: r.cidr!, action: r.action! } : { id: r.id, policyId: r.parentId, ...ruleFields(r.data) })));
     if (rows.length < RULE_BATCH) return total;
     after = rows[rows.length - 1].id;
   }
+}
+
+const CIDR_FIELD = /"cidr":\s*"([^"]*)"/;
+const ACTION_FIELD = /"action":\s*"([^"]*)"/;
+
+/** A rule's CIDR and action out of its stored document (text as SQLite gives it, or parsed). */
+function ruleFields(data: unknown): { cidr: string; action: IpAction } {
+  if (typeof data !== 'string') {
+    const body = (data as { body: { cidr: string; action: IpAction } }).body;
+    return { cidr: body.cidr, action: body.action };
+  }
+  // The body's fields are the only ones so named (computed holds none of them).
+  const cidr = CIDR_FIELD.exec(data)?.[1];
+  const action = ACTION_FIELD.exec(data)?.[1];
+  if (cidr === undefined || action === undefined) return ruleFields(JSON.parse(data));
+  return { cidr, action: action as IpAction };
 }

@@ -87,6 +87,25 @@ describe('changes applied while requests run', () => {
   });
 });
 
+describe('a restart', () => {
+  it('reads the IP rules back (in batches, CIDR and action only) and they guard as before', async () => {
+    const b = await s.post('/backends/http_response', { body: 'kept', status_code: 200 });
+    const deny = await s.post('/ip_policies', {});
+    await s.post('/ip_policy_rules', { ip_policy_id: deny.body.id, cidr: '2001:db8::/32', action: 'deny' });
+    await s.post('/ip_policy_rules', { ip_policy_id: deny.body.id, cidr: '127.0.0.1/32', action: 'deny' });
+    const others = await s.post('/ip_policies', {});
+    await s.post('/ip_policy_rules', { ip_policy_id: others.body.id, cidr: '192.0.2.0/24', action: 'deny', description: 'not "cidr":"0.0.0.0/0"' });
+    for (const [host, policy] of [['denied', deny.body.id], ['open', others.body.id]]) {
+      const e = await s.post('/edges/https', { hostports: [`${host}.example.com:443`] });
+      await s.post(`/edges/https/${e.body.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: b.body.id }, ip_restriction: { ip_policy_ids: [policy] } });
+    }
+    await s.restart();
+    port = ingressPort(s, 443);
+    expect((await edgeRequest({ port, host: 'denied.example.com', ca })).status).toBe(403);
+    expect((await edgeRequest({ port, host: 'open.example.com', ca })).text).toBe('kept');
+  });
+});
+
 describe('agents', () => {
   it('an agent connecting and leaving changes nothing in the routing table (no new version)', async () => {
     const cr = await credentialToken(s);
