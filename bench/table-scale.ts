@@ -1,9 +1,11 @@
 // The routing table at scale (issues 28.5 and 27.8), against a real `edgeform serve` process:
-//   1. 10,000 HTTPS edges (each with a route to an http_response backend), made through the
-//      API: the ingress p50/p99 at rest, during 20 API writes a second (a route's description
-//      PATCHed, which the table applies), and during 20 agent reconnects a second (`restart`
-//      sent to the sessions of four `edgeform agent` processes in turn), each beside the
-//      figure at rest;
+//   1. 10,000 HTTPS edges (each with a route to an http_response backend), seeded into the
+//      SQLite file (copies of one edge and route made through the API, with their references
+//      and unique keys: through the API it took minutes on a loaded machine): the ingress
+//      p50/p99 at rest, during 20 API writes a second (a route's description PATCHed, which
+//      the table applies), and during 20 agent reconnects a second (an agent speaking the
+//      protocol in this process, binding a labeled tunnel, closing and connecting again), each
+//      beside the figure at rest;
 //   2. a million IP policy rules in one policy guarding a route, seeded straight into the
 //      SQLite file (rows cloned from one rule made through the API, with its reference and
 //      unique key, in one transaction: the API would take minutes): the time from starting
@@ -19,6 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { fakeAgent, validHello } from '../test/helpers/agent.js';
 
 const arg = (name: string, fallback: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -148,25 +151,41 @@ const fmt = (m: { p50: number; p99: number; n: number; statuses: Record<number, 
 
 const rssMb = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 
-async function many<T>(total: number, concurrency: number, one: (i: number) => Promise<T>) {
-  let next = 0;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < total) await one(next++);
-  }));
+/** Clones rows of the SQLite file: `count` copies of the sample resources (with their references and unique keys), each string value rewritten by `rewrite(i)`. */
+function cloneRows(file: string, sampleIds: string[], count: number, rewrite: (i: number) => [string, string][]) {
+  const db = new Database(file);
+  const where = (col: string) => `"${col}" IN (${sampleIds.map(() => '?').join(',')})`;
+  const sets: [string, Record<string, any>[]][] = [
+    ['Resource', db.prepare(`SELECT * FROM "Resource" WHERE ${where('id')} ORDER BY "createdAt"`).all(...sampleIds) as Record<string, any>[]],
+    ['Reference', db.prepare(`SELECT * FROM "Reference" WHERE ${where('fromId')}`).all(...sampleIds) as Record<string, any>[]],
+    ['UniqueKey', db.prepare(`SELECT * FROM "UniqueKey" WHERE ${where('resourceId')}`).all(...sampleIds) as Record<string, any>[]],
+  ];
+  const inserts = sets.map(([table, rows]) => rows.map((row) => db.prepare(`INSERT INTO "${table}" (${Object.keys(row).map((k) => `"${k}"`).join(',')}) VALUES (${Object.keys(row).map(() => '?').join(',')})`)));
+  db.transaction(() => {
+    for (let i = 0; i < count; i++) {
+      const pairs = rewrite(i);
+      const fix = (v: unknown) => (typeof v === 'string' ? pairs.reduce((t, [a, b]) => t.split(a).join(b), v) : v);
+      sets.forEach(([, rows], k) => rows.forEach((row, j) => inserts[k][j].run(...Object.values(row).map(fix))));
+    }
+  })();
+  db.close();
 }
+
+const idOf = (prefix: string, i: number) => `${prefix}_${String(i).padStart(27, '0')}`;
 
 async function edgesBench() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-bench-table-'));
-  const s = await serve(dir, { ingress: true });
-  const t0 = performance.now();
+  let s = await serve(dir, { ingress: false });
   const backend = await api(s, 'POST', '/backends/http_response', { body: 'hello', status_code: 200 });
-  const routes: { edge: string; route: string }[] = [];
-  await many(EDGES, 16, async (i) => {
-    const e = await api(s, 'POST', '/edges/https', { hostports: [`e${i}.example.com:443`] });
-    const r = await api(s, 'POST', `/edges/https/${e.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: backend.id } });
-    routes.push({ edge: e.id, route: r.id });
-  });
-  console.log(`${EDGES} edges with a route each made through the API in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  const sampleEdge = await api(s, 'POST', '/edges/https', { hostports: ['sample.example.com:443'] });
+  const sampleRoute = await api(s, 'POST', `/edges/https/${sampleEdge.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: backend.id } });
+  await stop(s);
+  const t0 = performance.now();
+  cloneRows(path.join(dir, 'edgeform.db'), [sampleEdge.id, sampleRoute.id], EDGES, (i) => [[sampleEdge.id, idOf('edghts', i)], [sampleRoute.id, idOf('edghtsrt', i)], ['sample.example.com', `e${i}.example.com`]]);
+  console.log(`${EDGES} edges with a route each (to one http_response backend) seeded into the SQLite file in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  s = await serve(dir, { ingress: true, probeHost: 'e0.example.com' });
+  console.log(`start with ${EDGES} edges: the routing table read in ${((s.tableMs ?? NaN) / 1000).toFixed(2)} s; first ingress answer ${(s.firstAnswerMs! / 1000).toFixed(2)} s after the process started`);
+  const routes = Array.from({ length: EDGES }, (_v, i) => ({ edge: idOf('edghts', i), route: idOf('edghtsrt', i) }));
   const hosts = Array.from({ length: 40 }, (_v, i) => `e${Math.floor((i * EDGES) / 40)}.example.com`);
   await measure(s, hosts, 2); // warm-up: connections, compiled edges
   const rest = await measure(s, hosts, SECONDS);
@@ -176,15 +195,22 @@ async function edgesBench() {
     return api(s, 'PATCH', `/edges/https/${r.edge}/routes/${r.route}`, { description: `write ${i}` });
   }));
   console.log(`during 20 API writes/s:           ${fmt(writes, rest)}`);
+  // Agents that connect, bind a labeled tunnel and leave, in this process (the protocol over a
+  // real socket, test/helpers/agent.ts): `edgeform agent` processes would spend the machine's
+  // two cores starting Node rather than measure the server.
   const cred = await api(s, 'POST', '/credentials', { acl: [] });
-  const procs = await Promise.all([0, 1, 2, 3].map((k) => start([BIN, 'agent', '--api-url', s.api, '--authtoken', cred.token, '--label', `app=bench${k}`, '--forwards-to', '127.0.0.1:1'], 'online: tn_')));
+  const answer = (p: string): [number, unknown] => (p === '/_edgeform/hello' ? [200, validHello([{ name: 'bench', labels: { app: 'bench' }, forwards_to: '127.0.0.1:1' }])] : [204, undefined]);
+  let connected = await fakeAgent(s.api, cred.token, answer);
   const reconnects = await measure(s, hosts, SECONDS, (until) => paced(until, async () => {
-    const list = (await api(s, 'GET', '/tunnel_sessions')).tunnel_sessions as { id: string }[];
-    if (list.length) await api(s, 'POST', `/tunnel_sessions/${list[0].id}/restart`, {}).catch(() => {});
+    connected.close();
+    connected = await fakeAgent(s.api, cred.token, answer);
+    const deadline = performance.now() + 5000;
+    while (!connected.seen.some((x) => x.path === '/_edgeform/hello') && performance.now() < deadline) await new Promise((r) => setTimeout(r, 2));
   }));
-  console.log(`during 20 agent reconnects/s:     ${fmt(reconnects, rest)}`);
+  connected.close();
+  const sessions = (await api(s, 'GET', '/tunnel_sessions')).tunnel_sessions.length;
+  console.log(`during 20 agent reconnects/s:     ${fmt(reconnects, rest)} (sessions listed after: ${sessions})`);
   console.log(`RSS of edgeform serve with ${EDGES} edges: ${rssMb(s.child.pid!).toFixed(0)} MB`);
-  for (const p of procs) p.child.kill('SIGKILL');
   await stop(s);
   fs.rmSync(dir, { recursive: true, force: true });
 }
