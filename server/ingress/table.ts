@@ -304,12 +304,12 @@ export async function loadRules(ctx: ServerContext, each: (batch: RuleRow[]) => 
   // document costs more than reading the document and finding the two fields in it here.
   const fields = pg ? `"data"->'body'->>'cidr' AS "cidr", "data"->'body'->>'action' AS "action"` : `"data"`;
   const p = (n: number) => (pg ? `$${n}` : '?');
-  const sql = `SELECT "id", "parentId", ${fields} FROM "Resource" WHERE "kind" = ${p(1)} AND "id" > ${p(2)}${policyId ? ` AND "parentId" = ${p(4)}` : ''} ORDER BY "id" LIMIT ${p(3)}`;
+  // Parameters in the order they appear (SQLite's `?` are positional).
+  const sql = `SELECT "id", "parentId", ${fields} FROM "Resource" WHERE "kind" = ${p(1)} AND "id" > ${p(2)}${policyId ? ` AND "parentId" = ${p(3)}` : ''} ORDER BY "id" LIMIT ${p(policyId ? 4 : 3)}`;
   let after = '';
   let total = 0;
   for (;;) {
-    const args: unknown[] = [ipPolicyRule.kind, after, RULE_BATCH];
-    if (policyId) args.push(policyId);
+    const args: unknown[] = policyId ? [ipPolicyRule.kind, after, policyId, RULE_BATCH] : [ipPolicyRule.kind, after, RULE_BATCH];
     const rows = await ctx.db.read.$queryRawUnsafe<{ id: string; parentId: string; cidr?: string; action?: IpAction; data?: unknown }[]>(sql, ...args);
     if (!rows.length) return total;
     total += rows.length;

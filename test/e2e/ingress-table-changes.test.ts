@@ -6,6 +6,7 @@ import https from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, startAgent } from '../helpers/agent.js';
 import { edgeRequest, ingressPort, localCa } from '../helpers/ingress-client.js';
+import { loadRules } from '../../server/ingress/table.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let s: TestServer;
@@ -103,6 +104,10 @@ describe('a restart', () => {
     port = ingressPort(s, 443);
     expect((await edgeRequest({ port, host: 'denied.example.com', ca })).status).toBe(403);
     expect((await edgeRequest({ port, host: 'open.example.com', ca })).text).toBe('kept');
+    // One policy's rules read again (what the table does when two rule ids share their hashes).
+    const read: string[] = [];
+    await loadRules({ db: s.server.db } as never, (batch) => read.push(...batch.map((r) => `${r.policyId === deny.body.id} ${r.cidr} ${r.action}`)), deny.body.id);
+    expect(read.sort()).toEqual(['true 127.0.0.1/32 deny', 'true 2001:db8::/32 deny']);
   });
 });
 
