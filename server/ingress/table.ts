@@ -167,6 +167,13 @@ export class TableState {
     for (const r of change.rows) {
       if (EDGE_KINDS[r.kind]) {
         const old = this.edges.get(r.id);
+        // The same hostports (a route added, a module set): the new entry takes the old one's
+        // places, and the ports are not placed again (a port may hold 10,000 edges).
+        if (old && sameHostports(old.row, r)) {
+          old.row = r;
+          touchedEdges.add(r.id);
+          continue;
+        }
         if (old) for (const p of portsOf(old.row)) { this.portEdges.get(p)?.delete(r.id); touchedPorts.add(p); }
         this.edges.set(r.id, this.record(r, old?.routes ?? []));
         for (const p of portsOf(r)) { this.portSet(p).add(r.id); touchedPorts.add(p); }
@@ -193,13 +200,15 @@ export class TableState {
       if (!rec) continue;
       const old = rec.entry;
       rec.entry = this.record(rec.row, rec.routes).entry;
-      for (const p of portsOf(rec.row)) {
+      for (const hp of (rec.row.doc.hostports ?? []) as string[]) {
+        const p = portOf(hp);
         if (touchedPorts.has(p)) continue;
         const held = (ports ?? t.ports).get(p);
-        if (!held) continue;
-        let hosts: Map<string, EdgeEntry> | undefined;
-        for (const [h, e] of held.hosts) if (e === old) (hosts ??= new Map(held.hosts)).set(h, rec.entry);
-        if (hosts) (ports ??= new Map(t.ports)).set(p, { kind: held.kind, hosts });
+        if (!held || held.hosts.get(hostOf(hp)) !== old) continue;
+        // One copy of the port's hosts per change, then set in place (the copy is this version's alone).
+        const fresh = ports?.get(p) !== t.ports.get(p) && ports?.has(p) ? held.hosts : new Map(held.hosts);
+        fresh.set(hostOf(hp), rec.entry);
+        (ports ??= new Map(t.ports)).set(p, { kind: held.kind, hosts: fresh });
       }
     }
     if (touchedPorts.size) {
@@ -251,6 +260,8 @@ export class TableState {
     else { ports.delete(port); this.portEdges.delete(port); }
   }
 }
+
+const sameHostports = (a: SnapshotRow, b: SnapshotRow) => JSON.stringify(a.doc.hostports ?? []) === JSON.stringify(b.doc.hostports ?? []);
 
 const portsOf = (r: SnapshotRow) => new Set(((r.doc.hostports ?? []) as string[]).map(portOf));
 
