@@ -92,7 +92,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     // Every committed write that queued deliveries wakes the event worker; with an ingress, the rows it wrote are applied to its table.
     server.afterCommit = (change) => {
       if (change?.deliveries !== false) worker.kick();
-      ingress?.changed(change?.ids);
+      return ingress?.changed(change?.ids);
     };
     worker.start();
     if (config.ingress?.length) {

@@ -1,9 +1,9 @@
 // The table a server routes with. A committed write on this instance names the rows it touched
 // (ServerContext.afterCommit); those rows alone are read again and applied to the table
 // (TableState.apply), making a new version that shares everything else: a change costs the
-// rows it changed, not the size of the configuration. A request that arrives while such a
-// change is being read waits for it (one small read), so a write is live on the next request;
-// it never waits for a whole reload. A whole reload (at start, after the change notifications
+// rows it changed, not the size of the configuration. The write's API answer waits until the
+// change is applied, so it is live on the next request, and no ingress request ever waits:
+// each takes the table in use at once. A whole reload (at start, after the change notifications
 // were lost, or when a change names more than MAX_IDS rows) is built beside the table in use,
 // which keeps serving until the new one replaces it. On PostgreSQL, other instances are told
 // the ids (LISTEN/NOTIFY) and apply them the same way.
@@ -72,36 +72,41 @@ export class LiveTable {
     return this.state.table;
   }
 
-  /** The table for a new request: after a write on this instance, the one that includes it. */
-  current(): IngressTable | Promise<IngressTable> {
-    return this.applying ? this.applying.then(() => this.state.table) : this.state.table;
+  /**
+   * The table for a new request: the one in use, at once. A write on this instance is applied
+   * before its API answer goes out (changed() settles then), so no request waits for it.
+   */
+  current(): IngressTable {
+    return this.state.table;
   }
 
   /**
    * A write committed on this instance: apply the rows it touched (`ids`; none: nothing the
    * table holds; undefined: unknown, reload whole), and tell the other instances.
    */
-  changed(written?: readonly string[]) {
+  changed(written?: readonly string[]): Promise<void> {
     const ids = written?.filter(isTableId);
-    if (ids && ids.length === 0) return;
-    this.reload(ids);
+    if (ids && ids.length === 0) return Promise.resolve();
+    const applied = this.reload(ids);
     if (this.ctx.db.provider === 'postgresql') {
       let payload = this.instanceId;
       if (ids && payload.length + 1 + ids.join(',').length <= MAX_PAYLOAD) payload += ` ${ids.join(',')}`;
       void this.ctx.db.prisma.$executeRawUnsafe('SELECT pg_notify($1, $2)', CHANNEL, payload).catch((e) => this.log({ level: 'warn', msg: `ingress: telling other instances of a change failed: ${(e as Error).message}` }));
     }
+    return applied;
   }
 
-  /** Applies these rows again (undefined: everything, in the background). */
-  reload(ids?: readonly string[]) {
-    if (this.stopped) return;
+  /** Applies these rows again, settling once they are (undefined: everything, in the background, settling at once). */
+  reload(ids?: readonly string[]): Promise<void> {
+    if (this.stopped) return Promise.resolve();
     if (!ids || ids.length > MAX_IDS) {
       this.wholeWanted = true;
       this.reloading ??= this.reloadLoop().finally(() => { this.reloading = undefined; });
-      return;
+      return Promise.resolve();
     }
     for (const id of ids) this.pending.add(id);
     this.applying ??= this.applyLoop().finally(() => { this.applying = undefined; });
+    return this.applying;
   }
 
   private async applyLoop() {

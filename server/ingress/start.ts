@@ -33,8 +33,8 @@ export interface RunningIngress {
   caFile: string;
   table: LiveTable;
   deps: IngressDeps;
-  /** A write committed on this instance, with the ids it wrote when known (ServerContext.afterCommit chains it). */
-  changed(ids?: readonly string[]): void;
+  /** A write committed on this instance, with the ids it wrote when known (ServerContext.afterCommit chains it); settles once applied. */
+  changed(ids?: readonly string[]): Promise<void>;
   /** Stops accepting and lets what is in flight finish, up to `deadlineMs`. */
   drain(deadlineMs: number): Promise<void>;
 }

@@ -396,7 +396,7 @@ async function transact<T>(ctx: Ctx, kind: KindEntry, fn: (w: Writes) => Promise
       });
       // Before the answer goes out: the next request with a deleted key is refused.
       if (behaviourOf(kind.kind).guardsCallers) ctx.callers?.forget();
-      ctx.afterCommit?.({ deliveries, ids: [...ids] });
+      await ctx.afterCommit?.({ deliveries, ids: [...ids] });
       return out;
     } catch (e) {
       const failure = store.failure(e);
