@@ -4,7 +4,7 @@
 // slash) sent through the broader open route. The edge a.example.com has `/` open, and
 // `/admin` (prefix) and `/exact` (exact_path) behind an ip_restriction that denies loopback.
 // Each spelling is either read in its normal form (and then the guarded route refuses it with
-// 403), or refused at the edge with 400 ERR_SERVICE_861; none reaches the upstream.
+// 403), or refused at the edge with 400 ERR_SERVICE_864; none reaches the upstream.
 import http from 'node:http';
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
@@ -109,13 +109,13 @@ describe('spellings of a guarded path', () => {
   const cases: [string, string, number, string?][] = [
     ['a doubled slash is merged: the guarded route refuses it', '//admin/x', 403],
     ['slashes inside are merged too', '/x/..//admin', 403],
-    ['another case would be the guarded route to a case-insensitive upstream', '/ADMIN/x', 400, 'ERR_SERVICE_861'],
-    ['a backslash', '/x\\admin', 400, 'ERR_SERVICE_861'],
-    ['an escaped slash', '/x/..%2fadmin', 400, 'ERR_SERVICE_861'],
-    ['an escaped backslash', '/x/..%5Cadmin', 400, 'ERR_SERVICE_861'],
-    ['a dot-dot segment with parameters', '/x/..;/admin', 400, 'ERR_SERVICE_861'],
-    ['path parameters on an exact path', '/exact;x', 400, 'ERR_SERVICE_861'],
-    ['a trailing slash on an exact path', '/exact/', 400, 'ERR_SERVICE_861'],
+    ['another case would be the guarded route to a case-insensitive upstream', '/ADMIN/x', 400, 'ERR_SERVICE_864'],
+    ['a backslash', '/x\\admin', 400, 'ERR_SERVICE_864'],
+    ['an escaped slash', '/x/..%2fadmin', 400, 'ERR_SERVICE_864'],
+    ['an escaped backslash', '/x/..%5Cadmin', 400, 'ERR_SERVICE_864'],
+    ['a dot-dot segment with parameters', '/x/..;/admin', 400, 'ERR_SERVICE_864'],
+    ['path parameters on an exact path', '/exact;x', 400, 'ERR_SERVICE_864'],
+    ['a trailing slash on an exact path', '/exact/', 400, 'ERR_SERVICE_864'],
     ['an escaped letter is decoded: the guarded route refuses it', '/%61dmin', 403],
   ];
 
@@ -137,7 +137,7 @@ describe('spellings of a guarded path', () => {
 
   it('HTTP/2: a backslash is refused', async () => {
     reached.length = 0;
-    expect(await h2({ ':path': '/x\\admin' })).toMatchObject({ status: 400, code: 'ERR_SERVICE_861' });
+    expect(await h2({ ':path': '/x\\admin' })).toMatchObject({ status: 400, code: 'ERR_SERVICE_864' });
     expect(reached).toEqual([]);
   });
 

@@ -80,7 +80,7 @@ function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchan
     return { ex, filters: NO_FILTERS };
   }
   if (refused || chosen?.ambiguous) {
-    ex.answer(errorAnswer('ERR_SERVICE_861', `the request path is ambiguous: ${refused ?? chosen!.ambiguous}; send it in one spelling (docs/ingress.md, "Route selection")`));
+    ex.answer(errorAnswer('ERR_SERVICE_864', `the request path is ambiguous: ${refused ?? chosen!.ambiguous}; send it in one spelling (docs/ingress.md, "Route selection")`));
     return { ex, filters: NO_FILTERS };
   }
   if (!route) {
