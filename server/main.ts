@@ -109,11 +109,11 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     server.publicUrl = config.publicUrl ?? listening;
     const worker = new DeliveryWorker(server, log, `edgeform/${version}`, config.delivery);
     let ingress: RunningIngress | undefined;
-    // Every committed write that queued deliveries wakes the event worker; with an ingress, every one reloads its table.
+    // Every committed write that queued deliveries wakes the event worker; with an ingress, the rows it wrote are applied to its table.
     server.afterCommit = (change) => {
       diskFull.committed();
       if (change?.deliveries !== false) worker.kick();
-      ingress?.changed();
+      return ingress?.changed(change?.ids);
     };
     worker.start();
     if (config.ingress?.length) {

@@ -1,5 +1,6 @@
 // A credential's acl, checked when a tunnel binds. Rules are `bind:<what>`:
-//   bind:k=v        a labeled tunnel whose labels include k=v
+//   bind:k=v        allows the label k=v; a labeled tunnel binds only when every one of
+//                   its labels is allowed (a rule for one label does not cover the others)
 //   bind:host       an ephemeral tunnel on exactly this hostname
 //   bind:*.domain   an ephemeral tunnel on any hostname under domain
 //   bind:*          anything
@@ -12,7 +13,7 @@ export function bindAllowed(acl: string[], tunnel: Pick<TunnelConfig, 'labels'>,
   if (rules.includes('*')) return true;
   if (tunnel.labels) {
     const pairs = Object.entries(tunnel.labels).map(([k, v]) => `${k}=${v}`);
-    return rules.some((r) => r.includes('=') && pairs.includes(r));
+    return pairs.length > 0 && pairs.every((p) => rules.includes(p));
   }
   if (!hostname) return false;
   const host = hostname.toLowerCase();
@@ -26,8 +27,9 @@ export function bindAllowed(acl: string[], tunnel: Pick<TunnelConfig, 'labels'>,
 
 /** The sentence an agent sees when a bind is refused. */
 export function refusal(acl: string[], tunnel: Pick<TunnelConfig, 'labels' | 'name'>, hostname?: string): string {
+  const rules = acl.filter((r) => r.startsWith('bind:')).map((r) => r.slice(5));
   const what = tunnel.labels
-    ? `labels ${Object.entries(tunnel.labels).map(([k, v]) => `${k}=${v}`).join(',')}`
+    ? `labels ${Object.entries(tunnel.labels).map(([k, v]) => `${k}=${v}`).filter((p) => !rules.includes(p)).join(',')}`
     : `hostname ${hostname}`;
   return `tunnel "${tunnel.name}": the credential's acl (${acl.join(', ')}) does not allow binding ${what}; add a bind rule to the credential or use another one`;
 }

@@ -199,7 +199,8 @@ async function writeSession(ctx: ServerContext, instanceId: string, s: SessionRo
     const rows = await tx.resource.findMany({ where: { parentId: s.id }, orderBy: { id: 'asc' } });
     for (const t of await shaped(ctx, tx, tunnel, rows)) await emit(prismaRows(tx), tunnel, 'created', t);
   }, TX);
-  ctx.afterCommit?.();
+  // Sessions, tunnels and endpoints are not in the ingress's routing table: nothing to apply there.
+  ctx.afterCommit?.({ deliveries: true, ids: [] });
   return taken;
 }
 
@@ -219,7 +220,8 @@ export async function deleteSessions(ctx: ServerContext, ids: string[]) {
     await tx.resource.deleteMany({ where: { id: { in: sessions.map((s) => s.id) } } });
     for (const [kind, doc] of events) await emit(prismaRows(tx), kind, 'deleted', doc);
   }, TX);
-  ctx.afterCommit?.();
+  // Sessions, tunnels and endpoints are not in the ingress's routing table: nothing to apply there.
+  ctx.afterCommit?.({ deliveries: true, ids: [] });
 }
 
 /** The instance vouches for the sessions it holds (one statement per heartbeat); returns how many leases it still had. */

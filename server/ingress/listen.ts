@@ -112,6 +112,20 @@ function hostOfAuthority(raw: string): string {
   return (colon < 0 ? raw : raw.slice(0, colon)).toLowerCase();
 }
 
+/**
+ * An authority that is not `host[:port]` (a registered name or a bracketed IPv6 address, an
+ * optional port of digits), or whose port is not the listener's public port: 400
+ * ERR_SERVICE_860. `app.example.com:x@evil.example` would otherwise pass the name check (its
+ * host part is the connection's name) and reach the upstream, and X-Forwarded-Host, as sent.
+ * No port (or an empty one) is the scheme's default and is accepted.
+ */
+function authorityRefused(raw: string | undefined, publicPort: number): EdgeAnswer | undefined {
+  if (raw === undefined) return undefined;
+  const m = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::(\d*))?$/.exec(raw);
+  if (m && (!m[1] || Number(m[1]) === publicPort)) return undefined;
+  return errorAnswer('ERR_SERVICE_860', m ? `the request names port ${m[1]}; this listener is public port ${publicPort}` : 'the request\'s Host is not a host name with an optional port');
+}
+
 /** A request whose host is not the name its TLS connection was opened for (no edge's content crosses names). */
 function misdirected(res: http.ServerResponse | http2.Http2ServerResponse, sni: string, host: string) {
   writeAnswer(res, errorAnswer('ERR_SERVICE_701', `this connection was opened for ${sni}; send requests for ${host || 'another host'} on a connection opened for it`));
@@ -515,7 +529,7 @@ export class IngressListener {
     this.watchBody(req, res, h1);
     const authority = authorityOf(req, h1);
     if (hostHeaderInvalid(req, authority)) return badHost(res as http.ServerResponse, authority === undefined ? 'none was sent' : 'several were sent');
-    const oversized = this.oversized(req, h1);
+    const oversized = this.oversized(req, h1) ?? authorityRefused(authority === null ? req.headers.host : authority, this.spec.publicPort);
     if (oversized) return refuse(res, oversized);
     // The table is a promise only while a reload is under way; otherwise no extra turn is taken.
     const table = this.d.live.current();
@@ -568,7 +582,7 @@ export class IngressListener {
     const { ctx, sni, host, stale } = this.contextOf(req, await this.d.live.current(), authority);
     if (stale) return void socket.destroy();
     const invalid = hostHeaderInvalid(req, authority);
-    const oversized = this.oversized(req, true);
+    const oversized = this.oversized(req, true) ?? (invalid ? undefined : authorityRefused(authority === null ? req.headers.host : authority, this.spec.publicPort));
     if (!ctx || invalid || oversized) {
       const res = new http.ServerResponse(req);
       res.assignSocket(socket);

@@ -1,71 +1,170 @@
-// The table a server routes with, reloaded after every committed write on this instance
-// (a request that arrives meanwhile waits for the new table, so a change is live on the
-// next request) and, on PostgreSQL, when another instance says it wrote (LISTEN/NOTIFY,
-// re-listening and reloading after a lost connection). Reloads coalesce: a burst of writes
-// costs one or two reads of the store, never one per write.
+// The table a server routes with. A committed write on this instance names the rows it touched
+// (ServerContext.afterCommit); those rows alone are read again and applied to the table
+// (TableState.apply), making a new version that shares everything else: a change costs the
+// rows it changed, not the size of the configuration. The write's API answer waits until the
+// change is applied, so it is live on the next request, and no ingress request ever waits:
+// each takes the table in use at once. A whole reload (at start, after the change notifications
+// were lost, or when a change names more than MAX_IDS rows) is built beside the table in use,
+// which keeps serving until the new one replaces it. On PostgreSQL, other instances are told
+// the ids (LISTEN/NOTIFY) and apply them the same way.
+import { performance } from 'node:perf_hooks';
 import type { ServerContext } from '../resources/context.js';
 import { newIdBody } from '../store/ids.js';
-import { compileTable, loadSnapshot } from './table.js';
+import { IpRuleSetBuilder } from './ip-rules.js';
+import { isTableId, loadRules, loadSnapshot, TableState } from './table.js';
 import type { IngressTable } from './types.js';
 
 const CHANNEL = 'edgeform_ingress';
 const RETRY_MS = 1000;
+/** A change naming more rows than this is applied by a whole reload instead (in the background). */
+export const MAX_IDS = 5000;
+/** PostgreSQL's NOTIFY payload is at most 8000 bytes; past this the other instances reload whole. */
+const MAX_PAYLOAD = 7000;
+
+/** Reads the whole state: documents, then IP policy rules in batches, each policy's set made once. */
+export async function buildState(ctx: ServerContext, version: number, log?: (fields: Record<string, unknown>) => void): Promise<TableState> {
+  const t0 = performance.now();
+  const docs = await loadSnapshot(ctx);
+  const st = TableState.build(docs, version);
+  const builders = new Map<string, IpRuleSetBuilder>();
+  const rules = await loadRules(ctx, (batch) => {
+    for (const r of batch) {
+      if (!st.hasPolicy(r.policyId)) continue;
+      let b = builders.get(r.policyId);
+      if (!b) builders.set(r.policyId, (b = new IpRuleSetBuilder()));
+      b.add(r);
+    }
+  });
+  for (const [id, b] of builders) st.setRules(id, b.build());
+  log?.({ level: 'info', msg: `ingress: routing table read in ${Math.round(performance.now() - t0)} ms (${docs.length} resources, ${rules} IP policy rules)`, table_ms: Math.round(performance.now() - t0), resources: docs.length, ip_rules: rules });
+  return st;
+}
 
 export class LiveTable {
-  private table: IngressTable;
+  private state: TableState;
   private version = 0;
-  private pending = false;
-  private loading?: Promise<void>;
+  /** Ids written and not yet applied. */
+  private readonly pending = new Set<string>();
+  /** An application of pending ids under way (a request waits for it). */
+  private applying?: Promise<void>;
+  private wholeWanted = false;
+  private reloading?: Promise<void>;
+  /** While a whole reload is read: the ids applied to the table in use meanwhile, applied again to the new one. */
+  private sinceReload?: Set<string>;
   private listener?: import('pg').Client;
   private stopped = false;
   private readonly instanceId = newIdBody();
   private retry?: NodeJS.Timeout;
 
   private constructor(private ctx: ServerContext, private databaseUrl: string, private log: (fields: Record<string, unknown>) => void) {
-    this.table = compileTable([], 0);
+    this.state = TableState.build([], 0);
   }
 
   static async start(ctx: ServerContext, databaseUrl: string, log: (fields: Record<string, unknown>) => void): Promise<LiveTable> {
     const live = new LiveTable(ctx, databaseUrl, log);
-    live.table = compileTable(await loadSnapshot(ctx), ++live.version);
+    live.state = await buildState(ctx, ++live.version, log);
     if (ctx.db.provider === 'postgresql') await live.listen();
     return live;
   }
 
   /** The table now, without waiting (what a request already under way keeps using). */
   get now(): IngressTable {
-    return this.table;
+    return this.state.table;
   }
 
-  /** The table for a new request: after a write on this instance, the one that includes it. */
-  current(): IngressTable | Promise<IngressTable> {
-    return this.loading ? this.loading.then(() => this.table) : this.table;
+  /**
+   * The table for a new request: the one in use, at once. A write on this instance is applied
+   * before its API answer goes out (changed() settles then), so no request waits for it.
+   */
+  current(): IngressTable {
+    return this.state.table;
   }
 
-  /** A write committed on this instance: reload, and tell the other instances. */
-  changed() {
-    this.reload();
+  /**
+   * A write committed on this instance: apply the rows it touched (`ids`; none: nothing the
+   * table holds; undefined: unknown, reload whole), and tell the other instances.
+   */
+  changed(written?: readonly string[]): Promise<void> {
+    const ids = written?.filter(isTableId);
+    if (ids && ids.length === 0) return Promise.resolve();
+    const applied = this.reload(ids);
     if (this.ctx.db.provider === 'postgresql') {
-      void this.ctx.db.prisma.$executeRawUnsafe('SELECT pg_notify($1, $2)', CHANNEL, this.instanceId).catch((e) => this.log({ level: 'warn', msg: `ingress: telling other instances of a change failed: ${(e as Error).message}` }));
+      let payload = this.instanceId;
+      if (ids && payload.length + 1 + ids.join(',').length <= MAX_PAYLOAD) payload += ` ${ids.join(',')}`;
+      void this.ctx.db.prisma.$executeRawUnsafe('SELECT pg_notify($1, $2)', CHANNEL, payload).catch((e) => this.log({ level: 'warn', msg: `ingress: telling other instances of a change failed: ${(e as Error).message}` }));
+    }
+    return applied;
+  }
+
+  /** Applies these rows again, settling once they are (undefined: everything, in the background, settling at once). */
+  reload(ids?: readonly string[]): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    if (!ids || ids.length > MAX_IDS) {
+      this.wholeWanted = true;
+      this.reloading ??= this.reloadLoop().finally(() => { this.reloading = undefined; });
+      return Promise.resolve();
+    }
+    for (const id of ids) this.pending.add(id);
+    this.applying ??= this.applyLoop().finally(() => { this.applying = undefined; });
+    return this.applying;
+  }
+
+  private async applyLoop() {
+    while (this.pending.size && !this.stopped) {
+      const ids = [...this.pending];
+      this.pending.clear();
+      if (this.sinceReload) for (const id of ids) this.sinceReload.add(id);
+      try {
+        await this.applyIds(this.state, ids);
+      } catch (e) {
+        for (const id of ids) this.pending.add(id);
+        this.log({ level: 'warn', msg: `ingress: reading a change for the routing table failed (the previous table stays in use; retrying in ${RETRY_MS} ms): ${(e as Error).message}` });
+        clearTimeout(this.retry);
+        this.retry = setTimeout(() => this.reload([]), RETRY_MS);
+        return;
+      }
     }
   }
 
-  reload() {
-    if (this.stopped) return;
-    this.pending = true;
-    this.loading ??= this.loop().finally(() => { this.loading = undefined; });
+  private async applyIds(state: TableState, ids: string[]) {
+    const rows = await loadSnapshot(this.ctx, ids);
+    const found = new Set(rows.map((r) => r.id));
+    const { rereadPolicies } = state.apply({ rows, gone: ids.filter((id) => !found.has(id)) }, ++this.version);
+    for (const policyId of rereadPolicies) await this.rereadPolicy(state, policyId);
   }
 
-  private async loop() {
-    while (this.pending && !this.stopped) {
-      this.pending = false;
+  /** A policy read again whole (two of its rule ids share their hashes, so a removal could not tell them apart). */
+  private async rereadPolicy(state: TableState, policyId: string) {
+    const b = new IpRuleSetBuilder();
+    await loadRules(this.ctx, (batch) => { for (const r of batch) b.add(r); }, policyId);
+    state.replaceRules(policyId, b.build(), ++this.version);
+  }
+
+  private async reloadLoop() {
+    while (this.wholeWanted && !this.stopped) {
+      this.wholeWanted = false;
+      this.sinceReload = new Set();
       try {
-        this.table = compileTable(await loadSnapshot(this.ctx), ++this.version);
+        const next = await buildState(this.ctx, this.version + 1, this.log);
+        // Changes applied to the table in use while the new one was read are applied to it too.
+        for (;;) {
+          while (this.applying) await this.applying;
+          const again = [...this.sinceReload, ...this.pending];
+          this.sinceReload.clear();
+          this.pending.clear();
+          if (!again.length) break;
+          await this.applyIds(next, again);
+        }
+        this.version = Math.max(this.version, next.table.version) + 1;
+        next.table = { ...next.table, version: this.version };
+        this.state = next;
       } catch (e) {
         this.log({ level: 'warn', msg: `ingress: reloading the routing table failed (the previous one stays in use; retrying in ${RETRY_MS} ms): ${(e as Error).message}` });
         clearTimeout(this.retry);
         this.retry = setTimeout(() => this.reload(), RETRY_MS);
         return;
+      } finally {
+        this.sinceReload = undefined;
       }
     }
   }
@@ -85,7 +184,9 @@ export class LiveTable {
     client.on('error', lost);
     client.on('end', () => lost());
     client.on('notification', (n) => {
-      if (n.payload !== this.instanceId) this.reload();
+      const [from, ids] = String(n.payload ?? '').split(' ');
+      if (from === this.instanceId) return;
+      this.reload(ids ? ids.split(',') : undefined);
     });
     try {
       await client.connect();
@@ -101,6 +202,7 @@ export class LiveTable {
     const client = this.listener;
     this.listener = undefined;
     await client?.end().catch(() => {});
-    await this.loading;
+    await this.applying;
+    await this.reloading;
   }
 }

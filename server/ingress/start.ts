@@ -49,8 +49,8 @@ export interface RunningIngress {
   caFile: string;
   table: LiveTable;
   deps: IngressDeps;
-  /** A write committed on this instance (ServerContext.afterCommit chains it). */
-  changed(): void;
+  /** A write committed on this instance, with the ids it wrote when known (ServerContext.afterCommit chains it); settles once applied. */
+  changed(ids?: readonly string[]): Promise<void>;
   /** Stops accepting and lets what is in flight finish, up to `deadlineMs`. */
   drain(deadlineMs: number): Promise<void>;
 }
@@ -88,7 +88,7 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
     caFile: ca.certFile,
     table,
     deps,
-    changed: () => table.changed(),
+    changed: (ids) => table.changed(ids),
     async drain(deadlineMs) {
       await Promise.all([...listeners.map((l) => l.drain(deadlineMs)), agentTcp?.drain(deadlineMs)]);
       await table.stop();

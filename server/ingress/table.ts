@@ -1,6 +1,6 @@
-// The routing table: plain data compiled from the store by a pure function, held by one
-// LiveTable per server and swapped whole when something changes, so the request path never
-// reads the database and a request keeps the table it started with.
+// The routing table: plain data compiled from the store, held by one LiveTable per server. A
+// change makes a new table from the previous one, touching only what changed (TableState), so
+// the request path never reads the database and a request keeps the table it started with.
 import { httpResponseBackend, tunnelGroupBackend, weightedBackend } from '../../provider/catalog/backends.js';
 import { certificateAuthority, tlsCertificate } from '../../provider/catalog/certificates.js';
 import { httpsEdge, httpsEdgeRoute, tcpEdge, tlsEdge } from '../../provider/catalog/edges.js';
@@ -8,6 +8,7 @@ import { ipPolicy, ipPolicyRule } from '../../provider/catalog/ip-policies.js';
 import { mergeSecrets } from '../../provider/catalog/walk.js';
 import type { ServerContext } from '../resources/context.js';
 import { toStored, type Row } from '../resources/engine.js';
+import { IpRuleSet, IpRuleSetBuilder, type IpAction } from './ip-rules.js';
 import type { CertificateEntry, EdgeEntry, EdgeKind, FullDoc, IngressTable } from './types.js';
 
 /** One stored resource as the table needs it: its full input document (secrets opened) and computed fields. */
@@ -25,6 +26,10 @@ const BACKEND_KINDS = new Set([httpResponseBackend.kind, tunnelGroupBackend.kind
 /** Every kind the table is compiled from. */
 export const TABLE_KINDS = [...Object.keys(EDGE_KINDS), httpsEdgeRoute.kind, ...BACKEND_KINDS, ipPolicy.kind, ipPolicyRule.kind, tlsCertificate.kind, certificateAuthority.kind];
 
+/** The id prefixes of those kinds: a write of no such id cannot change the table. */
+const TABLE_PREFIXES = new Set([httpsEdge, tcpEdge, tlsEdge, httpsEdgeRoute, httpResponseBackend, tunnelGroupBackend, weightedBackend, ipPolicy, ipPolicyRule, tlsCertificate, certificateAuthority].map((k) => k.prefix));
+export const isTableId = (id: string) => TABLE_PREFIXES.has(id.slice(0, id.indexOf('_')));
+
 /** The public port of a canonical hostport (`name:port`, `[v6]:port`). */
 export const portOf = (hostport: string) => Number(hostport.slice(hostport.lastIndexOf(':') + 1));
 /** Its host, lower case, without IPv6 brackets. */
@@ -32,60 +37,261 @@ export const hostOf = (hostport: string) => hostport.slice(0, hostport.lastIndex
 
 const oldestFirst = (a: SnapshotRow, b: SnapshotRow) => a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : 1);
 
+/** What changed in the store: the rows written (as they are now) and the ids no longer there. */
+export interface TableChange {
+  rows: SnapshotRow[];
+  gone: string[];
+}
+
+/** One rule of an IP policy, as the batched read gives it (no document, no object kept per rule). */
+export interface RuleRow { id: string; policyId: string; cidr: string; action: IpAction }
+
+interface EdgeRecord { row: SnapshotRow; kind: EdgeKind; routes: SnapshotRow[]; entry: EdgeEntry }
+
+const full = (r: SnapshotRow): FullDoc => ({ ...r.doc, id: r.id });
+
 /**
- * The table for one snapshot of the store. Pure. A port carries one kind of edge (the API
- * refuses mixing, ERR_SERVICE_700); should older data mix them, the kind of the port's oldest
- * edge wins and the others are left out, as is a second TCP edge on one port.
+ * The routing table and the indexes that let one change touch only what it changes: an edge's
+ * entry and the ports it is on, a route's edge, one backend, certificate or authority, one IP
+ * policy's rules. Each change makes a new IngressTable (a new version) that shares every
+ * unchanged part with the previous one, which stays as it was for the requests holding it:
+ * a request sees the old state or the new one, never a part-made one. The indexes are the
+ * LiveTable's alone (it applies changes one at a time).
  */
-export function compileTable(rows: SnapshotRow[], version: number): IngressTable {
-  const full = (r: SnapshotRow): FullDoc => ({ ...r.doc, id: r.id });
-  const routes = new Map<string, FullDoc[]>();
-  for (const r of rows.filter((x) => x.kind === httpsEdgeRoute.kind).sort(oldestFirst)) {
-    const list = routes.get(r.parentId!);
-    const route = { ...full(r), edge_id: r.parentId };
-    // Appended in place: copying the edge's list for each route was quadratic in its routes.
-    if (list) list.push(route);
-    else routes.set(r.parentId!, [route]);
+export class TableState {
+  private readonly edges = new Map<string, EdgeRecord>();
+  private readonly routeEdge = new Map<string, string>();
+  private readonly portEdges = new Map<number, Set<string>>();
+  table: IngressTable;
+
+  private constructor(version: number) {
+    this.table = { version, ports: new Map(), certificates: [], backends: new Map(), ipPolicies: new Map(), certificateAuthorities: new Map() };
   }
-  const ports: IngressTable['ports'] = new Map();
-  for (const r of rows.filter((x) => EDGE_KINDS[x.kind]).sort(oldestFirst)) {
-    const kind = EDGE_KINDS[r.kind];
-    const entry = { kind, doc: kind === 'https' ? { ...full(r), routes: routes.get(r.id) ?? [] } : full(r) } as EdgeEntry;
-    for (const hp of (r.doc.hostports ?? []) as string[]) {
-      const port = portOf(hp);
-      const held = ports.get(port) ?? { kind, hosts: new Map<string, EdgeEntry>() };
-      if (held.kind !== kind || (kind === 'tcp' && held.hosts.size && ![...held.hosts.values()].includes(entry))) continue;
-      ports.set(port, held);
-      if (!held.hosts.has(hostOf(hp))) held.hosts.set(hostOf(hp), entry);
+
+  /** The state for one snapshot of the store (rules may come with it or later, by addRules). Pure. */
+  static build(rows: SnapshotRow[], version: number): TableState {
+    const st = new TableState(version);
+    const t = st.table;
+    const routes = new Map<string, SnapshotRow[]>();
+    for (const r of rows.filter((x) => x.kind === httpsEdgeRoute.kind).sort(oldestFirst)) {
+      const list = routes.get(r.parentId!);
+      if (list) list.push(r);
+      else routes.set(r.parentId!, [r]);
+      st.routeEdge.set(r.id, r.parentId!);
     }
+    for (const r of rows) {
+      if (EDGE_KINDS[r.kind]) st.edges.set(r.id, st.record(r, routes.get(r.id) ?? []));
+      else if (BACKEND_KINDS.has(r.kind)) t.backends.set(r.id, { ...full(r), kind: r.kind });
+      else if (r.kind === certificateAuthority.kind) t.certificateAuthorities.set(r.id, r.doc.ca_pem as string);
+      else if (r.kind === tlsCertificate.kind) t.certificates.push(certificateOf(r));
+      else if (r.kind === ipPolicy.kind) t.ipPolicies.set(r.id, IpRuleSet.EMPTY);
+    }
+    for (const e of st.edges.values()) for (const p of portsOf(e.row)) st.portSet(p).add(e.row.id);
+    for (const p of st.portEdges.keys()) st.placePort(t.ports, p);
+    const rules = rows.filter((x) => x.kind === ipPolicyRule.kind).map((r) => ({ id: r.id, policyId: r.doc.ip_policy_id ?? r.parentId, cidr: r.doc.cidr, action: r.doc.action }));
+    st.addRules(rules);
+    return st;
   }
-  const certificates: CertificateEntry[] = rows
-    .filter((r) => r.kind === tlsCertificate.kind)
-    .map((r) => ({
-      id: r.id,
-      dnsNames: ((r.computed.subject_alternative_names?.dns_names ?? []) as string[]).map((n) => n.toLowerCase()),
-      ips: (r.computed.subject_alternative_names?.ips ?? []) as string[],
-      notBefore: new Date(r.computed.not_before),
-      notAfter: new Date(r.computed.not_after),
-      createdAt: r.createdAt,
-      certificatePem: r.doc.certificate_pem,
-      privateKeyPem: r.doc.private_key_pem,
-    }));
-  const ipPolicies: IngressTable['ipPolicies'] = new Map(rows.filter((r) => r.kind === ipPolicy.kind).map((r) => [r.id, []]));
-  for (const r of rows.filter((x) => x.kind === ipPolicyRule.kind)) ipPolicies.get(r.doc.ip_policy_id)?.push({ cidr: r.doc.cidr, action: r.doc.action });
+
+  /** Rules given with the snapshot (tests; a server reads them by loadRules), added to the policies they name. */
+  private addRules(rules: RuleRow[]) {
+    const by = new Map<string, IpRuleSetBuilder>();
+    for (const r of rules) {
+      if (!this.table.ipPolicies.has(r.policyId)) continue;
+      let b = by.get(r.policyId);
+      if (!b) by.set(r.policyId, (b = new IpRuleSetBuilder()));
+      b.add(r);
+    }
+    for (const [id, b] of by) this.table.ipPolicies.set(id, b.build());
+  }
+
+  hasPolicy(id: string): boolean {
+    return this.table.ipPolicies.has(id);
+  }
+
+  /** Sets one policy's rules whole while the state is being built (start, a full reload), before any request sees it. */
+  setRules(policyId: string, set: IpRuleSet) {
+    if (this.table.ipPolicies.has(policyId)) this.table.ipPolicies.set(policyId, set);
+  }
+
+  /** A new table with one policy's rules replaced whole (after a rule's id could not be told apart from another's). */
+  replaceRules(policyId: string, set: IpRuleSet, version: number): IngressTable {
+    if (!this.table.ipPolicies.has(policyId)) return this.table;
+    this.table = { ...this.table, version, ipPolicies: new Map(this.table.ipPolicies).set(policyId, set) };
+    return this.table;
+  }
+
+  /**
+   * A new table with `change` applied; unchanged parts are shared. Returns the policies whose
+   * rules could not be changed in place (a hash shared by two rule ids: read them again).
+   */
+  apply(change: TableChange, version: number): { table: IngressTable; rereadPolicies: string[] } {
+    const t = this.table;
+    let ports: IngressTable['ports'] | undefined;
+    let backends: IngressTable['backends'] | undefined;
+    let cas: IngressTable['certificateAuthorities'] | undefined;
+    let certificates: IngressTable['certificates'] | undefined;
+    let policies: IngressTable['ipPolicies'] | undefined;
+    const reread = new Set<string>();
+    const touchedPorts = new Set<number>();
+    const touchedEdges = new Set<string>();
+    const edgeGone = (id: string) => {
+      const rec = this.edges.get(id);
+      if (!rec) return;
+      for (const p of portsOf(rec.row)) { this.portEdges.get(p)?.delete(id); touchedPorts.add(p); }
+      for (const r of rec.routes) this.routeEdge.delete(r.id);
+      this.edges.delete(id);
+    };
+    const removeRule = (id: string, policyId?: string) => {
+      policies ??= new Map(t.ipPolicies);
+      for (const [pid, set] of policies) {
+        if (policyId && pid !== policyId) continue;
+        const next = set.without(id);
+        if (!next) { reread.add(pid); continue; }
+        if (next !== set) { policies.set(pid, next); if (!policyId) return; }
+      }
+    };
+    for (const id of change.gone) {
+      if (this.edges.has(id)) edgeGone(id);
+      else if (this.routeEdge.has(id)) {
+        const edgeId = this.routeEdge.get(id)!;
+        this.routeEdge.delete(id);
+        const rec = this.edges.get(edgeId);
+        if (rec) { rec.routes = rec.routes.filter((r) => r.id !== id); touchedEdges.add(edgeId); }
+      } else if (t.backends.has(id)) (backends ??= new Map(t.backends)).delete(id);
+      else if (t.certificateAuthorities.has(id)) (cas ??= new Map(t.certificateAuthorities)).delete(id);
+      else if (t.ipPolicies.has(id)) (policies ??= new Map(t.ipPolicies)).delete(id);
+      else if (t.certificates.some((c) => c.id === id)) certificates = (certificates ?? t.certificates).filter((c) => c.id !== id);
+      else if (id.startsWith(`${ipPolicyRule.prefix}_`)) removeRule(id);
+    }
+    for (const r of change.rows) {
+      if (EDGE_KINDS[r.kind]) {
+        const old = this.edges.get(r.id);
+        // The same hostports (a route added, a module set): the new entry takes the old one's
+        // places, and the ports are not placed again (a port may hold 10,000 edges).
+        if (old && sameHostports(old.row, r)) {
+          old.row = r;
+          touchedEdges.add(r.id);
+          continue;
+        }
+        if (old) for (const p of portsOf(old.row)) { this.portEdges.get(p)?.delete(r.id); touchedPorts.add(p); }
+        this.edges.set(r.id, this.record(r, old?.routes ?? []));
+        for (const p of portsOf(r)) { this.portSet(p).add(r.id); touchedPorts.add(p); }
+      } else if (r.kind === httpsEdgeRoute.kind) {
+        const edgeId = r.parentId!;
+        this.routeEdge.set(r.id, edgeId);
+        const rec = this.edges.get(edgeId);
+        if (rec) { rec.routes = [...rec.routes.filter((x) => x.id !== r.id), r].sort(oldestFirst); touchedEdges.add(edgeId); }
+      } else if (BACKEND_KINDS.has(r.kind)) (backends ??= new Map(t.backends)).set(r.id, { ...full(r), kind: r.kind });
+      else if (r.kind === certificateAuthority.kind) (cas ??= new Map(t.certificateAuthorities)).set(r.id, r.doc.ca_pem as string);
+      else if (r.kind === tlsCertificate.kind) certificates = [...(certificates ?? t.certificates).filter((c) => c.id !== r.id), certificateOf(r)];
+      else if (r.kind === ipPolicy.kind) {
+        if (!t.ipPolicies.has(r.id) || policies?.has(r.id) === false) (policies ??= new Map(t.ipPolicies)).set(r.id, IpRuleSet.EMPTY);
+      } else if (r.kind === ipPolicyRule.kind) {
+        const policyId = (r.doc.ip_policy_id ?? r.parentId) as string;
+        removeRule(r.id, policyId);
+        const set = policies!.get(policyId);
+        if (set && !reread.has(policyId)) policies!.set(policyId, set.with({ id: r.id, cidr: r.doc.cidr, action: r.doc.action }));
+      }
+    }
+    // An edge whose routes changed gets a new entry, in place of the old one wherever it is held.
+    for (const id of touchedEdges) {
+      const rec = this.edges.get(id);
+      if (!rec) continue;
+      const old = rec.entry;
+      rec.entry = this.record(rec.row, rec.routes).entry;
+      for (const hp of (rec.row.doc.hostports ?? []) as string[]) {
+        const p = portOf(hp);
+        if (touchedPorts.has(p)) continue;
+        const held = (ports ?? t.ports).get(p);
+        if (!held || held.hosts.get(hostOf(hp)) !== old) continue;
+        // One copy of the port's hosts per change, then set in place (the copy is this version's alone).
+        const fresh = ports?.get(p) !== t.ports.get(p) && ports?.has(p) ? held.hosts : new Map(held.hosts);
+        fresh.set(hostOf(hp), rec.entry);
+        (ports ??= new Map(t.ports)).set(p, { kind: held.kind, hosts: fresh });
+      }
+    }
+    if (touchedPorts.size) {
+      ports ??= new Map(t.ports);
+      for (const p of touchedPorts) this.placePort(ports, p);
+    }
+    this.table = {
+      version,
+      ports: ports ?? t.ports,
+      certificates: certificates ?? t.certificates,
+      backends: backends ?? t.backends,
+      ipPolicies: policies ?? t.ipPolicies,
+      certificateAuthorities: cas ?? t.certificateAuthorities,
+    };
+    return { table: this.table, rereadPolicies: [...reread] };
+  }
+
+  private portSet(p: number): Set<string> {
+    let set = this.portEdges.get(p);
+    if (!set) this.portEdges.set(p, (set = new Set()));
+    return set;
+  }
+
+  private record(r: SnapshotRow, routes: SnapshotRow[]): EdgeRecord {
+    const kind = EDGE_KINDS[r.kind];
+    const entry = { kind, doc: kind === 'https' ? { ...full(r), routes: routes.map((x) => ({ ...full(x), edge_id: r.id })) } : full(r) } as EdgeEntry;
+    return { row: r, kind, routes, entry };
+  }
+
+  /**
+   * What one public port serves, from the edges on it. A port carries one kind of edge (the
+   * API refuses mixing, ERR_SERVICE_700); should older data mix them, the kind of the port's
+   * oldest edge wins and the others are left out, as is a second TCP edge on one port; a host
+   * named by two edges is the oldest one's.
+   */
+  private placePort(ports: IngressTable['ports'], port: number) {
+    const ids = this.portEdges.get(port);
+    const recs = [...(ids ?? [])].map((id) => this.edges.get(id)!).filter(Boolean).sort((a, b) => oldestFirst(a.row, b.row));
+    let held: { kind: EdgeKind; hosts: Map<string, EdgeEntry> } | undefined;
+    for (const rec of recs) {
+      for (const hp of (rec.row.doc.hostports ?? []) as string[]) {
+        if (portOf(hp) !== port) continue;
+        held ??= { kind: rec.kind, hosts: new Map() };
+        if (held.kind !== rec.kind || (rec.kind === 'tcp' && held.hosts.size && ![...held.hosts.values()].includes(rec.entry))) continue;
+        if (!held.hosts.has(hostOf(hp))) held.hosts.set(hostOf(hp), rec.entry);
+      }
+    }
+    if (held) ports.set(port, held);
+    else { ports.delete(port); this.portEdges.delete(port); }
+  }
+}
+
+const sameHostports = (a: SnapshotRow, b: SnapshotRow) => JSON.stringify(a.doc.hostports ?? []) === JSON.stringify(b.doc.hostports ?? []);
+
+const portsOf = (r: SnapshotRow) => new Set(((r.doc.hostports ?? []) as string[]).map(portOf));
+
+function certificateOf(r: SnapshotRow): CertificateEntry {
   return {
-    version,
-    ports,
-    certificates,
-    backends: new Map(rows.filter((r) => BACKEND_KINDS.has(r.kind)).map((r) => [r.id, { ...full(r), kind: r.kind }])),
-    ipPolicies,
-    certificateAuthorities: new Map(rows.filter((r) => r.kind === certificateAuthority.kind).map((r) => [r.id, r.doc.ca_pem as string])),
+    id: r.id,
+    dnsNames: ((r.computed.subject_alternative_names?.dns_names ?? []) as string[]).map((n) => n.toLowerCase()),
+    ips: (r.computed.subject_alternative_names?.ips ?? []) as string[],
+    notBefore: new Date(r.computed.not_before),
+    notAfter: new Date(r.computed.not_after),
+    createdAt: r.createdAt,
+    certificatePem: r.doc.certificate_pem,
+    privateKeyPem: r.doc.private_key_pem,
   };
 }
 
-/** Reads what the table is compiled from (committed rows only). */
-export async function loadSnapshot(ctx: ServerContext): Promise<SnapshotRow[]> {
-  const rows = await ctx.db.read.resource.findMany({ where: { kind: { in: TABLE_KINDS } } });
+/** The table for one snapshot of the store. Pure (TableState.build's table). */
+export function compileTable(rows: SnapshotRow[], version: number): IngressTable {
+  return TableState.build(rows, version).table;
+}
+
+/** Kinds read as documents; IP policy rules, which may be a million, are read by loadRules. */
+const DOC_KINDS = TABLE_KINDS.filter((k) => k !== ipPolicyRule.kind);
+
+/**
+ * Reads what the table is compiled from (committed rows only): every table kind but IP policy
+ * rules, or with `ids` those rows of any table kind (the rows a write touched).
+ */
+export async function loadSnapshot(ctx: ServerContext, ids?: string[]): Promise<SnapshotRow[]> {
+  const rows = await ctx.db.read.resource.findMany({ where: ids ? { id: { in: ids }, kind: { in: TABLE_KINDS } } : { kind: { in: DOC_KINDS } } });
   return rows.map((row) => {
     const stored = toStored(ctx, row as Row);
     const doc = mergeSecrets(stored.body, stored.secretFields);
@@ -93,4 +299,49 @@ export async function loadSnapshot(ctx: ServerContext): Promise<SnapshotRow[]> {
     if (stored.kind === httpsEdgeRoute.kind && doc.saml && stored.internal.saml) doc.saml = { ...doc.saml, request_signing: stored.internal.saml };
     return { id: stored.id, kind: stored.kind, parentId: stored.parentId, createdAt: stored.createdAt, doc, computed: stored.computed };
   });
+}
+
+/** Rules read per statement at start: a batch's rows are plain values, turned into compact sets as they come. */
+export const RULE_BATCH = 50_000;
+
+/**
+ * Every IP policy rule (or one policy's), in batches of RULE_BATCH in id order (the (kind, id)
+ * index), each batch handed to `each` before the next is read: only the CIDR and the action
+ * are read out of each document, by the database. The event loop turns between batches.
+ */
+export async function loadRules(ctx: ServerContext, each: (batch: RuleRow[]) => void, policyId?: string): Promise<number> {
+  const pg = ctx.db.provider === 'postgresql';
+  // PostgreSQL takes the two fields out of the JSONB itself; SQLite's json_extract on a text
+  // document costs more than reading the document and finding the two fields in it here.
+  const fields = pg ? `"data"->'body'->>'cidr' AS "cidr", "data"->'body'->>'action' AS "action"` : `"data"`;
+  const p = (n: number) => (pg ? `$${n}` : '?');
+  // Parameters in the order they appear (SQLite's `?` are positional).
+  const sql = `SELECT "id", "parentId", ${fields} FROM "Resource" WHERE "kind" = ${p(1)} AND "id" > ${p(2)}${policyId ? ` AND "parentId" = ${p(3)}` : ''} ORDER BY "id" LIMIT ${p(policyId ? 4 : 3)}`;
+  let after = '';
+  let total = 0;
+  for (;;) {
+    const args: unknown[] = policyId ? [ipPolicyRule.kind, after, policyId, RULE_BATCH] : [ipPolicyRule.kind, after, RULE_BATCH];
+    const rows = await ctx.db.read.$queryRawUnsafe<{ id: string; parentId: string; cidr?: string; action?: IpAction; data?: unknown }[]>(sql, ...args);
+    if (!rows.length) return total;
+    total += rows.length;
+    each(rows.map((r) => (r.data === undefined ? { id: r.id, policyId: r.parentId, cidr: r.cidr!, action: r.action! } : { id: r.id, policyId: r.parentId, ...ruleFields(r.data) })));
+    if (rows.length < RULE_BATCH) return total;
+    after = rows[rows.length - 1].id;
+  }
+}
+
+const CIDR_FIELD = /"cidr":\s*"([^"]*)"/;
+const ACTION_FIELD = /"action":\s*"([^"]*)"/;
+
+/** A rule's CIDR and action out of its stored document (text as SQLite gives it, or parsed). */
+function ruleFields(data: unknown): { cidr: string; action: IpAction } {
+  if (typeof data !== 'string') {
+    const body = (data as { body: { cidr: string; action: IpAction } }).body;
+    return { cidr: body.cidr, action: body.action };
+  }
+  // The body's fields are the only ones so named (computed holds none of them).
+  const cidr = CIDR_FIELD.exec(data)?.[1];
+  const action = ACTION_FIELD.exec(data)?.[1];
+  if (cidr === undefined || action === undefined) return ruleFields(JSON.parse(data));
+  return { cidr, action: action as IpAction };
 }

@@ -59,8 +59,8 @@ export interface IngressTable {
   certificates: CertificateEntry[];
   /** Backends by id (HTTPResponseBackend, WeightedBackend, TunnelGroupBackend), full docs with `kind`. */
   backends: Map<string, FullDoc & { kind: string }>;
-  /** IP policy id -> its rules (a deleted policy is absent: zero rules, SPEC). */
-  ipPolicies: Map<string, { cidr: string; action: 'allow' | 'deny' }[]>;
+  /** IP policy id -> its rules, compact (ip-rules.ts; a deleted policy is absent: zero rules, SPEC). */
+  ipPolicies: Map<string, import('./ip-rules.js').IpRuleSet>;
   /** CertificateAuthority id -> PEM, for mutual TLS. */
   certificateAuthorities: Map<string, string>;
 }

@@ -23,10 +23,11 @@ export interface ServerContext {
   /** Who bearer tokens authenticate as, briefly remembered (caller-cache.ts); absent: looked up every time. */
   callers?: CallerCache<Authenticated>;
   /**
-   * Called after every committed write: reloads the ingress's table and, unless the write
-   * says it queued no delivery, wakes the event delivery worker.
+   * Called after every committed write: applies it to the ingress's table (the write's answer
+   * waits for that, so the change is live on the next request while ingress requests never
+   * wait) and, unless the write says it queued no delivery, wakes the event delivery worker.
    */
-  afterCommit?: (change?: Committed) => void;
+  afterCommit?: (change?: Committed) => void | Promise<void>;
   /** How long a stack lock lives without renewal, in seconds (server/extensions/stack-locks.ts). */
   stackLockLeaseSeconds?: number;
 }
@@ -35,6 +36,12 @@ export interface ServerContext {
 export interface Committed {
   /** Whether it queued event deliveries (false: the delivery worker has nothing new to look for). */
   deliveries: boolean;
+  /**
+   * The resources it inserted, updated or deleted (a delete also removes the children, which
+   * are not named): the ingress applies these rows alone. Empty: none the routing table
+   * holds; undefined: not known, so the ingress reloads its table whole.
+   */
+  ids?: string[];
 }
 
 export interface Ctx extends ServerContext {

@@ -364,10 +364,19 @@ async function transact<T>(ctx: Ctx, kind: KindEntry, fn: (w: Writes) => Promise
   const store = ctx.db.writes;
   for (let attempt = 1; ; attempt++) {
     let deliveries = false;
+    // The rows written, for the ingress to apply alone (live-table.ts).
+    const ids = new Set<string>();
     try {
       const out = await store.transaction(async (w) => {
+        ids.clear();
         // Only a write that queued deliveries wakes the delivery worker (a pass is two queries).
-        let tracked: Writes = { ...w, insertDeliveries: (rows) => { deliveries ||= rows.length > 0; return w.insertDeliveries(rows); } };
+        let tracked: Writes = {
+          ...w,
+          insertDeliveries: (rows) => { deliveries ||= rows.length > 0; return w.insertDeliveries(rows); },
+          insert: (row) => { ids.add(row.id); return w.insert(row); },
+          update: (id, updatedAt, data, sealed) => { ids.add(id); return w.update(id, updatedAt, data, sealed); },
+          remove: (id) => { ids.add(id); return w.remove(id); },
+        };
         // A delete reads them after its removals anyway.
         if (what === 'write') tracked = readSubscriptionsEarly(tracked, kind);
         // The caller's hold goes first and is checked before the commit, but the write's own
@@ -387,7 +396,7 @@ async function transact<T>(ctx: Ctx, kind: KindEntry, fn: (w: Writes) => Promise
       });
       // Before the answer goes out: the next request with a deleted key is refused.
       if (behaviourOf(kind.kind).guardsCallers) ctx.callers?.forget();
-      ctx.afterCommit?.({ deliveries });
+      await ctx.afterCommit?.({ deliveries, ids: [...ids] });
       return out;
     } catch (e) {
       const failure = store.failure(e);

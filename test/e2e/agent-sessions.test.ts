@@ -20,7 +20,7 @@ const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/;
 
 describe('a labeled tunnel', () => {
   it('lists the session and the tunnel with every SPEC field, and backends see it', async () => {
-    const cr = await credentialToken(s, ['bind:app=web']);
+    const cr = await credentialToken(s, ['bind:app=web', 'bind:env=prod']);
     const backend = (await s.post('/backends/tunnel_group', { labels: { app: 'web' } })).body;
     const other = (await s.post('/backends/tunnel_group', { labels: { app: 'api' } })).body;
     const a = agent(['--api-url', s.url, '--authtoken', cr.token, '--label', 'app=web', '--label', 'env=prod', '--forwards-to', '127.0.0.1:3000', '--metadata', '{"team":"web"}']);
@@ -129,12 +129,14 @@ tunnels:
 
 describe('the acl', () => {
   it('a refused bind is an error on the agent; the session stays up for its other tunnels', async () => {
-    const cr = await credentialToken(s, ['bind:app=ok', 'bind:*.good.example']);
+    const cr = await credentialToken(s, ['bind:app=ok', 'bind:env=dev', 'bind:*.good.example']);
     const dir = tempDir('edgeform-agent-');
     const file = path.join(dir, 'agent.yml');
     fs.writeFileSync(file, `tunnels:
   allowed: { labels: { app: ok }, forwards_to: 127.0.0.1:1 }
   denied: { labels: { app: nope }, forwards_to: 127.0.0.1:1 }
+  one-label-more: { labels: { env: dev, app: payments }, forwards_to: 127.0.0.1:1 }
+  every-label: { labels: { env: dev, app: ok }, forwards_to: 127.0.0.1:1 }
   host-ok: { proto: http, addr: 1, hostname: a.good.example }
   host-bad: { proto: http, addr: 1, hostname: a.bad.example }
   again: { labels: { app: ok }, forwards_to: 127.0.0.1:2 }
@@ -142,10 +144,13 @@ describe('the acl', () => {
     const a = agent(['--config', file, '--api-url', s.url, '--authtoken', cr.token]);
     await a.waitFor('tunnel "again" refused');
     expect(a.output()).toMatch(/tunnel "denied" refused: .*acl.*app=nope.*ERR_SERVICE_212/);
+    expect(a.output()).toMatch(/tunnel "one-label-more" refused: .*acl.*app=payments.*ERR_SERVICE_212/);
+    expect(a.output()).not.toMatch(/tunnel "every-label" refused/);
     expect(a.output()).toMatch(/tunnel "host-bad" refused: .*a\.bad\.example.*ERR_SERVICE_212/);
     expect(a.output()).toMatch(/tunnel "again" refused: .*same|already.*ERR_SERVICE_326/);
     const list = await tunnels(s);
-    expect(list.map((t) => t.labels?.app ?? t.public_url).sort()).toEqual(['http://a.good.example', 'ok']);
+    expect(list.map((t) => t.labels ? Object.entries(t.labels).map(([k, v]) => `${k}=${v}`).sort().join(',') : t.public_url).sort())
+      .toEqual(['app=ok', 'app=ok,env=dev', 'http://a.good.example']);
     expect(await sessions(s)).toHaveLength(1);
   });
 });

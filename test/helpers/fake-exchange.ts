@@ -4,6 +4,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { PolicyState } from '../../server/policy/index.js';
 import type { EdgeAnswer, Exchange, FullDoc, HttpFilter, IngressDeps, IngressTable } from '../../server/ingress/types.js';
+import { IpRuleSet, type IpAction } from '../../server/ingress/ip-rules.js';
 
 export interface FakeRequest {
   method?: string;
@@ -15,8 +16,14 @@ export interface FakeRequest {
   publicPort?: number;
 }
 
-export function emptyTable(ipPolicies: IngressTable['ipPolicies'] = new Map()): IngressTable {
-  return { version: 1, ports: new Map(), certificates: [], backends: new Map(), ipPolicies, certificateAuthorities: new Map() };
+/** A table with no edges and these IP policies, each a list of rules (ids made up). */
+export function emptyTable(ipPolicies: Map<string, { cidr: string; action: IpAction }[]> = new Map()): IngressTable {
+  return { version: 1, ports: new Map(), certificates: [], backends: new Map(), ipPolicies: ruleSets(ipPolicies), certificateAuthorities: new Map() };
+}
+
+/** IP policies as the table holds them, from lists of rules (each given an id). */
+export function ruleSets(policies: Map<string, { cidr: string; action: IpAction }[]>): IngressTable['ipPolicies'] {
+  return new Map([...policies].map(([id, rules]) => [id, IpRuleSet.of(rules.map((r, i) => ({ id: `ipr_${id}_${i}`, ...r })))]));
 }
 
 export function fakeDeps(now = Date.now(), logs: Record<string, unknown>[] = []): IngressDeps {

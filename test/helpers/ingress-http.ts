@@ -8,6 +8,7 @@ import { request } from 'undici';
 import { handleHttpsRequest, handleHttpsUpgrade } from '../../server/ingress/http/handler.js';
 import type { FullDoc, IngressDeps, IngressTable } from '../../server/ingress/types.js';
 import { PolicyState } from '../../server/policy/index.js';
+import { ruleSets } from './fake-exchange.js';
 import { Pki } from './pki.js';
 
 export interface TableSpec {
@@ -35,7 +36,7 @@ export function tableOf(spec: TableSpec): IngressTable {
     ports,
     certificates: [],
     backends: new Map((spec.backends ?? []).map((b) => [b.id, b])),
-    ipPolicies: new Map(Object.entries(spec.ipPolicies ?? {})),
+    ipPolicies: ruleSets(new Map(Object.entries(spec.ipPolicies ?? {}))),
     certificateAuthorities: new Map(),
   };
 }

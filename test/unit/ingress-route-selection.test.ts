@@ -1,6 +1,6 @@
 // Route selection (server/ingress/http/select-route.ts): a table of cases with a reason each.
 import { describe, expect, it } from 'vitest';
-import { normalizePath, routeMatcher, selectRoute } from '../../server/ingress/http/select-route.js';
+import { chooseRoute, normalizePath, readPath, routeMatcher, selectRoute } from '../../server/ingress/http/select-route.js';
 
 const routes = [
   { id: 'root', match: '/', match_type: 'path_prefix' },
@@ -44,7 +44,57 @@ describe('normalizePath', () => {
     ['.. cannot climb above the root', '/../../admin', '/admin'],
     ['an escaped slash stays escaped', '/a%2Fb', '/a%2Fb'],
     ['a trailing .. keeps the directory form', '/a/b/..', '/a/'],
+    ['runs of slashes are one', '//admin//x', '/admin/x'],
+    ['slashes merge before dots resolve', '/a//../b', '/b'],
   ])('%s', (_why, raw, want) => {
     expect(normalizePath(raw)).toBe(want);
+  });
+});
+
+describe('readPath', () => {
+  it.each([
+    ['a backslash', '/\\admin'],
+    ['an escaped slash', '/x%2fadmin'],
+    ['an escaped slash in capitals', '/x%2Fadmin'],
+    ['an escaped backslash', '/x%5cadmin'],
+    ['an escaped NUL', '/admin%00'],
+    ['a % without two hex digits', '/admin%zz'],
+    ['a dot-dot segment with parameters', '/x/..;/admin'],
+    ['an escaped dot-dot segment with parameters', '/x/%2e%2e;y/admin'],
+  ])('refuses %s', (_why, raw) => {
+    expect(readPath(raw).refused).toEqual(expect.any(String));
+  });
+
+  it('reads the rest in normal form', () => {
+    expect(readPath('//%61dmin/./x')).toEqual({ path: '/admin/x' });
+    expect(readPath('/a;b/c%20d')).toEqual({ path: '/a;b/c%20d' });
+  });
+});
+
+describe('chooseRoute: no spelling reaches a more specific route through a broader one', () => {
+  const guarded = [
+    { id: 'open', match: '/', match_type: 'path_prefix' },
+    { id: 'admin', match: '/admin', match_type: 'exact_path' },
+    { id: 'api', match: '/api/', match_type: 'path_prefix' },
+    { id: 'caps', match: '/Secret', match_type: 'path_prefix' },
+  ].map(routeMatcher);
+  it.each([
+    ['another case', '/ADMIN'],
+    ['a trailing slash', '/admin/'],
+    ['path parameters', '/admin;x'],
+    ['all three at once', '/Admin;x/'],
+    ['a route spelled with capitals, reached in lower case', '/secret/x'],
+  ])('refuses %s', (_why, path) => {
+    const r = chooseRoute(guarded, 'app.example.com', path);
+    expect(r.route?.id).toBe('open');
+    expect(r.ambiguous).toEqual(expect.any(String));
+  });
+  it.each([
+    ['the route as named', '/admin', 'admin'],
+    ['a path of the broad route', '/Photos/A.png', 'open'],
+    ['a trailing slash the route names', '/api/', 'api'],
+    ['parameters within the route', '/api/x;jsessionid=1', 'api'],
+  ])('serves %s', (_why, path, id) => {
+    expect(chooseRoute(guarded, 'app.example.com', path)).toEqual({ route: expect.objectContaining({ id }) });
   });
 });

@@ -5,6 +5,7 @@ import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { selectCertificate } from '../../server/ingress/certificates.js';
 import { parseClientHello } from '../../server/ingress/client-hello.js';
+import { addressKey } from '../../server/ingress/ip-rules.js';
 import { compileTable, type SnapshotRow } from '../../server/ingress/table.js';
 import type { CertificateEntry } from '../../server/ingress/types.js';
 
@@ -36,7 +37,7 @@ describe('compileTable', () => {
     ['a port keeps the kind of its oldest edge (a TLS edge on an HTTPS port is left out)', () => table.ports.get(443)?.kind, 'https'],
     ['a TCP port carries its oldest edge only', () => [...(table.ports.get(20000)?.hosts.values() ?? [])].map((e) => e.doc.id).join(','), 'edgtcp_old'],
     ['backends keep their kind', () => table.backends.get('bkdhr_1')?.kind, 'HTTPResponseBackend'],
-    ['an IP policy lists its rules; one without rules has none', () => JSON.stringify([table.ipPolicies.get('ipp_1'), table.ipPolicies.get('ipp_empty')]), '[[{"cidr":"10.0.0.0/8","action":"deny"}],[]]'],
+    ['an IP policy holds its rules; one without rules has none', () => [table.ipPolicies.get('ipp_1')?.size, table.ipPolicies.get('ipp_1')?.holds(addressKey('10.1.2.3')!, 'deny'), table.ipPolicies.get('ipp_empty')?.size], [1, true, 0]],
     ['certificates carry their lower-case SANs and validity', () => `${table.certificates[0].dnsNames}|${table.certificates[0].notAfter.toISOString()}`, '*.example.com|2027-01-01T00:00:00.000Z'],
     ['certificate authorities by id', () => table.certificateAuthorities.get('ca_1'), 'PEM'],
     ['the version is the one given', () => table.version, 7],

@@ -1,5 +1,7 @@
-// What the HTTP side keeps per edge and table version: the route matchers and each route's
-// filter chain, built on the first request (HttpsEdgeEntry.compiled).
+// What the HTTP side keeps per edge entry: the route matchers and each route's filter chain,
+// built on the first request (HttpsEdgeEntry.compiled). A change to the edge or its routes
+// makes a new entry (table.ts); the entries of other edges, and what is compiled for them,
+// carry over to the next table version.
 import type { EdgeAnswer, HttpFilter, HttpsEdgeEntry, IngressDeps, IngressTable } from '../types.js';
 import { buildChain } from './chain.js';
 import { routeMatcher, type RouteMatcher } from './select-route.js';
@@ -12,7 +14,7 @@ export interface CompiledEdge {
 
 export function compiledEdge(entry: HttpsEdgeEntry, table: IngressTable, deps: IngressDeps): CompiledEdge {
   const have = entry.compiled as CompiledEdge | undefined;
-  if (have && have.version === table.version) return have;
+  if (have) return have;
   const routes = (entry.doc.routes ?? []) as HttpsEdgeEntry['doc'][];
   const compiled: CompiledEdge = { version: table.version, matchers: routes.map(routeMatcher), chains: new Map() };
   entry.compiled = compiled;

@@ -15,7 +15,7 @@ import { runChain } from './chain.js';
 import { chainOf, compiledEdge } from './compile-edge.js';
 import { errorAnswer } from './error-page.js';
 import { EdgeError, HttpExchange } from './exchange.js';
-import { normalizePath, selectRoute, splitTarget } from './select-route.js';
+import { chooseRoute, readPath, splitTarget } from './select-route.js';
 import { passThroughUpgrade } from './upgrade.js';
 
 /** What the listener knows of a request: the table it started with and the edge its host and port chose. */
@@ -41,17 +41,20 @@ export interface HttpsContext {
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
 
-function pathOf(target: string): { path: string; query: string } {
+/**
+ * The request target's path (read by readPath: canonical, or refused) and query. An
+ * absolute-form target (`https://host/path`) keeps its path as sent: WHATWG URL parsing would
+ * turn a backslash into `/` and resolve dots by rules of its own before the edge looks.
+ */
+function pathOf(target: string): { path: string; query: string; refused?: string } {
+  let rest = target;
   if (!target.startsWith('/')) {
-    try {
-      const u = new URL(target);
-      return { path: normalizePath(u.pathname), query: u.search };
-    } catch {
-      return { path: normalizePath(target), query: '' };
-    }
+    const m = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/.exec(target);
+    if (m) rest = target.slice(m[0].length);
   }
-  const { path, query } = splitTarget(target);
-  return { path: normalizePath(path), query };
+  const { path: raw, query } = splitTarget(rest);
+  const read = readPath(raw);
+  return read.refused === undefined ? { path: read.path, query } : { path: raw.startsWith('/') ? raw : `/${raw}`, query, refused: read.refused };
 }
 
 const connect = (ex: Exchange) => connectBackend(ex as HttpExchange);
@@ -60,12 +63,14 @@ const ignore = () => {};
 
 /** Builds the exchange for a request of `ctx.edge`, or answers the 404 page and returns undefined. */
 function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchange['upgrade']): { ex: HttpExchange; filters: readonly HttpFilter[]; endpoint?: string } {
-  const { path, query } = pathOf(req.url ?? '/');
+  const { path, query, refused } = pathOf(req.url ?? '/');
   // HTTP/2's :authority first: it is what the listener checked against the connection's name (a
   // host header beside it, naming another site, must not reach the upstream).
   const hostHeader = ctx.hostHeader ?? String(req.headers[':authority'] ?? req.headers.host ?? ctx.host);
   const compiled = ctx.edge && compiledEdge(ctx.edge, ctx.table, ctx.deps);
-  const route = compiled && (callbackRoute(compiled.matchers, path, query) ?? selectRoute(compiled.matchers, ctx.host, path));
+  const callback = compiled && !refused ? callbackRoute(compiled.matchers, path, query) : undefined;
+  const chosen = compiled && !refused && !callback ? chooseRoute(compiled.matchers, ctx.host, path) : undefined;
+  const route = callback ?? chosen?.route;
   // No edge serves the name: an agent's endpoint may (agent-endpoints.ts).
   const endpoint = compiled ? undefined : endpointTunnelFor(ctx.deps, ctx.host);
   const modules = endpoint ? endpointChain(ctx.deps, endpoint) : undefined;
@@ -83,6 +88,10 @@ function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchan
   }
   if (!compiled) {
     ex.answer(errorAnswer('ERR_SERVICE_740', `no edge serves ${ctx.host} on port ${ctx.publicPort}`));
+    return { ex, filters: NO_FILTERS };
+  }
+  if (refused || chosen?.ambiguous) {
+    ex.answer(errorAnswer('ERR_SERVICE_864', `the request path is ambiguous: ${refused ?? chosen!.ambiguous}; send it in one spelling (docs/ingress.md, "Route selection")`));
     return { ex, filters: NO_FILTERS };
   }
   if (!route) {

@@ -2,65 +2,33 @@
 // allow; with any allow rule, an address no allow rule covers is refused; a deleted policy is
 // absent from the table and so counts as zero rules (SPEC). TCP and TLS edges ask the same
 // question through ipAllowed.
-import { isIP } from 'node:net';
-import { matchCidr, toCidr, type Cidr } from '../../policy/ip.js';
+import { addressKey } from '../ip-rules.js';
 import type { FilterFactory, IngressTable } from '../types.js';
 import { errorAnswer } from '../http/error-page.js';
 
-/** The parsed rules, and the verdicts given so far by client address (a client sends many requests). */
-interface Rules { allow: Cidr[]; deny: Cidr[]; verdicts: Map<string, boolean> }
-
-/** Verdicts kept per rule set and table version, at most this many (then they start over). */
-const MAX_VERDICTS = 4096;
-
-/** Rules of the listed policies, parsed once per table version (the table is immutable). */
-const compiled = new WeakMap<IngressTable, Map<string, Rules>>();
-
-function rulesOf(table: IngressTable, policyIds: readonly string[]): Rules {
-  let byKey = compiled.get(table);
-  if (!byKey) compiled.set(table, (byKey = new Map()));
-  const key = policyIds.join(',');
-  let rules = byKey.get(key);
-  if (!rules) {
-    rules = { allow: [], deny: [], verdicts: new Map() };
-    for (const id of policyIds) {
-      for (const r of table.ipPolicies.get(id) ?? []) rules[r.action].push(...cidrForms(r.cidr));
-    }
-    byKey.set(key, rules);
-  }
-  return rules;
-}
-
 /**
- * A rule written as an IPv4-mapped IPv6 network (::ffff:10.0.0.0/104) also covers the IPv4
- * addresses it maps, since a dual-stack listener reports the same client either way.
+ * Whether `ip` may pass the listed policies (an address that is not an IP never may, once any
+ * rule exists). Each policy's rules are compact sorted ranges (ip-rules.ts): a lookup is a
+ * binary search per policy, with nothing compiled per table version, so a change to one rule
+ * of a million is live at once.
  */
-function cidrForms(text: string): Cidr[] {
-  const cidr = toCidr(text);
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)\/(\d+)$/i.exec(text);
-  if (!mapped || Number(mapped[2]) < 96) return [cidr];
-  return [cidr, toCidr(`${mapped[1]}/${Number(mapped[2]) - 96}`)];
-}
-
-/** Whether `ip` may pass the listed policies (an address that is not an IP never may, once any rule exists). */
 export function ipAllowed(table: IngressTable, policyIds: readonly string[], ip: string): boolean {
-  const rules = rulesOf(table, policyIds);
-  if (rules.allow.length === 0 && rules.deny.length === 0) return true;
-  let verdict = rules.verdicts.get(ip);
-  if (verdict === undefined) {
-    verdict = judge(rules, ip);
-    if (rules.verdicts.size >= MAX_VERDICTS) rules.verdicts.clear();
-    rules.verdicts.set(ip, verdict);
+  let any = false;
+  let allowRules = false;
+  for (const id of policyIds) {
+    const set = table.ipPolicies.get(id);
+    if (!set || set.size === 0) continue;
+    any = true;
+    if (set.hasAllow) allowRules = true;
   }
-  return verdict;
-}
-
-function judge({ allow, deny }: Rules, ip: string): boolean {
-  const addr = ip.replace(/%.*$/, ''); // a link-local zone names the interface, not the client
-  if (matchCidr(addr, deny)) return false;
-  if (allow.length > 0) return matchCidr(addr, allow) !== undefined;
+  if (!any) return true;
+  const key = addressKey(ip);
   // Only deny rules: an address we cannot read is refused rather than waved through.
-  return isIP(addr) !== 0;
+  if (!key) return false;
+  for (const id of policyIds) if (table.ipPolicies.get(id)?.holds(key, 'deny')) return false;
+  if (!allowRules) return true;
+  for (const id of policyIds) if (table.ipPolicies.get(id)?.holds(key, 'allow')) return true;
+  return false;
 }
 
 export const ipRestriction: FilterFactory = (config) => {
