@@ -28,6 +28,7 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--agent-relay-pool <n>', 'pooled upstream connections per tunnel of an agent session that relayed HTTP requests reuse (HTTP/1.1 through the agent); 0: each request is its own HTTP/2 stream').env('EDGEFORM_AGENT_RELAY_POOL').default(String(DEFAULT_RELAY_POOL)))
     .addOption(new Option('--endpoint-domain <domain>', 'domain under which ephemeral tunnels get their hostnames').env('EDGEFORM_ENDPOINT_DOMAIN').default('edgeform.localhost'))
     .addOption(new Option('--agent-listen <ADDRESS:PORT>', 'TLS listener for the service\'s agent SDKs (the version-2 agent protocol; docs/agents.md); none by default').env('EDGEFORM_AGENT_LISTEN'))
+    .addOption(new Option('--ssh-listen <ADDRESS:PORT>', 'listener for ssh -R tunnels (OpenSSH as an agent, SSH credentials; docs/agents.md); none by default').env('EDGEFORM_SSH_LISTEN'))
     .addOption(new Option('--agent-hostname <names>', 'names in the agent listener\'s certificate (from the local CA, <data-dir>/ingress-ca.pem), comma-separated').env('EDGEFORM_AGENT_HOSTNAME').default('localhost'))
     .addOption(new Option('--agent-tcp-ports <FIRST-LAST>', 'public ports of agents\' TCP endpoints, each listened on at the first --ingress listener\'s address (at most 1000); none by default').env('EDGEFORM_AGENT_TCP_PORTS'))
     .addOption(new Option('--ingress <PUBLIC_PORT=ADDRESS:PORT>', 'serve the edges\' hostports on PUBLIC_PORT at ADDRESS:PORT (repeatable; EDGEFORM_INGRESS takes several, comma-separated; none by default)').argParser((v: string, prev: string[] = []) => [...prev, v]))
@@ -79,6 +80,9 @@ Environment only:
       info(`edgeform listening on ${server.listening}`, { url: server.url, database: server.db.where });
       for (const l of server.ingress?.listeners ?? []) {
         info(`ingress for public port ${l.publicPort} listening on ${l.address}`, { public_port: l.publicPort, address: l.address, ca: server.ingress!.caFile });
+      }
+      if (server.sshListener) {
+        info(`ssh listener on ${server.sshListener.address}, host key ${server.sshListener.fingerprint}`, { ssh_listen: server.sshListener.address, host_key_fingerprint: server.sshListener.fingerprint });
       }
       if (server.agentListener) {
         info(`agent listener (version-2 protocol) on ${server.agentListener.address}`, { agent_listen: server.agentListener.address, hostnames: server.agentListener.opts.hostnames, ca: server.agentListener.caFile });

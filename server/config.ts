@@ -61,6 +61,8 @@ export interface ServerConfig {
   agentListen?: { host: string; port: number };
   /** Public ports of agents' TCP endpoints (`--agent-tcp-ports FIRST-LAST`, EDGEFORM_AGENT_TCP_PORTS); none by default. */
   agentTcpPorts?: { first: number; last: number };
+  /** The `ssh -R` listener (`--ssh-listen ADDRESS:PORT`, EDGEFORM_SSH_LISTEN): OpenSSH as an agent; none by default. */
+  sshListen?: { host: string; port: number };
   /** Names in the agent listener's certificate (`--agent-hostname`, comma-separated; default `localhost`). */
   agentHostnames?: string[];
   /** Ingress listeners (`--ingress PUBLIC_PORT=ADDRESS:PORT`, EDGEFORM_INGRESS); none by default. */
@@ -105,6 +107,7 @@ export interface ServeFlags {
   agentRelayPool?: string | number;
   endpointDomain?: string;
   agentListen?: string;
+  sshListen?: string;
   agentHostname?: string;
   agentTcpPorts?: string;
   /** Repeatable `--ingress`; each value may also hold several, comma-separated. */
@@ -186,11 +189,11 @@ export function parseIngress(values: string[]): IngressListenerSpec[] {
   return specs;
 }
 
-/** `ADDRESS:PORT` of the version-2 agent listener (PORT 0 picks a free one), or undefined. */
-export function parseAgentListen(value: string | undefined): { host: string; port: number } | undefined {
+/** `ADDRESS:PORT` of a listener (PORT 0 picks a free one), or undefined when unset. */
+function parseListen(value: string | undefined, setting: string, example: string): { host: string; port: number } | undefined {
   if (value === undefined || value === '') return undefined;
   const m = /^(\[[0-9a-fA-F:.]+\]|[^:\[\]=\s]+):(\d{1,5})$/.exec(value.trim());
-  if (!m || Number(m[2]) > 65535) throw new Error(`--agent-listen / EDGEFORM_AGENT_LISTEN takes ADDRESS:PORT, such as 127.0.0.1:4443 (port 0 picks a free one), not ${JSON.stringify(value)}`);
+  if (!m || Number(m[2]) > 65535) throw new Error(`${setting} takes ADDRESS:PORT, such as ${example} (port 0 picks a free one), not ${JSON.stringify(value)}`);
   return { host: m[1].replace(/^\[|\]$/g, ''), port: Number(m[2]) };
 }
 
@@ -208,6 +211,10 @@ export function parseTcpPorts(value: string | undefined): { first: number; last:
   }
   return { first, last };
 }
+/** `ADDRESS:PORT` of the version-2 agent listener, or undefined. */
+export const parseAgentListen = (value: string | undefined) => parseListen(value, '--agent-listen / EDGEFORM_AGENT_LISTEN', '127.0.0.1:4443');
+/** `ADDRESS:PORT` of the `ssh -R` listener, or undefined. */
+export const parseSshListen = (value: string | undefined) => parseListen(value, '--ssh-listen / EDGEFORM_SSH_LISTEN', '127.0.0.1:2222');
 
 /** Agent sessions a credential may hold at once by default: a fleet's worth, and a bound on what a leaked token can open. */
 export const DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL = 100;
@@ -238,6 +245,7 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     endpointDomain: pick(flags.endpointDomain, env.EDGEFORM_ENDPOINT_DOMAIN) ?? 'edgeform.localhost',
     agentListen: parseAgentListen(pick(flags.agentListen, env.EDGEFORM_AGENT_LISTEN)),
     agentTcpPorts: parseTcpPorts(pick(flags.agentTcpPorts, env.EDGEFORM_AGENT_TCP_PORTS)),
+    sshListen: parseSshListen(pick(flags.sshListen, env.EDGEFORM_SSH_LISTEN)),
     agentHostnames: (pick(flags.agentHostname, env.EDGEFORM_AGENT_HOSTNAME) ?? 'localhost').split(',').map((n) => n.trim()).filter(Boolean),
     ingress: parseIngress(flags.ingress?.length ? flags.ingress : env.EDGEFORM_INGRESS ? [env.EDGEFORM_INGRESS] : []),
     ingressMaxConnections: int('EDGEFORM_INGRESS_MAX_CONNECTIONS', pick(env.EDGEFORM_INGRESS_MAX_CONNECTIONS), 10_000, 1, 1_000_000),

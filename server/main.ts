@@ -10,6 +10,7 @@ import { authFailureCounter } from './http/rate-limit.js';
 import { Metrics } from './http/metrics.js';
 import { startIngress, type RunningIngress } from './ingress/start.js';
 import { V2Gateway } from './gateway/v2/listener.js';
+import { SshGateway } from './gateway/ssh/listener.js';
 import { drainable, DRAIN_DEFAULTS } from './http/drain.js';
 import { openapiDocument } from './openapi.js';
 import './resources/register.js';
@@ -38,6 +39,8 @@ export interface RunningServer {
   gateway: Gateway;
   /** The version-2 agent listener (`--agent-listen`), when asked for. */
   agentListener?: V2Gateway;
+  /** The `ssh -R` listener (`--ssh-listen`), when asked for. */
+  sshListener?: SshGateway;
   /** The ingress (`--ingress`): its listeners, routing table and local CA; absent without listeners. */
   ingress?: RunningIngress;
   metrics: Metrics;
@@ -167,10 +170,28 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         throw e;
       }
     }
+    let sshListener: SshGateway | undefined;
+    if (config.sshListen) {
+      sshListener = new SshGateway(server, gateway, {
+        host: config.sshListen.host, port: config.sshListen.port, region: config.region, endpointDomain: config.endpointDomain,
+        heartbeatMs: config.agentHeartbeatMs, maxSessionsPerCredential: config.agentMaxSessionsPerCredential ?? DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL, authFailures,
+      }, logFields);
+      try {
+        await sshListener.start();
+      } catch (e) {
+        await agentListener?.stop();
+        await ingress?.drain(0);
+        await gateway.stop();
+        await app.close();
+        await worker.stop();
+        throw e;
+      }
+    }
     return {
       app,
       db,
       agentListener,
+      sshListener,
       url: server.publicUrl,
       listening,
       bootstrap: boot,
@@ -188,6 +209,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         const delivered = worker.stop();
         await ingress?.drain({ ...DRAIN_DEFAULTS, ...config.drain }.deadlineMs);
         await agentListener?.stop();
+        await sshListener?.stop();
         await gateway.stop();
         await drained;
         await app.close();

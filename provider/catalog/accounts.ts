@@ -81,6 +81,9 @@ export const credential = defineKind({
   computed: { token: token() },
 });
 
+/** The unique-key scope of SSH credentials' public keys: the ssh listener finds a key's credential by it. */
+export const SSH_KEY_SCOPE = 'ssh_public_key';
+
 /** An authorized-keys line as compared for uniqueness: its algorithm and blob, without the comment. */
 export const sshKeyIdentity = (text: string) => text.trim().split(/\s+/).slice(0, 2).join(' ');
 
@@ -100,7 +103,7 @@ export const sshCredential = defineKind({
     // Trimmed: `${file:id.pub}` ends in a newline that is no part of the key (else a replacement).
     public_key: withTraits(
       replaceable(z.string().trim().min(1).max(16384).describe('The public key, authorized-keys form (ssh-rsa of at least 2048 bits, ecdsa-sha2-nistp256/384/521 or ssh-ed25519), a comment allowed.')),
-      { unique: { scope: 'ssh_public_key', what: 'public key', key: sshKeyIdentity } },
+      { unique: { scope: SSH_KEY_SCOPE, what: 'public key', key: sshKeyIdentity } },
     ),
     owner_id: withTraits(refId(OWNER_KINDS, { onDelete: 'cascade', replace: true }).optional(), { serverDefault: true })
       .describe('User or bot that owns the credential; defaults to the caller.'),

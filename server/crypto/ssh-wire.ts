@@ -58,6 +58,15 @@ export class SshReader {
     return this.take(4).readUInt32BE();
   }
 
+  uint64(): bigint {
+    return this.take(8).readBigUInt64BE();
+  }
+
+  /** Bytes read so far. */
+  get offset(): number {
+    return this.p;
+  }
+
   string(): Buffer {
     return this.take(this.uint32());
   }

@@ -333,13 +333,21 @@ export class Gateway {
   /** Closes sessions whose credential was deleted or whose bot owner was deactivated. */
   private async revalidate() {
     if (!this.sessions.size && !this.attached.size) return;
+    // Sessions by who they act for: a credential and its owner (an SSH CA's sessions act for the
+    // principal of each certificate, so one CA can stand for several owners).
     const byCredential = new Map<string, string[]>();
-    for (const [id, s] of [...this.sessions, ...this.attached]) byCredential.set(s.credential.credentialId, [...(byCredential.get(s.credential.credentialId) ?? []), id]);
-    const rows = await this.ctx.db.prisma.resource.findMany({ where: { id: { in: [...byCredential.keys()] } }, select: { id: true, data: true } });
-    const present = new Map(rows.map((r) => [r.id, (r.data as { body: { owner_id: string } }).body.owner_id]));
-    for (const [credentialId, sessionIds] of byCredential) {
+    for (const [id, s] of [...this.sessions, ...this.attached]) {
+      const key = `${s.credential.credentialId} ${s.credential.ownerId}`;
+      byCredential.set(key, [...(byCredential.get(key) ?? []), id]);
+    }
+    const ids = [...new Set([...byCredential.keys()].map((k) => k.split(' ')[0]))];
+    const rows = await this.ctx.db.prisma.resource.findMany({ where: { id: { in: ids } }, select: { id: true, data: true } });
+    const present = new Map(rows.map((r) => [r.id, (r.data as { body: { owner_id?: string } }).body.owner_id]));
+    for (const [key, sessionIds] of byCredential) {
+      const [credentialId, sessionOwner] = key.split(' ');
       let problem: ApiError | undefined;
-      const owner = present.get(credentialId);
+      // A credential names its owner; an SSH CA has none, and its sessions' owner is their certificate's principal.
+      const owner = present.has(credentialId) ? present.get(credentialId) ?? sessionOwner : undefined;
       if (!owner) problem = new ApiError('ERR_SERVICE_202', `the credential ${credentialId} was deleted; create a new credential and restart the agent with its token`);
       else {
         try {

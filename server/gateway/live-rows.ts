@@ -20,6 +20,8 @@ export interface SessionRow {
   metadata: string;
   region: string;
   startedAt: Date;
+  /** SPEC's `transport`: `service/v2` (the default: edgeform's agent and the service's SDKs) or `ssh`. */
+  transport?: 'service/v2' | 'ssh';
 }
 
 export interface TunnelRow {
@@ -172,7 +174,7 @@ async function writeSession(ctx: ServerContext, instanceId: string, s: SessionRo
     await tx.resource.create({
       data: {
         id: s.id, kind: tunnelSession.kind, createdAt: at, updatedAt: at,
-        data: { body: {}, computed: { agent_version: s.agentVersion, credential_id: s.credentialId, ip: s.ip, metadata: s.metadata, os: s.os, region: s.region, started_at: started, transport: 'service/v2' } },
+        data: { body: {}, computed: { agent_version: s.agentVersion, credential_id: s.credentialId, ip: s.ip, metadata: s.metadata, os: s.os, region: s.region, started_at: started, transport: s.transport ?? 'service/v2' } },
       },
     });
     await tx.agentLease.create({ data: { sessionId: s.id, instanceId, seenAt: new Date() } });

@@ -3,6 +3,7 @@
 // backend when its labels include all of the backend's labels).
 import { tunnelGroupBackend } from '../../provider/catalog/backends.js';
 import { credential } from '../../provider/catalog/accounts.js';
+import { kindOfId } from '../../provider/catalog/index.js';
 import { endpoint, tunnel, tunnelSession } from '../../provider/catalog/tunnels.js';
 import { behaviour, type Doc } from '../resources/behaviours.js';
 import type { Ctx } from '../resources/context.js';
@@ -22,7 +23,9 @@ async function rowsOf(rows: Rows, kind: string) {
 
 behaviour(tunnelSession.kind, {
   read: ({ row, out, ctx }) => {
-    out.credential = refTo(ctx, credential, row.computed.credential_id);
+    // A tunnel credential, or an SSH credential for an ssh session: the Ref's uri follows the id's kind.
+    const id = row.computed.credential_id as string;
+    out.credential = refTo(ctx, kindOfId(id) ?? credential, id);
   },
 });
 

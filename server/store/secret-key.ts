@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Database } from './db.js';
+import { SEALED_SETTING_PREFIX } from './sealed-settings.js';
 import { SecretBox } from './secret-box.js';
 
 export const CHECK_SETTING = 'secret_key_check';
@@ -172,6 +173,11 @@ async function rotate(db: Database, previous: SecretBox, next: SecretBox, record
       // A value some instance still sealed with the new key stays as it is.
       const plain = next.canOpen(row.sealed!) ? next.open(row.sealed!) : previous.open(row.sealed!);
       await tx.resource.update({ where: { id: row.id }, data: { sealed: next.seal(plain) } });
+    }
+    // Server-wide secrets (the SSH host key) are sealed the same way (sealed-settings.ts).
+    for (const row of await tx.setting.findMany({ where: { key: { startsWith: SEALED_SETTING_PREFIX } } })) {
+      const plain = next.canOpen(row.value) ? next.open(row.value) : previous.open(row.value);
+      await tx.setting.update({ where: { key: row.key }, data: { value: next.seal(plain) } });
     }
     await tx.setting.upsert({ where: { key: CHECK_SETTING }, create: { key: CHECK_SETTING, value: next.check() }, update: { value: next.check() } });
   }, { maxWait: 15_000, timeout: 10 * 60_000 });
