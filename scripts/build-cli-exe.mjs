@@ -64,7 +64,7 @@ export async function buildCliExe(outfile = EXE) {
       loader: { '.proto': 'text' },
       // Not needed by any command the executable runs: esbuild builds agent updates from
       // sources (absent here: agents are then offered none), pg-native is pg's optional driver.
-      external: ['esbuild', 'pg-native', 'tsx', 'tsx/*'],
+      external: ['esbuild', 'pg-native', 'tsx', 'tsx/*', 'cpu-features'],
       define: {
         __EDGEFORM_VERSION__: JSON.stringify(version),
         __EDGEFORM_MIGRATIONS__: JSON.stringify(migrations()),

@@ -13,7 +13,7 @@ import path from 'node:path';
 export const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 export const OUT = path.join(root, 'dist', 'cli');
 
-export const EXTERNAL = ['undici', 'better-sqlite3', '@prisma/*', 'pg', 'pg-native', 'esbuild', 'tsx', 'cdktf', 'constructs', '@grpc/*', 'protobufjs', 'cdktf/*'];
+export const EXTERNAL = ['undici', 'better-sqlite3', '@prisma/*', 'pg', 'pg-native', 'esbuild', 'tsx', 'cdktf', 'constructs', '@grpc/*', 'protobufjs', 'cdktf/*', 'cpu-features'];
 
 /** Builds dist/cli/ from the sources; returns the number of source files it was built from. */
 export async function buildCli() {
@@ -35,7 +35,8 @@ export async function buildCli() {
     // Dependencies are bundled too (undici aside: it is imported on demand, and a bundled CommonJS
     // module imported so has no named exports): Node's ES module loader spends more time resolving and
     // linking yaml's and zod's hundreds of files than running them. Left in node_modules: native
-    // addons, what loads files of its own at run time, and what the CLI runs only as a tool.
+    // addons, what loads files of its own at run time, and what the CLI runs only as a tool
+    // (cpu-features: ssh2's optional addon, which npm does not build here; ssh2 runs without it).
     external: EXTERNAL,
     banner: { js: "import { createRequire as __edgeformRequire } from 'node:module'; const require = __edgeformRequire(import.meta.url);" },
     loader: { '.proto': 'text' },

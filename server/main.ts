@@ -173,7 +173,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     let sshListener: SshGateway | undefined;
     if (config.sshListen) {
       sshListener = new SshGateway(server, gateway, {
-        host: config.sshListen.host, port: config.sshListen.port, region: config.region, endpointDomain: config.endpointDomain,
+        host: config.sshListen.host, port: config.sshListen.port, region: config.region, endpointDomain: config.endpointDomain, tcpPorts: config.agentTcpPorts,
         heartbeatMs: config.agentHeartbeatMs, maxSessionsPerCredential: config.agentMaxSessionsPerCredential ?? DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL, authFailures,
       }, logFields);
       try {

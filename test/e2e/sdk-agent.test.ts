@@ -18,7 +18,7 @@ import { startAgent, type AgentProcess } from '../helpers/agent.js';
 import { agentToken, startIngress, type Ingress } from '../helpers/ingress.js';
 import { edgeRequest, h2Get, nextMessage, webSocket, wsOpen } from '../helpers/ingress-client.js';
 import { Pki } from '../helpers/pki.js';
-import { freePort } from '../helpers/ports.js';
+import { twoFreePorts } from '../helpers/ports.js';
 import { killServers } from '../helpers/serve.js';
 import { removeTempDirs } from '../helpers/temp.js';
 import { until } from '../helpers/wait.js';
@@ -306,19 +306,6 @@ describe('the SDK connects over the version-2 protocol', () => {
 });
 
 /** A port whose next one is free too (bounded tries). */
-async function twoFreePorts(): Promise<number> {
-  for (let i = 0; i < 20; i++) {
-    const p = await freePort();
-    const free = await new Promise<boolean>((resolve) => {
-      const s = net.createServer();
-      s.once('error', () => resolve(false));
-      s.listen(p + 1, '127.0.0.1', () => s.close(() => resolve(true)));
-    });
-    if (free) return p;
-  }
-  throw new Error('no two consecutive free ports in 20 tries');
-}
-
 /** Sends `text` to the ingress's TCP port and reads as many bytes back (bounded). */
 function echoThrough(port: number, text: string): Promise<string> {
   return within(new Promise((resolve, reject) => {

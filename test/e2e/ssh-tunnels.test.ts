@@ -6,12 +6,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startIngress, type Ingress } from '../helpers/ingress.js';
 import { edgeRequest } from '../helpers/ingress-client.js';
+import { twoFreePorts } from '../helpers/ports.js';
 import Database from 'better-sqlite3';
 import { killServers, serve, type Serving } from '../helpers/serve.js';
 import { removeTempDirs, tempDir } from '../helpers/temp.js';
@@ -19,6 +20,7 @@ import { until } from '../helpers/wait.js';
 
 let ing: Ingress;
 let sshPort: number;
+let tcpFirst: number;
 let fingerprint: string;
 let ca: string;
 let upstream: http.Server;
@@ -67,7 +69,8 @@ beforeAll(async () => {
   upstream = http.createServer((req, res) => res.end(`upstream ${req.method} ${req.url} host=${req.headers.host} added=${req.headers['x-added'] ?? ''}`));
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   upstreamPort = (upstream.address() as AddressInfo).port;
-  ing = await startIngress([443], {}, ['--ssh-listen', '127.0.0.1:0']);
+  tcpFirst = await twoFreePorts();
+  ing = await startIngress([443], {}, ['--ssh-listen', '127.0.0.1:0', '--agent-tcp-ports', `${tcpFirst}-${tcpFirst + 1}`]);
   const line = ing.lines().find((l) => typeof l.ssh_listen === 'string');
   if (!line) throw new Error(`no ssh listener line in ${JSON.stringify(ing.lines())}`);
   sshPort = Number(String(line.ssh_listen).split(':').pop());
@@ -142,6 +145,31 @@ describe('ssh -R against edgeform serve --ssh-listen', () => {
     expect((await edgeRequest({ port: ing.port(443), host: 'bob.example.com', path: '/x', ca })).text).toBe('upstream GET /x host=bob.example.com added=');
     run.child.kill('SIGTERM');
     await until(async () => !(await ing.api('GET', '/tunnels')).body.tunnels.some((t: any) => t.public_url === 'https://bob.example.com'), 10_000, () => 'the tunnel outlived its ssh client');
+  });
+
+  it('serves a tcp tunnel on a port of --agent-tcp-ports, printed as tcp://host:port', async () => {
+    const echo = net.createServer((c) => c.pipe(c));
+    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+    const key = await makeKey('gina');
+    await ing.api('POST', '/ssh_credentials', { public_key: key.pub });
+    const run = ssh(key.file, ['tcp'], `0:localhost:${(echo.address() as AddressInfo).port}`);
+    await until(() => /Forwarding tcp:\/\/edgeform\.localhost:\d+/.test(run.out()), 20_000, () => `no Forwarding line\nstdout: ${run.out()}\nstderr: ${run.err()}`);
+    const port = Number(/tcp:\/\/edgeform\.localhost:(\d+)/.exec(run.out())![1]);
+    expect([tcpFirst, tcpFirst + 1]).toContain(port);
+    const echoed = await new Promise<string>((resolve, reject) => {
+      const c = net.connect(port, '127.0.0.1', () => c.write('hello over ssh tcp'));
+      let got = '';
+      c.on('data', (d) => {
+        got += d;
+        if (got.length >= 18) c.end();
+      });
+      c.on('close', () => resolve(got));
+      c.on('error', reject);
+      setTimeout(() => reject(new Error(`no echo within 10 s (got ${JSON.stringify(got)})`)), 10_000).unref();
+    });
+    expect(echoed).toBe('hello over ssh tcp');
+    run.child.kill('SIGTERM');
+    echo.close();
   });
 
   it('refuses, in words and with exit status 2, a hostname the acl does not allow, an unknown command and a missing -R', async () => {

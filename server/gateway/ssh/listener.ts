@@ -24,6 +24,8 @@ export interface SshOptions {
   setupTimeoutMs: number;
   /** Connections at once, all addresses together. */
   maxConnections: number;
+  /** Ports of TCP endpoints (`--agent-tcp-ports`); without it a tcp command is refused. */
+  tcpPorts?: { first: number; last: number };
   /** Connections at once from one client address (an IPv6 /64). */
   maxConnectionsPerAddress: number;
 }

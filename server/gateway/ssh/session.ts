@@ -4,7 +4,7 @@
 // channel: the URL, then a line per request; refusals in words on stderr with exit status 2.
 // The server's commands: stop ends the connection; restart and update are refused (409), as an
 // ssh client can do neither.
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, randomInt } from 'node:crypto';
 import type { ClientHttp2Stream } from 'node:http2';
 import ssh2, { type AuthContext, type ClientInfo, type Connection, type ServerChannel } from 'ssh2';
 import type { Action } from '../../../agent/protocol.js';
@@ -179,14 +179,19 @@ export class SshConnection implements AttachedSession {
     const fwd = await this.waitForward();
     if (!fwd) return this.fail(ch, `no remote forward: add -R 0:localhost:PORT to the ssh command (waited ${FORWARD_WAIT_MS / 1000} s)`);
     const cmd = parsed.command;
-    if (cmd.proto === 'tcp') return this.fail(ch, 'tcp tunnels over ssh are not served by this server yet; use http, https or tls');
+    const range = this.gw.opts.tcpPorts;
+    if (cmd.proto === 'tcp') {
+      if (!range) return this.fail(ch, 'this server serves no tcp tunnels (it runs without --agent-tcp-ports); use http, https or tls');
+      if (fwd.port && (fwd.port < range.first || fwd.port > range.last)) return this.fail(ch, `port ${fwd.port} is not one this server gives tcp tunnels (${range.first}-${range.last}); use -R 0:localhost:PORT for any free one`);
+    }
     const named = UNNAMED.has(fwd.addr) ? undefined : fwd.addr;
     if (named && cmd.hostname && named !== cmd.hostname) return this.fail(ch, `the -R name ${named} and --url ${cmd.hostname} differ: give one of them`);
-    const host = cmd.hostname ?? named ?? `${randomBytes(6).toString('hex')}.${this.gw.opts.endpointDomain}`;
+    const host = cmd.proto === 'tcp' ? this.gw.opts.endpointDomain : cmd.hostname ?? named ?? `${randomBytes(6).toString('hex')}.${this.gw.opts.endpointDomain}`;
     if (cmd.proto === 'tls' && !cmd.hostname && !named) return this.fail(ch, 'a tls tunnel needs a hostname: --url app.example.com');
     const credential = this.credential;
-    if (!bindAllowed(credential.acl, {}, host)) throw new ApiError('ERR_SERVICE_212', refusal(credential.acl, { name: host }, host));
-    const publicUrl = `${cmd.proto}://${host}`;
+    if (cmd.proto !== 'tcp' && !bindAllowed(credential.acl, {}, host)) throw new ApiError('ERR_SERVICE_212', refusal(credential.acl, { name: host }, host));
+    const tcpUrl = () => `tcp://${host}:${fwd.port || randomInt(range!.first, range!.last + 1)}`;
+    const publicUrl = cmd.proto === 'tcp' ? tcpUrl() : `${cmd.proto}://${host}`;
     const sessionId = newId(tunnelSession.prefix);
     const tunnelId = newId('tn');
     const row: TunnelRow = { id: tunnelId, name: host, metadata: '', forwardsTo: `${fwd.addr || 'localhost'}:${fwd.port}`, proto: cmd.proto, endpoint: { id: newId('ep'), publicUrl } };
@@ -197,7 +202,8 @@ export class SshConnection implements AttachedSession {
         id: sessionId, credentialId: credential.credentialId, ip: this.ip, os: '', agentVersion: this.agentVersion, metadata: '',
         region: this.gw.opts.region, startedAt: new Date(), transport: 'ssh',
       }, [row], {
-        repick: (t) => t.endpoint!.publicUrl, staleBefore: () => new Date(Date.now() - 3 * tick), staleAfterMs: 3 * tick, maxPerCredential: this.gw.opts.maxSessionsPerCredential,
+        // A TCP port taken by another session: another is drawn (unless the -R asked for that one).
+        repick: (t) => (cmd.proto === 'tcp' && !fwd.port ? tcpUrl() : t.endpoint!.publicUrl), staleBefore: () => new Date(Date.now() - 3 * tick), staleAfterMs: 3 * tick, maxPerCredential: this.gw.opts.maxSessionsPerCredential,
       });
     } catch (e) {
       if (e instanceof SessionLimit) throw new ApiError('ERR_SERVICE_840', `the SSH credential ${credential.credentialId} already holds ${e.held} sessions, and the server allows at most ${e.limit} per credential; close one of them`);
@@ -205,21 +211,24 @@ export class SshConnection implements AttachedSession {
     }
     if (taken.length) {
       await deleteSessions(this.gw.ctx, [sessionId]);
-      throw new ApiError('ERR_SERVICE_320', `the hostname ${host} is already served by another tunnel session; one session at a time holds a hostname: choose another --url, or stop that session`);
+      throw new ApiError('ERR_SERVICE_320', cmd.proto === 'tcp'
+        ? `the port ${row.endpoint!.publicUrl.split(':').pop()} is already served by another tunnel session; use -R 0:localhost:PORT for any free one`
+        : `the hostname ${host} is already served by another tunnel session; one session at a time holds a hostname: choose another --url, or stop that session`);
     }
+    const boundUrl = row.endpoint!.publicUrl;
     this.sessionId = sessionId;
     this.tunnelId = tunnelId;
     if (this.closed) return void (await this.onClose());
     const route = this.routeOf(tunnelId, cmd);
     this.gw.gateway.attach(sessionId, this);
-    this.gw.gateway.addTunnel(sessionId, tunnelId, { publicUrl, proto: cmd.proto, route });
+    this.gw.gateway.addTunnel(sessionId, tunnelId, { publicUrl: boundUrl, proto: cmd.proto, route });
     this.gw.setUp(this.info);
     // OpenSSH matches each forwarded channel to its -R by the address and port it was answered with.
-    if (!fwd.port) fwd.port = cmd.proto === 'http' ? 80 : 443;
+    if (!fwd.port) fwd.port = cmd.proto === 'tcp' ? Number(new URL(boundUrl).port) : cmd.proto === 'http' ? 80 : 443;
     fwd.accept?.(fwd.port);
     fwd.accept = undefined;
-    this.gw.log({ level: 'info', msg: 'ssh tunnel session started', session: sessionId, credential: credential.credentialId, ip: this.ip, url: publicUrl });
-    ch.write(`Forwarding ${publicUrl} -> the -R target of this ssh (session ${sessionId})\r\n`);
+    this.gw.log({ level: 'info', msg: 'ssh tunnel session started', session: sessionId, credential: credential.credentialId, ip: this.ip, url: boundUrl });
+    ch.write(`Forwarding ${boundUrl} -> the -R target of this ssh (session ${sessionId})\r\n`);
   }
 
   /** The request_headers module an http tunnel asked for, as a route document (or none). */
