@@ -24,6 +24,9 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--endpoint-domain <domain>', 'domain under which ephemeral tunnels get their hostnames').env('EDGEFORM_ENDPOINT_DOMAIN').default('edgeform.localhost'))
     .addOption(new Option('--ingress <PUBLIC_PORT=ADDRESS:PORT>', 'serve the edges\' hostports on PUBLIC_PORT at ADDRESS:PORT (repeatable; EDGEFORM_INGRESS takes several, comma-separated; none by default)').argParser((v: string, prev: string[] = []) => [...prev, v]))
     .addOption(new Option('--ingress-relays-per-client <n>', 'requests and streams one client address (an IPv6 /64) relays through agents at once; past it 429; 0 turns the limit off').env('EDGEFORM_INGRESS_RELAYS_PER_CLIENT').default(String(DEFAULT_RELAYS_PER_CLIENT)))
+    .addOption(new Option('--acme-directory <url>', 'an ACME directory (such as Let\'s Encrypt\'s) that issues certificates for the names HTTPS and TLS edges serve; none by default: the local CA').env('EDGEFORM_ACME_DIRECTORY'))
+    .addOption(new Option('--acme-email <address>', 'the contact address of the ACME account').env('EDGEFORM_ACME_EMAIL'))
+    .addOption(new Option('--acme-ca-file <path>', 'PEM file of a root to trust for the ACME directory besides the system\'s (a test directory such as Pebble)').env('EDGEFORM_ACME_CA_FILE'))
     .addOption(new Option('--data-dir <dir>', 'where the default database, key file and bootstrap token live').env('EDGEFORM_DATA_DIR').default('data'))
     .addHelpText('after', `
 Environment only:
@@ -35,7 +38,8 @@ Environment only:
   EDGEFORM_SECRET_KEY_PREVIOUS_FILE  a file holding the key being replaced
   EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS  deadline of one event delivery (default 10000)
   EDGEFORM_INGRESS               ingress listeners, comma-separated (as --ingress)
-  EDGEFORM_INGRESS_MAX_CONNECTIONS  connections each ingress listener holds at most (default 10000)`)
+  EDGEFORM_INGRESS_MAX_CONNECTIONS  connections each ingress listener holds at most (default 10000)
+  EDGEFORM_ACME_RETRY_SECONDS    first wait before a failed ACME order is tried again, doubling to an hour (default 60)`)
     .action(async (opts) => {
       let config: ServerConfig;
       try {

@@ -5,6 +5,7 @@ import { DELIVERY_DEFAULTS, type DeliveryOptions } from './events/delivery.js';
 import { DEFAULT_RELAY_POOL } from './gateway/relay-pool.js';
 import { DEFAULT_RELAYS_PER_CLIENT } from './ingress/client-relays.js';
 import type { IngressListenerSpec } from './ingress/types.js';
+import { acmeSettings } from './ingress/acme/settings.js';
 
 export interface ServerConfig {
   host: string;
@@ -60,6 +61,8 @@ export interface ServerConfig {
   ingressRelaysPerClient?: number;
   /** Listener bounds (handshake, header and idle timeouts, header size); tests shorten them. */
   ingressLimits?: Partial<import('./ingress/listen.js').ListenerLimits>;
+  /** ACME (`--acme-directory`, `--acme-email`, `--acme-ca-file`, EDGEFORM_ACME_RETRY_SECONDS): certificates for the edges' names from a directory; none by default. */
+  acme?: import('./ingress/acme/settings.js').AcmeSettings;
 }
 
 export interface ServeFlags {
@@ -78,6 +81,9 @@ export interface ServeFlags {
   /** Repeatable `--ingress`; each value may also hold several, comma-separated. */
   ingress?: string[];
   ingressRelaysPerClient?: string | number;
+  acmeDirectory?: string;
+  acmeEmail?: string;
+  acmeCaFile?: string;
 }
 
 function int(name: string, value: string | number | undefined, fallback: number, min: number, max: number): number {
@@ -172,6 +178,7 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     ingress: parseIngress(flags.ingress?.length ? flags.ingress : env.EDGEFORM_INGRESS ? [env.EDGEFORM_INGRESS] : []),
     ingressMaxConnections: int('EDGEFORM_INGRESS_MAX_CONNECTIONS', pick(env.EDGEFORM_INGRESS_MAX_CONNECTIONS), 10_000, 1, 1_000_000),
     ingressRelaysPerClient: int('--ingress-relays-per-client / EDGEFORM_INGRESS_RELAYS_PER_CLIENT', pick(flags.ingressRelaysPerClient, env.EDGEFORM_INGRESS_RELAYS_PER_CLIENT), DEFAULT_RELAYS_PER_CLIENT, 0, 1_000_000),
+    acme: acmeSettings(pick(flags.acmeDirectory, env.EDGEFORM_ACME_DIRECTORY), pick(flags.acmeEmail, env.EDGEFORM_ACME_EMAIL), optionalPath(pick(flags.acmeCaFile, env.EDGEFORM_ACME_CA_FILE)), int('EDGEFORM_ACME_RETRY_SECONDS', pick(env.EDGEFORM_ACME_RETRY_SECONDS), 60, 1, 86_400)),
     dataDir,
   };
 }

@@ -107,6 +107,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           log: logFields,
           writeLine: log,
           relaysPerClient: config.ingressRelaysPerClient,
+          acme: config.acme,
           limits: { ...(config.ingressMaxConnections ? { maxConnections: config.ingressMaxConnections } : {}), ...config.ingressLimits },
         });
       } catch (e) {

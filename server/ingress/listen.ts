@@ -60,6 +60,8 @@ export interface ListenerDeps {
   deps: IngressDeps;
   metrics: Metrics;
   limits: ListenerLimits;
+  /** ACME validation answered before any edge (only with --acme-directory). */
+  acme?: import('./acme/intercept.js').AcmeIntercept;
 }
 
 
@@ -219,6 +221,8 @@ export class IngressListener {
     if (this.closing) return void socket.destroy();
     const table = await this.d.live.current();
     const held = table.ports.get(this.spec.publicPort);
+    // ACME validation (acme/intercept.ts) on the listeners for ports 80 and 443, unless a TCP edge holds the port whole.
+    if (this.d.acme && held?.kind !== 'tcp' && (await this.d.acme.take(socket, this.spec.publicPort))) return this.count('acme_challenge');
     if (!held) {
       this.count('refused_no_edge');
       return void socket.destroy();

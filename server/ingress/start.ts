@@ -9,6 +9,9 @@ import { ClientRelays, DEFAULT_RELAYS_PER_CLIENT } from './client-relays.js';
 import { IngressListener, LISTENER_LIMITS, type ListenerLimits } from './listen.js';
 import { LiveTable } from './live-table.js';
 import { TlsContexts } from './tls.js';
+import { AcmeIntercept } from './acme/intercept.js';
+import { AcmeManager } from './acme/manager.js';
+import type { AcmeSettings } from './acme/settings.js';
 import type { IngressDeps, IngressListenerSpec } from './types.js';
 
 export interface IngressOptions {
@@ -24,6 +27,8 @@ export interface IngressOptions {
   limits?: Partial<ListenerLimits>;
   /** Relays through agents one client address may have at once (0: no limit). */
   relaysPerClient?: number;
+  /** Certificates from an ACME directory (--acme-directory); none: the local CA for every name. */
+  acme?: AcmeSettings;
 }
 
 export interface RunningIngress {
@@ -47,7 +52,9 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
   const deps: IngressDeps = { gateway: o.gateway, policyState: new PolicyState(), log: (f) => o.log(f.level ? f : { level: 'info', ...f }), writeLine: o.writeLine, now: Date.now, relays: new ClientRelays(o.relaysPerClient ?? DEFAULT_RELAYS_PER_CLIENT), box: o.ctx.box, publicUrl: o.ctx.publicUrl };
   const contexts = new TlsContexts(ca, () => table.now);
   const limits = { ...LISTENER_LIMITS, ...o.limits };
-  const listeners = o.listeners.map((spec) => new IngressListener({ ...spec }, { live: table, contexts, deps, metrics: o.metrics, limits }));
+  const acme = o.acme ? new AcmeManager({ settings: o.acme, ctx: o.ctx, table, listenerPorts: o.listeners.map((l) => l.publicPort), metrics: o.metrics, log: deps.log }) : undefined;
+  const intercept = acme ? new AcmeIntercept(acme.challenges, limits, deps.log) : undefined;
+  const listeners = o.listeners.map((spec) => new IngressListener({ ...spec }, { live: table, contexts, deps, metrics: o.metrics, limits, acme: intercept }));
   try {
     for (const l of listeners) await l.listen();
   } catch (e) {
@@ -55,6 +62,7 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
     await table.stop();
     throw e;
   }
+  acme?.start();
   return {
     listeners: listeners.map((l) => ({ ...l.spec, address: l.address })),
     caFile: ca.certFile,
@@ -62,6 +70,7 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
     deps,
     changed: () => table.changed(),
     async drain(deadlineMs) {
+      await acme?.stop(deadlineMs);
       await Promise.all(listeners.map((l) => l.drain(deadlineMs)));
       await table.stop();
     },

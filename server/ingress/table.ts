@@ -68,6 +68,7 @@ export function compileTable(rows: SnapshotRow[], version: number): IngressTable
       notBefore: new Date(r.computed.not_before),
       notAfter: new Date(r.computed.not_after),
       createdAt: r.createdAt,
+      issuedAt: r.computed.issued_at ? new Date(r.computed.issued_at) : null,
       certificatePem: r.doc.certificate_pem,
       privateKeyPem: r.doc.private_key_pem,
     }));

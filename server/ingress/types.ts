@@ -47,6 +47,8 @@ export interface CertificateEntry {
   notBefore: Date;
   notAfter: Date;
   createdAt: Date;
+  /** When the server issued it (ACME); null for an upload. */
+  issuedAt?: Date | null;
   certificatePem: string;
   privateKeyPem: string;
 }
