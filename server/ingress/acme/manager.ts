@@ -156,6 +156,8 @@ export class AcmeManager {
       this.o.log({ level: 'info', msg: `acme: ${current ? 'renewed' : 'issued'} the certificate for ${name}`, hostname: name, certificate_id: stored });
     } catch (e) {
       state.failures++;
+      // A directory that lost its state (restarted) no longer knows the account: register again next time.
+      this.client = undefined;
       const backoff = Math.min(this.o.settings.retrySeconds * 2 ** (state.failures - 1), MAX_RETRY_SECONDS);
       const wait = Math.max(backoff, Math.min(this.retryAfter, 86_400));
       this.retryAfter = 0;
