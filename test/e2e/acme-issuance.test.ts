@@ -10,7 +10,7 @@ import { stringify } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startIngress, type Ingress } from '../helpers/ingress.js';
 import { edgeRequest } from '../helpers/ingress-client.js';
-import { pebbleInstalled, startPebble, stopPebbles } from '../helpers/pebble.js';
+import { startPebble, stopPebbles } from '../helpers/pebble.js';
 import { freePort } from '../helpers/ports.js';
 import { killServers } from '../helpers/serve.js';
 import { removeTempDirs } from '../helpers/temp.js';
@@ -39,7 +39,7 @@ async function issuedFor(ing: Ingress, name: string, timeoutMs = 60_000): Promis
   return found;
 }
 
-describe.runIf(pebbleInstalled)('ACME against Pebble', () => {
+describe('ACME against Pebble', () => {
   it('an HTTPS edge on 443 gets its certificate by TLS-ALPN-01; the served chain verifies against Pebble\'s root', async () => {
     const [p443, unused80] = [await freePort(), await freePort()];
     const pebble = await startPebble({ httpPort: unused80, tlsPort: p443 });

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { startIngress, type Ingress } from '../helpers/ingress.js';
 import { edgeRequest } from '../helpers/ingress-client.js';
-import { pebbleInstalled, startPebble, stopPebbles, type Pebble } from '../helpers/pebble.js';
+import { startPebble, stopPebbles, type Pebble } from '../helpers/pebble.js';
 import { freePort } from '../helpers/ports.js';
 import { killServers } from '../helpers/serve.js';
 import { removeTempDirs } from '../helpers/temp.js';
@@ -19,7 +19,6 @@ let ing: Ingress;
 let destination: string;
 
 beforeAll(async () => {
-  if (!pebbleInstalled) return;
   const [p443, p80] = [await freePort(), await freePort()];
   pebble = await startPebble({ httpPort: p80, tlsPort: p443, validitySeconds: VALIDITY, env: { PEBBLE_VA_ALWAYS_VALID: '1' } });
   ing = await startIngress([443], { EDGEFORM_ACME_RETRY_SECONDS: '1' }, ['--acme-directory', pebble.directory, '--acme-ca-file', pebble.caFile], { 443: p443 });
@@ -51,7 +50,7 @@ async function waitFor(name: string, test: (c: any) => boolean, timeoutMs = 60_0
   return found;
 }
 
-describe.runIf(pebbleInstalled)('ACME renewal against Pebble (30-second certificates)', () => {
+describe('ACME renewal against Pebble (30-second certificates)', () => {
   it('renews in place at two thirds of the lifetime: same id, new serial, the updated event; the new one serves', async () => {
     await ing.apply(edge('renew.acme.test'));
     const first = await waitFor('renew.acme.test', () => true);

@@ -54,6 +54,7 @@ function get(url: string, ca: string): Promise<{ status: number; text: string }>
  * (PEBBLE_VA_ALWAYS_VALID=1 for a test not about validation).
  */
 export async function startPebble(o: { httpPort: number; tlsPort: number; validitySeconds?: number; env?: Record<string, string> }): Promise<Pebble> {
+  if (!pebbleInstalled) throw new Error('Pebble is not installed: apt-get install -y pebble (Debian\'s package, /usr/bin/pebble and /usr/bin/pebble-challtestsrv; .ci/run installs it)');
   const dir = tempDir('edgeform-pebble-');
   const pki = new Pki();
   const ca = pki.issue('p256', { subject: [['CN', 'pebble test TLS root']], ca: true, keyUsage: ['critical', 'keyCertSign', 'cRLSign'] });
