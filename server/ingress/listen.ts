@@ -244,13 +244,14 @@ export class IngressListener {
     const now = await this.d.live.current();
     const entry = now.ports.get(this.spec.publicPort);
     const edge = entry?.hosts.get(hello.servername);
-    if (entry?.kind === 'https') {
+    // HTTPS and TLS edges share a port: the server name's edge decides which it is.
+    if (entry?.kind === 'https' && edge?.kind !== 'tls') {
       this.count('https');
       // An unknown name still gets a handshake (a local-CA certificate) and then a 404 page.
       const t = edge ? terminationOf(edge.doc) : { minVersion: '1.2' as const, caIds: [] };
       return void this.terminator('https', t).emit('connection', socket);
     }
-    if (entry?.kind !== 'tls' || !edge) {
+    if (edge?.kind !== 'tls') {
       this.count('refused_unknown_host');
       return void socket.destroy();
     }
@@ -359,7 +360,8 @@ export class IngressListener {
     const host = (authority === undefined ? '' : hostOfAuthority(authority)) || sni;
     if (host !== sni) return { sni, host };
     const held = table.ports.get(this.spec.publicPort);
-    const edge = held?.kind === 'https' ? (held.hosts.get(host) as HttpsEdgeEntry | undefined) : undefined;
+    const named = held?.kind === 'https' ? held.hosts.get(host) : undefined;
+    const edge = named?.kind === 'https' ? (named as HttpsEdgeEntry) : undefined;
     return { sni, host, ctx: { table, edge, clientIp: peer.clientIp, publicPort: this.spec.publicPort, host, hostHeader: authority ?? host, deps: this.d.deps, answered: this.answered as unknown as HttpsContext['answered'], socket, h1, startedAt } };
   }
 

@@ -33,9 +33,10 @@ export const hostOf = (hostport: string) => hostport.slice(0, hostport.lastIndex
 const oldestFirst = (a: SnapshotRow, b: SnapshotRow) => a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : 1);
 
 /**
- * The table for one snapshot of the store. Pure. A port carries one kind of edge (the API
- * refuses mixing, ERR_SERVICE_700); should older data mix them, the kind of the port's oldest
- * edge wins and the others are left out, as is a second TCP edge on one port.
+ * The table for one snapshot of the store. Pure. A port carries HTTPS and TLS edges by name,
+ * or one TCP edge (the API refuses others, ERR_SERVICE_700); should older data mix a TCP edge
+ * with others, the kind of the port's oldest edge wins and the others are left out, as is a
+ * second TCP edge on one port. A port's kind is `https` when it has any HTTPS edge.
  */
 export function compileTable(rows: SnapshotRow[], version: number): IngressTable {
   const full = (r: SnapshotRow): FullDoc => ({ ...r.doc, id: r.id });
@@ -54,7 +55,10 @@ export function compileTable(rows: SnapshotRow[], version: number): IngressTable
     for (const hp of (r.doc.hostports ?? []) as string[]) {
       const port = portOf(hp);
       const held = ports.get(port) ?? { kind, hosts: new Map<string, EdgeEntry>() };
-      if (held.kind !== kind || (kind === 'tcp' && held.hosts.size && ![...held.hosts.values()].includes(entry))) continue;
+      // HTTPS and TLS edges share a port by name; a TCP edge takes its port whole.
+      if ((held.kind !== kind && (held.kind === 'tcp' || kind === 'tcp')) || (kind === 'tcp' && held.hosts.size && ![...held.hosts.values()].includes(entry))) continue;
+      // A port with any HTTPS edge answers unknown names as HTTPS does (a handshake, then 404).
+      if (kind === 'https') held.kind = 'https';
       ports.set(port, held);
       if (!held.hosts.has(hostOf(hp))) held.hosts.set(hostOf(hp), entry);
     }

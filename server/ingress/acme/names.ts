@@ -24,8 +24,8 @@ export function wantedNames(table: IngressTable, listenerPorts: Set<number>, now
   const uploaded = table.certificates.filter((c) => !c.issuedAt && c.notBefore.getTime() <= now && c.notAfter.getTime() >= now);
   for (const held of table.ports.values()) {
     for (const [host, edge] of held.hosts) {
-      if (held.kind === 'tcp') continue;
-      if (held.kind === 'tls') {
+      if (edge.kind === 'tcp') continue;
+      if (edge.kind === 'tls') {
         // As the listener decides (listen.ts): at the edge unless it says upstream or agent.
         const tt = edge.doc.tls_termination;
         if ((tt?.enabled === false ? 'edge' : (tt?.terminate_at ?? 'edge')) !== 'edge') continue;
