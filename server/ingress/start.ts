@@ -45,7 +45,7 @@ export interface RunningIngress {
 }
 
 export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
-  const ca = openLocalCa(o.dataDir);
+  const ca = await openLocalCa(o.dataDir, o.ctx, o.log);
   const table = await LiveTable.start(o.ctx, o.databaseUrl, o.log);
   o.metrics.tableVersionOf = () => table.now.version;
   o.metrics.relayedOf = () => o.gateway.relayed;

@@ -34,10 +34,14 @@ afterAll(async () => {
 });
 
 describe('the local certificate authority', () => {
-  it('is made in the data folder: the certificate readable at ingress-ca.pem, the key owner-only', () => {
+  it('is kept in the database sealed under the secret key, its certificate written to ingress-ca.pem for clients (no key file)', async () => {
     expect(s.server.ingress!.caFile).toBe(path.join(s.dir, 'ingress-ca.pem'));
     expect(ca).toContain('BEGIN CERTIFICATE');
-    expect(fs.statSync(path.join(s.dir, 'ingress-ca-key.pem')).mode & 0o777).toBe(0o600);
+    expect(fs.existsSync(path.join(s.dir, 'ingress-ca-key.pem'))).toBe(false);
+    const row = await s.server.db.prisma.setting.findUnique({ where: { key: 'ingress_ca' } });
+    expect(row?.value).toBeTruthy();
+    expect(row!.value).not.toContain('PRIVATE KEY');
+    expect(row!.value).not.toContain('BEGIN CERTIFICATE');
   });
 
   it('issues the certificate an HTTPS edge answers with when no upload covers its name', async () => {

@@ -13,7 +13,10 @@ export async function accountKey(ctx: ServerContext, directoryUrl: string, log: 
   const fresh = (await acme.crypto.createPrivateEcdsaKey('P-256')).toString();
   const stored = await createSetting(ctx, key, ctx.box.seal(fresh));
   try {
-    return ctx.box.open(stored);
+    const pem = ctx.box.open(stored);
+    // Sealed under the key being rotated away from: sealed again under the current one.
+    if (!ctx.box.canOpen(stored)) await ctx.db.prisma.setting.update({ where: { key }, data: { value: ctx.box.seal(pem) } });
+    return pem;
   } catch {
     // Sealed under a key this server no longer has: a new account (certificates are kept).
     log({ level: 'warn', msg: 'acme: the stored account key cannot be opened with the secret key; registering a new account' });
