@@ -175,7 +175,22 @@ export class AcmeManager {
     this.client ??= (async () => {
       const key = await accountKey(this.o.ctx, this.o.settings.directoryUrl, this.o.log);
       // Polls for a challenge's and an order's status: quick at first, at most 10 s apart.
-      return new acme.Client({ directoryUrl: this.o.settings.directoryUrl, accountKey: key, backoffAttempts: 12, backoffMin: 500, backoffMax: 10_000 });
+      const client = new acme.Client({ directoryUrl: this.o.settings.directoryUrl, accountKey: key, backoffAttempts: 12, backoffMin: 500, backoffMax: 10_000 });
+      // Registered once here, before any order (orders at once each registering raced: all
+      // but the first found the account existing and sent an update the directory refuses).
+      const email = this.o.settings.email;
+      try {
+        await client.createAccount({ termsOfServiceAgreed: true, ...(email ? { contact: [`mailto:${email}`] } : {}) });
+      } catch (e) {
+        // An existing account (a restart) is found, then "updated" with nothing new, which a
+        // directory may refuse; its URL is known by then, which is all an order needs.
+        try {
+          client.getAccountUrl();
+        } catch {
+          throw e;
+        }
+      }
+      return client;
     })();
     this.client.catch(() => { this.client = undefined; });
     return this.client;
@@ -250,8 +265,10 @@ export class AcmeManager {
 
 /** An ACME problem's detail, or the error's message; never a key. */
 function describe(e: unknown): string {
-  const err = e as Error & { response?: { status?: number } };
-  return String(err?.message ?? e).slice(0, 500);
+  const message = String((e as Error)?.message ?? e);
+  // acme-client, out of retries for a request that got no answer, fails reading the answer it never had.
+  if (e instanceof TypeError && /reading 'config'|reading 'status'/.test(message)) return 'the directory could not be reached (no answer: connection refused, reset or timed out)';
+  return message.slice(0, 500);
 }
 
 /**
