@@ -49,5 +49,5 @@ describe('the ACME directory down, then back', () => {
     }, 90_000, () => `not issued after the directory came back:\n${ing.serving.stdout().split('\n').filter((l) => l.includes('acme')).join('\n')}`);
     const r = await edgeRequest({ port: p443, host: 'down.acme.test', ca: await pebble.root() });
     expect(r.text).toBe('still served');
-  }, 180_000);
+  }, 300_000);
 });

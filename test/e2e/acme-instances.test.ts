@@ -73,7 +73,7 @@ describe.skipIf(!available)('ACME with two instances on one PostgreSQL database'
         await until(async () => (await edgeRequest({ port: i.port(443), host: n, ca: root }).catch(() => undefined))?.text === `hello ${n}`, 10_000, () => `${n} not served with the issued certificate`);
       }
     }
-  }, 180_000);
+  }, 300_000);
 });
 
 describe.skipIf(!available)('the ACME order lease on PostgreSQL', () => {
@@ -94,5 +94,5 @@ describe.skipIf(!available)('the ACME order lease on PostgreSQL', () => {
       await db.close();
       pg2.stop();
     }
-  }, 60_000);
+  }, 120_000);
 });

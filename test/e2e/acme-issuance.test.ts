@@ -29,7 +29,7 @@ const manifest = (name: string, hostport: string, body: string) =>
   ].map((d) => stringify(d, { lineWidth: 0 })).join('---\n');
 
 /** The server-issued certificate for `name` in /tls_certificates, once there. */
-async function issuedFor(ing: Ingress, name: string, timeoutMs = 60_000): Promise<any> {
+async function issuedFor(ing: Ingress, name: string, timeoutMs = 120_000): Promise<any> {
   let found: any;
   await until(async () => {
     const r = await ing.api('GET', '/tls_certificates');
@@ -60,7 +60,7 @@ describe('ACME against Pebble', () => {
     expect(metrics).toMatch(new RegExp(`edgeform_certificate_expiry_timestamp_seconds\\{name="alpn.acme.test"\\} ${Math.floor(Date.parse(cert.not_after) / 1000)}`));
     // The other challenge kind was never asked for: nothing answered on a port 80 listener.
     expect(pebble.log()).not.toMatch(/http-01/i);
-  }, 120_000);
+  }, 240_000);
 
   it('with only a port 80 listener, a name served on 8443 gets its certificate by HTTP-01 (Pebble sends Host: name:80)', async () => {
     const [p80, unusedTls] = [await freePort(), await freePort()];
@@ -78,7 +78,7 @@ describe('ACME against Pebble', () => {
       http.get({ host: '127.0.0.1', port: p80, path: '/.well-known/acme-challenge/never-issued', headers: { host: 'web.acme.test' } }, (res) => { res.resume(); resolve(res.statusCode!); }).on('error', reject);
     });
     expect(plain).toBe(404);
-  }, 120_000);
+  }, 240_000);
 
   it('a wildcard keeps the local CA, with a log line naming it', async () => {
     const [p443, unused80] = [await freePort(), await freePort()];
@@ -87,5 +87,5 @@ describe('ACME against Pebble', () => {
     await ing.apply(manifest('star', '*.star.acme.test:443', 'wildcard'));
     await until(() => ing.lines().some((l) => l.msg === 'acme: *.star.acme.test keeps a local-CA certificate: a wildcard needs the DNS-01 challenge, which this server does not answer'), 20_000, () => ing.serving.stdout());
     expect((await ing.api('GET', '/tls_certificates')).body.tls_certificates).toEqual([]);
-  }, 120_000);
+  }, 240_000);
 });

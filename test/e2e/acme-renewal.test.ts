@@ -25,7 +25,7 @@ beforeAll(async () => {
   destination = (await ing.api('POST', '/event_destinations', { target: { log: {} } })).body.id;
   const sub = await ing.api('POST', '/event_subscriptions', { sources: [{ type: 'tls_certificate_created.v0' }, { type: 'tls_certificate_updated.v0' }], destination_ids: [destination] });
   expect(sub.status).toBe(201);
-}, 60_000);
+}, 180_000);
 
 afterAll(() => {
   killServers();
@@ -44,7 +44,7 @@ async function certificatesFor(name: string): Promise<any[]> {
   return r.body.tls_certificates.filter((c: any) => c.issued_at && c.subject_alternative_names.dns_names.includes(name));
 }
 
-async function waitFor(name: string, test: (c: any) => boolean, timeoutMs = 60_000): Promise<any> {
+async function waitFor(name: string, test: (c: any) => boolean, timeoutMs = 120_000): Promise<any> {
   let found: any;
   await until(async () => !!(found = (await certificatesFor(name)).find(test)), timeoutMs, () => `no matching certificate for ${name}:\n${ing.serving.stdout().split('\n').filter((l) => l.includes('acme')).join('\n')}`);
   return found;
@@ -70,7 +70,7 @@ describe('ACME renewal against Pebble (30-second certificates)', () => {
     expect(events.map((e: any) => e.type)).toEqual(expect.arrayContaining(['tls_certificate_created.v0', 'tls_certificate_updated.v0']));
     const metrics = await (await fetch(`${ing.url}/metrics`)).text();
     expect(metrics).toMatch(/edgeform_acme_orders_total\{result="renewed"\} [1-9]/);
-  }, 120_000);
+  }, 240_000);
 
   it('a deleted certificate is ordered again (a new id)', async () => {
     await ing.apply(edge('again.acme.test'));
@@ -78,7 +78,7 @@ describe('ACME renewal against Pebble (30-second certificates)', () => {
     expect((await ing.api('DELETE', `/tls_certificates/${first.id}`)).status).toBe(204);
     const next = await waitFor('again.acme.test', (c) => c.id !== first.id);
     expect(next.serial_number).not.toBe(first.serial_number);
-  }, 120_000);
+  }, 240_000);
 
   it('a name no edge serves any more is not renewed', async () => {
     await ing.apply(edge('gone.acme.test'));
@@ -93,5 +93,5 @@ describe('ACME renewal against Pebble (30-second certificates)', () => {
     expect(now.map((c) => c.serial_number)).toEqual([cert.serial_number]);
     const orders = ing.lines().filter((l) => l.msg === 'acme: ordering a certificate for gone.acme.test (tls-alpn-01)');
     expect(orders).toHaveLength(1);
-  }, 120_000);
+  }, 240_000);
 });
