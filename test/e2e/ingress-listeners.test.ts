@@ -4,6 +4,7 @@
 // next request, HTTPS and TLS edges sharing a port by name, the 409 for a TCP edge's port, and /metrics.
 import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { edgeRequest, exchange, h2Get, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
@@ -42,6 +43,24 @@ describe('the local certificate authority', () => {
     expect(row?.value).toBeTruthy();
     expect(row!.value).not.toContain('PRIVATE KEY');
     expect(row!.value).not.toContain('BEGIN CERTIFICATE');
+  });
+
+  it('is the CA an earlier version left in the data folder, copied into the database on the first start', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-legacy-ca-'));
+    // The name an earlier version gave its CA (its leaves name it as their issuer).
+    const old = pki.issue('p256', { subject: [['O', 'edgeform'], ['CN', 'edgeform local ingress CA']], ca: true, keyUsage: ['critical', 'keyCertSign', 'cRLSign'] });
+    fs.writeFileSync(path.join(dir, 'ingress-ca.pem'), old.cert);
+    fs.writeFileSync(path.join(dir, 'ingress-ca-key.pem'), old.key, { mode: 0o600 });
+    const s2 = await startTestServer({ dir, ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }] });
+    try {
+      expect(localCa(s2)).toBe(old.cert);
+      expect(await s2.server.db.prisma.setting.findUnique({ where: { key: 'ingress_ca' } })).toBeTruthy();
+      const e = await s2.post('/edges/https', { hostports: ['legacy.example.com:443'] });
+      await s2.post(`/edges/https/${e.body.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: (await s2.post('/backends/http_response', { body: 'legacy', status_code: 200 })).body.id } });
+      expect((await edgeRequest({ port: ingressPort(s2, 443), host: 'legacy.example.com', ca: old.cert })).text).toBe('legacy');
+    } finally {
+      await s2.close();
+    }
   });
 
   it('issues the certificate an HTTPS edge answers with when no upload covers its name', async () => {
