@@ -70,7 +70,8 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
     deps,
     changed: () => table.changed(),
     async drain(deadlineMs) {
-      await acme?.stop(deadlineMs);
+      // An order under way is not waited for long: it is placed again after a restart.
+      await acme?.stop(Math.min(deadlineMs, 5000));
       await Promise.all(listeners.map((l) => l.drain(deadlineMs)));
       await table.stop();
     },

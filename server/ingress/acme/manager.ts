@@ -34,6 +34,8 @@ const LEASE_MS = 10 * 60_000;
 const REQUEST_TIMEOUT_MS = 30_000;
 /** How often the table is compared with the certificates. */
 const TICK_MS = 1000;
+/** The names wanted are worked out again at least this often with no table change. */
+const WANTED_EVERY_MS = 30_000;
 /** A name another instance is ordering is looked at again after this long. */
 const LEASED_RETRY_MS = 5000;
 /** The event of a failed order (provider/catalog/index.ts lists it with the others). */
@@ -70,6 +72,8 @@ export class AcmeManager {
   /** The last Retry-After the directory sent with an error, in seconds. */
   private retryAfter = 0;
   private readonly ports: Set<number>;
+  private wanted?: { version: number; at: number; names: ReturnType<typeof wantedNames> };
+  private issued?: { version: number; byName: Map<string, CertificateEntry> };
 
   constructor(private o: AcmeManagerOptions) {
     this.challenges = new Challenges(o.ctx);
@@ -91,14 +95,21 @@ export class AcmeManager {
     await Promise.race([Promise.allSettled([...this.orders]), new Promise((r) => setTimeout(r, deadlineMs).unref())]);
   }
 
-  /** The newest server-issued certificate for exactly this name, if any. */
+  /** The newest server-issued certificate for exactly this name, if any (indexed once per table version). */
   private issuedFor(name: string): CertificateEntry | undefined {
-    let best: CertificateEntry | undefined;
-    for (const c of this.o.table.now.certificates) {
-      if (!c.issuedAt || !c.dnsNames.includes(name)) continue;
-      if (!best || c.notAfter > best.notAfter) best = c;
+    const table = this.o.table.now;
+    if (this.issued?.version !== table.version) {
+      const byName = new Map<string, CertificateEntry>();
+      for (const c of table.certificates) {
+        if (!c.issuedAt) continue;
+        for (const n of c.dnsNames) {
+          const best = byName.get(n);
+          if (!best || c.notAfter > best.notAfter) byName.set(n, c);
+        }
+      }
+      this.issued = { version: table.version, byName };
     }
-    return best;
+    return this.issued.byName.get(name);
   }
 
   private expiries(): Map<string, number> {
@@ -113,7 +124,12 @@ export class AcmeManager {
   private tick() {
     if (this.stopped) return;
     const now = Date.now();
-    const wanted = wantedNames(this.o.table.now, this.ports, now);
+    // Worked out again when the table changes, else every WANTED_EVERY_MS (an upload expiring).
+    const table = this.o.table.now;
+    if (!this.wanted || this.wanted.version !== table.version || now - this.wanted.at >= WANTED_EVERY_MS) {
+      this.wanted = { version: table.version, at: now, names: wantedNames(table, this.ports, now) };
+    }
+    const wanted = this.wanted.names;
     for (const [name, why] of wanted.kept) {
       if (this.saidKept.has(name)) continue;
       if (this.saidKept.size > 10_000) this.saidKept.clear();
