@@ -44,6 +44,9 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--ingress-upstream-idle-timeout <seconds>', 'how long an upstream may send nothing (its answer\'s head, the rest of its body, its answer to an upgrade) before 504 or the answer is cut; 0: never for bodies and upgrades').env('EDGEFORM_INGRESS_UPSTREAM_IDLE_TIMEOUT').default(String(DEFAULT_UPSTREAM_IDLE_MS / 1000)))
     .addOption(new Option('--ingress-buffer-mib <n>', 'request bodies (webhook_verification, sign-in callbacks) and partial WebSocket frames the ingress buffers at once, in MiB; past it 503; 0 turns the limit off').env('EDGEFORM_INGRESS_BUFFER_MIB').default(String(DEFAULT_BUFFER_MIB)))
     .addOption(new Option('--ingress-unread-mib <n>', 'relayed answers the ingress holds for clients that do not read them, in MiB; past it the connections holding most are closed; 0 turns the limit off').env('EDGEFORM_INGRESS_UNREAD_MIB').default(String(DEFAULT_UNREAD_MIB)))
+    .addOption(new Option('--acme-directory <url>', 'an ACME directory (such as Let\'s Encrypt\'s) that issues certificates for the names HTTPS and TLS edges serve; none by default: the local CA').env('EDGEFORM_ACME_DIRECTORY'))
+    .addOption(new Option('--acme-email <address>', 'the contact address of the ACME account').env('EDGEFORM_ACME_EMAIL'))
+    .addOption(new Option('--acme-ca-file <path>', 'PEM file of a root to trust for the ACME directory besides the system\'s (a test directory such as Pebble)').env('EDGEFORM_ACME_CA_FILE'))
     .addOption(new Option('--data-dir <dir>', 'where the default database, key file and bootstrap token live').env('EDGEFORM_DATA_DIR').default('data'))
     .addHelpText('after', `
 Environment only:
@@ -55,7 +58,8 @@ Environment only:
   EDGEFORM_SECRET_KEY_PREVIOUS_FILE  a file holding the key being replaced
   EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS  deadline of one event delivery (default 10000)
   EDGEFORM_INGRESS               ingress listeners, comma-separated (as --ingress)
-  EDGEFORM_INGRESS_MAX_CONNECTIONS  connections each ingress listener holds at most (default 10000)`)
+  EDGEFORM_INGRESS_MAX_CONNECTIONS  connections each ingress listener holds at most (default 10000)
+  EDGEFORM_ACME_RETRY_SECONDS    first wait before a failed ACME order is tried again, doubling to an hour (default 60)`)
     .action(async (opts) => {
       let config: ServerConfig;
       try {

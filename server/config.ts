@@ -10,6 +10,7 @@ import { DEFAULT_UPSTREAM_IDLE_MS } from './ingress/http/exchange.js';
 import { DEFAULT_BODY_IDLE_MS, DEFAULT_CONNECTIONS_PER_CLIENT } from './ingress/listen.js';
 import type { IngressListenerSpec } from './ingress/types.js';
 import { DEFAULT_START_TIMEOUT_MS, PG_DEFAULTS } from './store/pg-pool.js';
+import { acmeSettings } from './ingress/acme/settings.js';
 
 export interface ServerConfig {
   host: string;
@@ -91,6 +92,8 @@ export interface ServerConfig {
   databasePool?: Partial<import('./store/pg-pool.js').PgBounds>;
   /** PostgreSQL: how long a start waits for the database to answer, ms (--database-start-timeout). */
   databaseStartTimeoutMs?: number;
+  /** ACME (`--acme-directory`, `--acme-email`, `--acme-ca-file`, EDGEFORM_ACME_RETRY_SECONDS): certificates for the edges' names from a directory; none by default. */
+  acme?: import('./ingress/acme/settings.js').AcmeSettings;
 }
 
 export interface ServeFlags {
@@ -124,6 +127,9 @@ export interface ServeFlags {
   ingressUpstreamIdleTimeout?: string | number;
   ingressBufferMib?: string | number;
   ingressUnreadMib?: string | number;
+  acmeDirectory?: string;
+  acmeEmail?: string;
+  acmeCaFile?: string;
 }
 
 function int(name: string, value: string | number | undefined, fallback: number, min: number, max: number): number {
@@ -262,6 +268,7 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     ingressUpstreamIdleTimeoutMs: 1000 * int('--ingress-upstream-idle-timeout / EDGEFORM_INGRESS_UPSTREAM_IDLE_TIMEOUT (seconds)', pick(flags.ingressUpstreamIdleTimeout, env.EDGEFORM_INGRESS_UPSTREAM_IDLE_TIMEOUT), DEFAULT_UPSTREAM_IDLE_MS / 1000, 0, 86_400),
     ingressBufferMib: int('--ingress-buffer-mib / EDGEFORM_INGRESS_BUFFER_MIB', pick(flags.ingressBufferMib, env.EDGEFORM_INGRESS_BUFFER_MIB), DEFAULT_BUFFER_MIB, 0, 1_000_000),
     ingressUnreadMib: int('--ingress-unread-mib / EDGEFORM_INGRESS_UNREAD_MIB', pick(flags.ingressUnreadMib, env.EDGEFORM_INGRESS_UNREAD_MIB), DEFAULT_UNREAD_MIB, 0, 1_000_000),
+    acme: acmeSettings(pick(flags.acmeDirectory, env.EDGEFORM_ACME_DIRECTORY), pick(flags.acmeEmail, env.EDGEFORM_ACME_EMAIL), optionalPath(pick(flags.acmeCaFile, env.EDGEFORM_ACME_CA_FILE)), int('EDGEFORM_ACME_RETRY_SECONDS', pick(env.EDGEFORM_ACME_RETRY_SECONDS), 60, 1, 86_400)),
     dataDir,
   };
   if (resolved.agentTcpPorts && !resolved.ingress?.length) throw new Error('--agent-tcp-ports / EDGEFORM_AGENT_TCP_PORTS needs an --ingress listener: its ports are listened on at the first one\'s address');

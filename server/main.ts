@@ -141,6 +141,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
             ...(config.ingressBodyIdleTimeoutMs !== undefined ? { bodyIdleTimeoutMs: config.ingressBodyIdleTimeoutMs } : {}),
             ...config.ingressLimits,
           },
+          acme: config.acme,
         });
       } catch (e) {
         await gateway.stop();

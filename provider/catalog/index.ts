@@ -53,6 +53,8 @@ export function kindOfId(id: string): KindEntry | undefined {
 
 export const EVENT_ACTIONS = ['created', 'updated', 'deleted'] as const;
 eventTypes.push(...catalog.filter((k) => k.spec.events).flatMap((k) => EVENT_ACTIONS.map((a) => `${k.type}_${a}.v0`)));
+// A server extension: an ACME order for a name failed (server/ingress/acme/manager.ts).
+eventTypes.push('tls_certificate_order_failed.v0');
 export { eventTypes };
 
 /** Children of a kind (rules of a policy, routes of an edge). */

@@ -96,7 +96,7 @@ export const ERRORS = {
   ERR_SERVICE_819: { status: 503, summary: 'The edge could not verify the SAMLResponse in time (within 5 s of receiving it, or with too many others waiting); the sign-in was refused. Try again.' },
   ERR_SERVICE_817: { status: 502, summary: 'The route\'s SAML sign-in cannot start: idp_metadata has no HTTP-Redirect SingleSignOnService or no signing certificate, or the route has no request-signing key. The backend was not reached.' },
   // The ingress's listeners and edges (server/ingress, docs/ingress.md).
-  ERR_SERVICE_700: { status: 409, summary: 'The hostport\'s port is held by edges of another kind: HTTPS, TCP and TLS edges cannot share a public port, and a TCP port carries one edge.' },
+  ERR_SERVICE_700: { status: 409, summary: 'The hostport\'s port is held by a TCP edge, or a TCP edge asks for a port other edges hold: a TCP edge takes its public port whole (HTTPS and TLS edges share a port by name).' },
   ERR_SERVICE_702: { status: 400, summary: 'The request to an edge is not valid HTTP.' },
   ERR_SERVICE_703: { status: 431, summary: 'The request line and headers sent to an edge are larger than 16 KiB (HTTP/1.1 and HTTP/2); the connection is closed after the answer on HTTP/1.1.' },
   ERR_SERVICE_704: { status: 408, summary: 'The request headers did not reach the edge within the header timeout (10 s).' },

@@ -83,6 +83,22 @@ export class Metrics {
       if (this.databaseCheck) this.databaseUp.set((await this.databaseCheck()) ? 1 : 0);
     },
   });
+  /** ACME orders by result: issued, renewed or failed (ingress/acme). */
+  readonly acmeOrders = new Counter({ name: 'edgeform_acme_orders_total', help: 'Certificate orders placed with the ACME directory, by result: issued, renewed or failed.', labelNames: ['result'], registers: [this.registry] });
+  /** The expiry of each name's server-issued certificate, read when metrics are scraped (ingress/acme). */
+  certificateExpiryOf?: () => Map<string, number>;
+  readonly certificateExpiry = new Gauge({
+    name: 'edgeform_certificate_expiry_timestamp_seconds',
+    help: 'When the certificate the server obtained through ACME for a name expires, in seconds since 1970, by name.',
+    labelNames: ['name'],
+    registers: [this.registry],
+    collect: () => {
+      const all = this.certificateExpiryOf?.();
+      if (!all) return;
+      this.certificateExpiry.reset();
+      for (const [name, at] of all) this.certificateExpiry.set({ name }, at);
+    },
+  });
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'edgeform_' });

@@ -1,15 +1,21 @@
-// The ingress's own certificate authority, for names no uploaded certificate covers (like
-// mkcert): made on first start with an ingress, its key owner-only in the data folder and
-// its certificate at <data>/ingress-ca.pem for clients to trust. Leaf certificates share one
-// key made at start (a name costs one ECDSA signature, not a key generation) and are kept
-// for a bounded number of names.
+// The ingress's own certificate authority, for names no uploaded or ACME certificate covers
+// (like mkcert): one per database, so every instance on it serves certificates from one
+// chain. Its certificate and key are kept in the database (the Setting row `ingress_ca`),
+// sealed under the secret key, made by the first instance to start with an ingress (from the
+// data folder's ingress-ca.pem and ingress-ca-key.pem when an earlier version left them
+// there, so clients keep trusting it); its certificate is written to <data>/ingress-ca.pem
+// for clients to trust. Leaf certificates share one key made at start (a name costs one
+// ECDSA signature, not a key generation) and are kept for a bounded number of names.
 import type { KeyObject } from 'node:crypto';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { generateKey, issueCertificate, type DistinguishedName } from '../crypto/x509-build.js';
+import type { ServerContext } from '../resources/context.js';
+import { createSetting, putSetting, readSetting } from './acme/settings-rows.js';
 
 export const CA_FILE = 'ingress-ca.pem';
+/** Where an earlier version kept the CA's key (read once, to move it into the database). */
 const KEY_FILE = 'ingress-ca-key.pem';
 const CA_NAME: DistinguishedName = { organization: 'edgeform', commonName: 'edgeform local ingress CA' };
 const CA_DAYS = 3650;
@@ -31,28 +37,43 @@ export interface LocalCa {
   leafFor(name: string): Leaf;
 }
 
-function writeOwnerOnly(file: string, text: string) {
-  const fd = fs.openSync(file, 'wx', 0o600);
-  try {
-    fs.writeSync(fd, text);
-  } finally {
-    fs.closeSync(fd);
+const SETTING = 'ingress_ca';
+
+/** The CA's certificate and key as the database keeps them (sealed), made once per database. */
+async function storedCa(dataDir: string, ctx: Pick<ServerContext, 'db' | 'box'>, log?: (f: Record<string, unknown>) => void): Promise<{ cert: string; key: string }> {
+  let sealed = await readSetting(ctx as ServerContext, SETTING);
+  if (sealed === undefined) {
+    const legacyKey = path.join(dataDir, KEY_FILE);
+    const legacyCert = path.join(dataDir, CA_FILE);
+    // An earlier version's CA in the data folder is kept: its clients already trust it.
+    const made = fs.existsSync(legacyKey) && fs.existsSync(legacyCert)
+      ? { cert: fs.readFileSync(legacyCert, 'utf8'), key: fs.readFileSync(legacyKey, 'utf8') }
+      : (() => {
+          const ca = issueCertificate({ subject: CA_NAME, ca: { pathLength: 0 }, keyUsages: ['key_cert_sign', 'crl_sign'], days: CA_DAYS });
+          return { cert: ca.certificatePem, key: ca.privateKeyPem };
+        })();
+    // Of instances starting at once on one database, the first to write wins; the others read its CA.
+    sealed = await createSetting(ctx as ServerContext, SETTING, ctx.box.seal(JSON.stringify(made)));
+  } else if (!ctx.box.canOpen(sealed)) {
+    // Sealed under the key being rotated away from: sealed again under the current one.
+    const plain = ctx.box.open(sealed);
+    await putSetting(ctx as ServerContext, SETTING, ctx.box.seal(plain));
+    log?.({ level: 'info', msg: 'ingress: re-sealed the local CA under the new secret key' });
   }
+  return JSON.parse(ctx.box.open(sealed)) as { cert: string; key: string };
 }
 
-/** Loads the CA from the data folder, creating it if absent. */
-export function openLocalCa(dataDir: string): LocalCa {
+/** Loads the CA from the database, creating it if absent, and writes its certificate to the data folder. */
+export async function openLocalCa(dataDir: string, ctx: Pick<ServerContext, 'db' | 'box'>, log?: (f: Record<string, unknown>) => void): Promise<LocalCa> {
   fs.mkdirSync(dataDir, { recursive: true });
   const certFile = path.join(dataDir, CA_FILE);
-  const keyFile = path.join(dataDir, KEY_FILE);
-  if (!fs.existsSync(keyFile)) {
-    const ca = issueCertificate({ subject: CA_NAME, ca: { pathLength: 0 }, keyUsages: ['key_cert_sign', 'crl_sign'], days: CA_DAYS });
-    writeOwnerOnly(keyFile, ca.privateKeyPem);
+  const stored = await storedCa(dataDir, ctx, log);
+  const caKey: KeyObject = crypto.createPrivateKey(stored.key);
+  const certificatePem = stored.cert;
+  if (!fs.existsSync(certFile) || fs.readFileSync(certFile, 'utf8') !== certificatePem) {
     fs.rmSync(certFile, { force: true });
-    fs.writeFileSync(certFile, ca.certificatePem, { mode: 0o644 });
+    fs.writeFileSync(certFile, certificatePem, { mode: 0o644 });
   }
-  const caKey: KeyObject = crypto.createPrivateKey(fs.readFileSync(keyFile));
-  const certificatePem = fs.readFileSync(certFile, 'utf8');
   const leafKey = generateKey({ type: 'ecdsa' });
   const leafKeyPem = leafKey.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
   const leaves = new Map<string, Leaf>();

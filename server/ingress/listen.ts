@@ -80,6 +80,8 @@ export interface ListenerDeps {
   deps: IngressDeps;
   metrics: Metrics;
   limits: ListenerLimits;
+  /** ACME validation answered before any edge (only with --acme-directory). */
+  acme?: import('./acme/intercept.js').AcmeIntercept;
 }
 
 
@@ -307,6 +309,8 @@ export class IngressListener {
     socket.once('close', release);
     const table = await this.d.live.current();
     const held = table.ports.get(this.spec.publicPort);
+    // ACME validation (acme/intercept.ts) on the listeners for ports 80 and 443, unless a TCP edge holds the port whole.
+    if (this.d.acme && held?.kind !== 'tcp' && (await this.d.acme.take(socket, this.spec.publicPort))) return this.count('acme_challenge');
     if (!held && !anyEndpoints(this.d.deps)) {
       this.count('refused_no_edge');
       return void socket.destroy();
@@ -333,14 +337,15 @@ export class IngressListener {
       this.count('tls');
       return passThroughTls(socket, endpoint, this.d.deps, clientIpOf(socket));
     }
-    if (entry?.kind === 'https' || endpoint) {
+    // HTTPS and TLS edges share a port: the server name's edge decides which it is.
+    if ((entry?.kind === 'https' && edge?.kind !== 'tls') || endpoint) {
       this.count('https');
       // An unknown name still gets a handshake (a local-CA certificate) and then a 404 page.
       const t = edge ? terminationOf(edge.doc) : DEFAULT_TERMINATION;
       APPLIED.set(socket, { name: hello.servername, key: terminationKey(t) });
       return void this.terminator('https', t).emit('connection', socket);
     }
-    if (entry?.kind !== 'tls' || !edge) {
+    if (edge?.kind !== 'tls') {
       this.count('refused_unknown_host');
       return void socket.destroy();
     }
@@ -506,7 +511,8 @@ export class IngressListener {
     const host = (authority === undefined ? '' : hostOfAuthority(authority)) || sni;
     if (host !== sni) return { sni, host };
     const held = table.ports.get(this.spec.publicPort);
-    const edge = held?.kind === 'https' ? (held.hosts.get(host) as HttpsEdgeEntry | undefined) : undefined;
+    const named = held?.kind === 'https' ? held.hosts.get(host) : undefined;
+    const edge = named?.kind === 'https' ? (named as HttpsEdgeEntry) : undefined;
     // The edge is the one whose certificate check and minimum version the handshake applied, or nothing is answered from it.
     if (peer.applied === undefined || terminationKeyOf(edge?.doc) !== peer.applied) return { sni, host, stale: true };
     return { sni, host, ctx: { table, edge, clientIp: peer.clientIp, publicPort: this.spec.publicPort, host, hostHeader: authority ?? host, deps: this.d.deps, answered: this.answered as unknown as HttpsContext['answered'], socket, h1, startedAt } };

@@ -15,6 +15,9 @@ const MiB = 1024 * 1024;
 import { IngressListener, LISTENER_LIMITS, type ListenerLimits } from './listen.js';
 import { LiveTable } from './live-table.js';
 import { TlsContexts } from './tls.js';
+import { AcmeIntercept } from './acme/intercept.js';
+import { AcmeManager } from './acme/manager.js';
+import type { AcmeSettings } from './acme/settings.js';
 import type { IngressDeps, IngressListenerSpec } from './types.js';
 
 export interface IngressOptions {
@@ -38,6 +41,8 @@ export interface IngressOptions {
   bufferMib?: number;
   /** `--ingress-unread-mib` (default 256; 0: no server-wide bound). */
   unreadMib?: number;
+  /** Certificates from an ACME directory (--acme-directory); none: the local CA for every name. */
+  acme?: AcmeSettings;
 }
 
 export interface RunningIngress {
@@ -56,7 +61,7 @@ export interface RunningIngress {
 }
 
 export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
-  const ca = openLocalCa(o.dataDir);
+  const ca = await openLocalCa(o.dataDir, o.ctx, o.log);
   const table = await LiveTable.start(o.ctx, o.databaseUrl, o.log);
   o.metrics.tableVersionOf = () => table.now.version;
   o.metrics.relayedOf = () => o.gateway.relayed;
@@ -72,7 +77,9 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
   };
   const contexts = new TlsContexts(ca, () => table.now);
   const limits = { ...LISTENER_LIMITS, ...o.limits };
-  const listeners = o.listeners.map((spec) => new IngressListener({ ...spec }, { live: table, contexts, deps, metrics: o.metrics, limits }));
+  const acme = o.acme ? new AcmeManager({ settings: o.acme, ctx: o.ctx, table, listenerPorts: o.listeners.map((l) => l.publicPort), metrics: o.metrics, log: deps.log }) : undefined;
+  const intercept = acme ? new AcmeIntercept(acme.challenges, limits, deps.log) : undefined;
+  const listeners = o.listeners.map((spec) => new IngressListener({ ...spec }, { live: table, contexts, deps, metrics: o.metrics, limits, acme: intercept }));
   let agentTcp: AgentTcpListeners | undefined;
   try {
     for (const l of listeners) await l.listen();
@@ -82,6 +89,7 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
     await table.stop();
     throw e;
   }
+  acme?.start();
   return {
     listeners: listeners.map((l) => ({ ...l.spec, address: l.address })),
     agentTcpPorts: agentTcp?.ports ?? [],
@@ -90,6 +98,8 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
     deps,
     changed: (ids) => table.changed(ids),
     async drain(deadlineMs) {
+      // An order under way is not waited for long: it is placed again after a restart.
+      await acme?.stop(Math.min(deadlineMs, 5000));
       await Promise.all([...listeners.map((l) => l.drain(deadlineMs)), agentTcp?.drain(deadlineMs)]);
       await table.stop();
     },

@@ -239,10 +239,11 @@ export class TableState {
   }
 
   /**
-   * What one public port serves, from the edges on it. A port carries one kind of edge (the
-   * API refuses mixing, ERR_SERVICE_700); should older data mix them, the kind of the port's
-   * oldest edge wins and the others are left out, as is a second TCP edge on one port; a host
-   * named by two edges is the oldest one's.
+   * What one public port serves, from the edges on it. A port carries HTTPS and TLS edges by
+   * name, or one TCP edge (the API refuses others, ERR_SERVICE_700); should older data mix a
+   * TCP edge with others, the kind of the port's oldest edge wins and the others are left out,
+   * as is a second TCP edge on one port; a host named by two edges is the oldest one's. A
+   * port's kind is `https` when it has any HTTPS edge.
    */
   private placePort(ports: IngressTable['ports'], port: number) {
     const ids = this.portEdges.get(port);
@@ -252,7 +253,10 @@ export class TableState {
       for (const hp of (rec.row.doc.hostports ?? []) as string[]) {
         if (portOf(hp) !== port) continue;
         held ??= { kind: rec.kind, hosts: new Map() };
-        if (held.kind !== rec.kind || (rec.kind === 'tcp' && held.hosts.size && ![...held.hosts.values()].includes(rec.entry))) continue;
+        // HTTPS and TLS edges share a port by name; a TCP edge takes its port whole.
+        if ((held.kind !== rec.kind && (held.kind === 'tcp' || rec.kind === 'tcp')) || (rec.kind === 'tcp' && held.hosts.size && ![...held.hosts.values()].includes(rec.entry))) continue;
+        // A port with any HTTPS edge answers unknown names as HTTPS does (a handshake, then 404).
+        if (rec.kind === 'https') held.kind = 'https';
         if (!held.hosts.has(hostOf(hp))) held.hosts.set(hostOf(hp), rec.entry);
       }
     }
@@ -273,6 +277,7 @@ function certificateOf(r: SnapshotRow): CertificateEntry {
     notBefore: new Date(r.computed.not_before),
     notAfter: new Date(r.computed.not_after),
     createdAt: r.createdAt,
+    issuedAt: r.computed.issued_at ? new Date(r.computed.issued_at) : null,
     certificatePem: r.doc.certificate_pem,
     privateKeyPem: r.doc.private_key_pem,
   };

@@ -43,7 +43,8 @@ export class TlsContexts {
     const table = this.table();
     const uploaded = selectCertificate(table.certificates, servername, Date.now());
     const pair = uploaded
-      ? { id: `cert:${uploaded.id}`, cert: uploaded.certificatePem, key: uploaded.privateKeyPem }
+      // With its validity: a certificate renewed in place (ACME) keeps its id.
+      ? { id: `cert:${uploaded.id}:${uploaded.notBefore.getTime()}`, cert: uploaded.certificatePem, key: uploaded.privateKeyPem }
       : (() => {
           const leaf = this.ca.leafFor(servername);
           return { id: `local:${servername}:${leaf.notAfter}`, cert: leaf.certificatePem, key: leaf.privateKeyPem };

@@ -47,6 +47,8 @@ export interface CertificateEntry {
   notBefore: Date;
   notAfter: Date;
   createdAt: Date;
+  /** When the server issued it (ACME); null for an upload. */
+  issuedAt?: Date | null;
   certificatePem: string;
   privateKeyPem: string;
 }
@@ -54,7 +56,10 @@ export interface CertificateEntry {
 export interface IngressTable {
   /** Monotonic: a request keeps the table it started with; compiled caches key on it. */
   version: number;
-  /** Public port -> what that port speaks and its edges by lower-case host name. */
+  /**
+   * Public port -> what that port speaks and its edges by lower-case host name: `tcp` (one
+   * edge), `tls` (TLS edges only) or `https` (HTTPS edges, and TLS edges too, each by name).
+   */
   ports: Map<number, { kind: EdgeKind; hosts: Map<string, EdgeEntry> }>;
   certificates: CertificateEntry[];
   /** Backends by id (HTTPResponseBackend, WeightedBackend, TunnelGroupBackend), full docs with `kind`. */

@@ -10,6 +10,7 @@ import { authorizedKeyText, generateSshKey, parseAuthorizedKey } from '../crypto
 import { rfc3339 } from '../events/outbox.js';
 import { ApiError, invalid } from '../http/errors.js';
 import { behaviour, type Doc } from './behaviours.js';
+import type { Ctx } from './context.js';
 import { findStored } from './engine.js';
 
 /** SPEC: an SSH user certificate is valid for 24 hours after its creation unless valid_until says otherwise. */
@@ -29,12 +30,17 @@ behaviour(certificateAuthority.kind, {
   },
 });
 
+/** A write of a certificate the server issued (ingress/acme) carries when; an upload has none. */
+export type IssuingCtx = Ctx & { issuedAt?: Date };
+
 behaviour(tlsCertificate.kind, {
-  prepare({ body, prior }) {
-    if (prior) return;
+  prepare({ body, prior, ctx }) {
+    const issuedAt = (ctx as IssuingCtx).issuedAt;
+    // A PATCH changes only description and metadata; a renewal (issuedAt) replaces the chain.
+    if (prior && !issuedAt) return;
     const fields = checked(inspectTlsUpload(body.certificate_pem, body.private_key_pem));
-    // Uploaded, not issued by this server: SPEC's issued_at is null for uploads.
-    return { computed: { ...certificateRead(fields), issued_at: null } };
+    // SPEC: issued_at is when the server issued it, null for uploads.
+    return { computed: { ...certificateRead(fields), issued_at: issuedAt ? rfc3339(issuedAt) : null } };
   },
 });
 

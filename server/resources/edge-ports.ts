@@ -1,7 +1,8 @@
-// A public port speaks one protocol: HTTPS edges (TLS, then HTTP), TLS edges (TLS by server
-// name) or one TCP edge (raw bytes carry no name to choose by). A hostport whose port another
-// kind of edge holds is refused with 409, in the write transaction; on PostgreSQL the port is
-// locked first, so two writers of different kinds cannot both pass the check.
+// A public port speaks TLS to HTTPS and TLS edges alike, the server name choosing the edge,
+// or raw TCP to one TCP edge (raw bytes carry no name to choose by), which takes the port
+// whole. A hostport on a port a TCP edge holds, or a TCP edge's on a port others hold, is
+// refused with 409, in the write transaction; on PostgreSQL the port is locked first, so two
+// writers cannot both pass the check.
 import { httpsEdge, tcpEdge, tlsEdge } from '../../provider/catalog/edges.js';
 import { kindOfId } from '../../provider/catalog/index.js';
 import { ApiError } from '../http/errors.js';
@@ -21,9 +22,10 @@ async function checkPorts(tx: Writes, kind: string, id: string, body: Doc) {
       const other = kindOfId(h.resourceId);
       // The very same hostport is the unique check's to refuse (ERR_SERVICE_320).
       if (!other || portOf(h.value) !== port || (body.hostports as string[]).includes(h.value)) continue;
-      if (other.kind === kind && kind !== tcpEdge.kind) continue;
+      // HTTPS and TLS edges share a port: the ClientHello's server name chooses the edge.
+      if (other.kind !== tcpEdge.kind && kind !== tcpEdge.kind) continue;
       const mine = ((body.hostports ?? []) as string[]).find((hp) => portOf(hp) === port)!;
-      const why = other.kind === kind ? `a TCP port carries one edge (raw TCP names no host to choose by)` : `a port speaks one protocol`;
+      const why = other.kind === kind ? `a TCP port carries one edge (raw TCP names no host to choose by)` : `a TCP edge takes its port whole (raw TCP names no host to choose by)`;
       throw new ApiError('ERR_SERVICE_700', `hostports: port ${port} of ${mine} is held by ${label(other)} ${h.resourceId} (${hostOf(h.value)}:${port}); ${why}, so use another port for this ${label(EDGES.find((e) => e.kind === kind)!)}`, {
         field: 'hostports',
         value: mine,

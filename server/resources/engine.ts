@@ -500,6 +500,15 @@ async function rewrite(ctx: Ctx, kind: KindEntry, id: string, parentId: string |
   });
 }
 
+/**
+ * Replaces fields a caller may not change in place, for the server itself: a certificate it
+ * issued is renewed under the same id (ingress/acme). The same write path, checks and
+ * `updated` event as a PATCH.
+ */
+export async function replaceResource(ctx: Ctx, kind: KindEntry, id: string, fields: Doc) {
+  return rewrite(ctx, kind, id, undefined, (full) => ({ ...full, ...fields }));
+}
+
 export async function updateResource(ctx: Ctx, kind: KindEntry, id: string, input: unknown, pathParams: Record<string, string> = {}) {
   const given = requireObject(dropPathIds(kind, input, pathParams)) as Doc;
   // null names no value: for a field that cannot change it asks for no change, like absence.

@@ -2,7 +2,7 @@
 // instance's API (or `edgeform apply` against it) is served by the other's ingress without a
 // restart (the issue: within one second; measured and printed here, asserted only to arrive),
 // each instance counts rate limits on its own (SPEC: capacity is per ingress server), and
-// each answers with its own local CA.
+// both answer with one local CA, kept in the database (issue 32).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 // @ts-expect-error: a plain .mjs script without types
@@ -52,6 +52,12 @@ describe.skipIf(!available)('the ingress with two instances on one PostgreSQL da
     killServers();
     pg?.stop();
     removeTempDirs();
+  });
+
+  it('has one local CA for both instances: the same ingress-ca.pem, and a leaf from either verifies against it', async () => {
+    await a.apply(MANIFEST);
+    expect(await b.ca()).toBe(await a.ca());
+    await until(async () => (await edgeRequest({ port: b.port(443), host: 'shared.example.com', ca: await a.ca() }).catch(() => undefined))?.status === 200, 10_000, () => 'b did not answer with a leaf of the shared CA');
   });
 
   it('serves on one instance what edgeform apply wrote through the other', async () => {

@@ -1,9 +1,10 @@
 // The `--ingress` listeners on a real server over loopback sockets: TLS with the local CA or
 // an uploaded certificate chosen by SNI, HTTP/1.1 and HTTP/2 by ALPN, min_version refused,
 // a host other than the connection's name refused (421), no SNI closed, changes live on the
-// next request, the 409 for mixing edge kinds on a port, and /metrics.
+// next request, HTTPS and TLS edges sharing a port by name, the 409 for a TCP edge's port, and /metrics.
 import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { edgeRequest, exchange, h2Get, ingressPort, localCa, tlsConnect } from '../helpers/ingress-client.js';
@@ -34,10 +35,32 @@ afterAll(async () => {
 });
 
 describe('the local certificate authority', () => {
-  it('is made in the data folder: the certificate readable at ingress-ca.pem, the key owner-only', () => {
+  it('is kept in the database sealed under the secret key, its certificate written to ingress-ca.pem for clients (no key file)', async () => {
     expect(s.server.ingress!.caFile).toBe(path.join(s.dir, 'ingress-ca.pem'));
     expect(ca).toContain('BEGIN CERTIFICATE');
-    expect(fs.statSync(path.join(s.dir, 'ingress-ca-key.pem')).mode & 0o777).toBe(0o600);
+    expect(fs.existsSync(path.join(s.dir, 'ingress-ca-key.pem'))).toBe(false);
+    const row = await s.server.db.prisma.setting.findUnique({ where: { key: 'ingress_ca' } });
+    expect(row?.value).toBeTruthy();
+    expect(row!.value).not.toContain('PRIVATE KEY');
+    expect(row!.value).not.toContain('BEGIN CERTIFICATE');
+  });
+
+  it('is the CA an earlier version left in the data folder, copied into the database on the first start', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-legacy-ca-'));
+    // The name an earlier version gave its CA (its leaves name it as their issuer).
+    const old = pki.issue('p256', { subject: [['O', 'edgeform'], ['CN', 'edgeform local ingress CA']], ca: true, keyUsage: ['critical', 'keyCertSign', 'cRLSign'] });
+    fs.writeFileSync(path.join(dir, 'ingress-ca.pem'), old.cert);
+    fs.writeFileSync(path.join(dir, 'ingress-ca-key.pem'), old.key, { mode: 0o600 });
+    const s2 = await startTestServer({ dir, ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }] });
+    try {
+      expect(localCa(s2)).toBe(old.cert);
+      expect(await s2.server.db.prisma.setting.findUnique({ where: { key: 'ingress_ca' } })).toBeTruthy();
+      const e = await s2.post('/edges/https', { hostports: ['legacy.example.com:443'] });
+      await s2.post(`/edges/https/${e.body.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: (await s2.post('/backends/http_response', { body: 'legacy', status_code: 200 })).body.id } });
+      expect((await edgeRequest({ port: ingressPort(s2, 443), host: 'legacy.example.com', ca: old.cert })).text).toBe('legacy');
+    } finally {
+      await s2.close();
+    }
   });
 
   it('issues the certificate an HTTPS edge answers with when no upload covers its name', async () => {
@@ -87,7 +110,7 @@ describe('changes', () => {
     }
   });
 
-  it('a new edge on a port is served at once; one of another kind on that port is refused with 409', async () => {
+  it('a new edge on a port is served at once; a TCP edge on that port is refused with 409', async () => {
     const e = await s.post('/edges/https', { hostports: ['new.example.com:8443'] });
     await s.post(`/edges/https/${e.body.id}/routes`, { match_type: 'exact_path', match: '/x', backend: { backend_id: backendId } });
     expect((await edgeRequest({ port: ingressPort(s, 8443), host: 'new.example.com', path: '/x', ca })).status).toBe(200);
@@ -96,11 +119,23 @@ describe('changes', () => {
     expect(tcp.body).toMatchObject({ error_code: 'ERR_SERVICE_700', details: { field: 'hostports', conflicting_id: e.body.id } });
     const tls = await s.post('/edges/tls', { hostports: ['other.example.com:9000'] });
     expect(tls.status).toBe(201);
+    // HTTPS and TLS edges share a port by name (issue 32): each name reaches its own edge.
     const moved = await s.patch(`/edges/tls/${tls.body.id}`, { hostports: ['other.example.com:8443'] });
-    expect(moved.body.error_code).toBe('ERR_SERVICE_700');
-    // Two TCP edges cannot share a port either (raw TCP names no host).
+    expect(moved.status).toBe(200);
+    const tlsSocket = await tlsConnect(ingressPort(s, 8443), { servername: 'other.example.com', ca, ALPNProtocols: ['h2', 'http/1.1'] });
+    // The TLS edge's terminator speaks no HTTP: no ALPN protocol chosen, where the HTTPS edge's would choose one.
+    expect(tlsSocket.alpnProtocol).toBe(false);
+    tlsSocket.destroy();
+    const httpsSocket = await tlsConnect(ingressPort(s, 8443), { servername: 'new.example.com', ca, ALPNProtocols: ['h2', 'http/1.1'] });
+    expect(httpsSocket.alpnProtocol).toBe('h2');
+    httpsSocket.destroy();
+    expect((await edgeRequest({ port: ingressPort(s, 8443), host: 'new.example.com', path: '/x', ca })).status).toBe(200);
+    // Still one edge per hostport, whatever its kind.
+    expect((await s.post('/edges/tls', { hostports: ['new.example.com:8443'] })).body.error_code).toBe('ERR_SERVICE_320');
+    // Two TCP edges cannot share a port either (raw TCP names no host), nor a TCP edge and another kind.
     expect((await s.post('/edges/tcp', { hostports: ['1.tcp.example.com:20000'] })).status).toBe(201);
     expect((await s.post('/edges/tcp', { hostports: ['2.tcp.example.com:20000'] })).body.error_code).toBe('ERR_SERVICE_700');
+    expect((await s.post('/edges/tls', { hostports: ['3.tcp.example.com:20000'] })).body.error_code).toBe('ERR_SERVICE_700');
   });
 });
 

@@ -34,10 +34,11 @@ export interface Ingress {
 }
 
 /** `edgeform serve --ingress P=127.0.0.1:<free>` for each public port, on a fresh data folder; `args` are more serve flags. */
-export async function startIngress(publicPorts: number[], env: Record<string, string> = {}, args: string[] = []): Promise<Ingress> {
+export async function startIngress(publicPorts: number[], env: Record<string, string> = {}, args: string[] = [], fixed: Record<number, number> = {}): Promise<Ingress> {
   const dataDir = tempDir('edgeform-ingress-');
   const ports = new Map<number, number>();
-  for (const p of publicPorts) ports.set(p, await freePort());
+  // `fixed`: loopback ports chosen beforehand (another server, such as Pebble, was told them).
+  for (const p of publicPorts) ports.set(p, fixed[p] ?? (await freePort()));
   const flags = ['--data-dir', dataDir, ...[...ports].flatMap(([pub, local]) => ['--ingress', `${pub}=127.0.0.1:${local}`]), ...args];
   const serving = await serve(flags, { EDGEFORM_BOOTSTRAP_TOKEN: INGRESS_TOKEN, EDGEFORM_API_RATE_LIMIT: '0', EDGEFORM_AGENT_HEARTBEAT_INTERVAL: '2', ...env });
   const port = (pub: number) => {
