@@ -1,11 +1,12 @@
 // The ingress's own certificate authority, for names no uploaded or ACME certificate covers
 // (like mkcert): one per database, so every instance on it serves certificates from one
-// chain. Its certificate and key are kept in the database (the Setting row `ingress_ca`),
+// chain. Its certificate and key are kept in the database (the Setting row `sealed:ingress_ca`),
 // sealed under the secret key, made by the first instance to start with an ingress (from the
 // data folder's ingress-ca.pem and ingress-ca-key.pem when an earlier version left them
 // there, so clients keep trusting it); its certificate is written to <data>/ingress-ca.pem
 // for clients to trust. Leaf certificates share one key made at start (a name costs one
 // ECDSA signature, not a key generation) and are kept for a bounded number of names.
+import { SEALED_SETTING_PREFIX } from '../store/sealed-settings.js';
 import type { KeyObject } from 'node:crypto';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -37,7 +38,8 @@ export interface LocalCa {
   leafFor(name: string): Leaf;
 }
 
-const SETTING = 'ingress_ca';
+/** Under the sealed-settings prefix, so a key rotation re-seals it with every other secret (store/sealed-settings.ts). */
+const SETTING = `${SEALED_SETTING_PREFIX}ingress_ca`;
 
 /** The CA's certificate and key as the database keeps them (sealed), made once per database. */
 async function storedCa(dataDir: string, ctx: Pick<ServerContext, 'db' | 'box'>, log?: (f: Record<string, unknown>) => void): Promise<{ cert: string; key: string }> {

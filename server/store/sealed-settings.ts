@@ -1,6 +1,6 @@
 // Server-wide secrets kept in the Setting table, sealed under the secret key like a resource's
-// write-only values: the SSH host key, so that it is the same after a restart and on every
-// instance of one database. Their keys start with `sealed:`, which is how a key rotation
+// write-only values: the SSH host key, the local CA, the ACME account key and TLS-ALPN-01
+// challenge keys, so that each is the same after a restart and on every instance of one database. Their keys start with `sealed:`, which is how a key rotation
 // (secret-key.ts) finds and re-seals them with the resources' sealed values.
 import type { Database } from './db.js';
 import type { SecretBox } from './secret-box.js';

@@ -39,7 +39,7 @@ describe('the local certificate authority', () => {
     expect(s.server.ingress!.caFile).toBe(path.join(s.dir, 'ingress-ca.pem'));
     expect(ca).toContain('BEGIN CERTIFICATE');
     expect(fs.existsSync(path.join(s.dir, 'ingress-ca-key.pem'))).toBe(false);
-    const row = await s.server.db.prisma.setting.findUnique({ where: { key: 'ingress_ca' } });
+    const row = await s.server.db.prisma.setting.findUnique({ where: { key: 'sealed:ingress_ca' } });
     expect(row?.value).toBeTruthy();
     expect(row!.value).not.toContain('PRIVATE KEY');
     expect(row!.value).not.toContain('BEGIN CERTIFICATE');
@@ -54,7 +54,7 @@ describe('the local certificate authority', () => {
     const s2 = await startTestServer({ dir, ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }] });
     try {
       expect(localCa(s2)).toBe(old.cert);
-      expect(await s2.server.db.prisma.setting.findUnique({ where: { key: 'ingress_ca' } })).toBeTruthy();
+      expect(await s2.server.db.prisma.setting.findUnique({ where: { key: 'sealed:ingress_ca' } })).toBeTruthy();
       const e = await s2.post('/edges/https', { hostports: ['legacy.example.com:443'] });
       await s2.post(`/edges/https/${e.body.id}/routes`, { match_type: 'path_prefix', match: '/', backend: { backend_id: (await s2.post('/backends/http_response', { body: 'legacy', status_code: 200 })).body.id } });
       expect((await edgeRequest({ port: ingressPort(s2, 443), host: 'legacy.example.com', ca: old.cert })).text).toBe('legacy');

@@ -1,11 +1,12 @@
 // The ACME account: its key is made once per directory and kept in the database sealed
 // under the server's secret key, so every instance (and every restart) uses one account.
+import { SEALED_SETTING_PREFIX } from '../../store/sealed-settings.js';
 import crypto from 'node:crypto';
 import acme from 'acme-client';
 import type { ServerContext } from '../../resources/context.js';
 import { createSetting } from './settings-rows.js';
 
-const keyOf = (directoryUrl: string) => `acme_account:${crypto.createHash('sha256').update(directoryUrl).digest('hex').slice(0, 32)}`;
+const keyOf = (directoryUrl: string) => `${SEALED_SETTING_PREFIX}acme_account:${crypto.createHash('sha256').update(directoryUrl).digest('hex').slice(0, 32)}`;
 
 /** The account key's PEM for this directory, made and stored on first use. */
 export async function accountKey(ctx: ServerContext, directoryUrl: string, log: (f: Record<string, unknown>) => void): Promise<string> {

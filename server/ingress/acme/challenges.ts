@@ -1,12 +1,13 @@
 // The challenges being answered: HTTP-01 key authorizations by token and TLS-ALPN-01
 // certificates by name. Kept here in memory and in the database, so that whichever instance
 // the directory reaches answers (the one that placed the order may not be it).
+import { SEALED_SETTING_PREFIX } from '../../store/sealed-settings.js';
 import tls from 'node:tls';
 import type { ServerContext } from '../../resources/context.js';
 import { deleteSetting, putSetting, readSetting } from './settings-rows.js';
 
 const httpKey = (token: string) => `acme_http01:${token}`;
-const alpnKey = (name: string) => `acme_alpn01:${name}`;
+const alpnKey = (name: string) => `${SEALED_SETTING_PREFIX}acme_alpn01:${name}`;
 /** A token is base64url (RFC 8555 8.3); anything else is not looked up. */
 const TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
 
