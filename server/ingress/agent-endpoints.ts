@@ -7,6 +7,7 @@ import { holdRelay } from './backends/serve.js';
 import { relayHttp, relayTcp } from './backends/relay.js';
 import { buildChain } from './http/chain.js';
 import type { HttpExchange } from './http/exchange.js';
+import { spliceThroughTunnel } from './tcp.js';
 import type { EdgeAnswer, FullDoc, HttpFilter, IngressDeps } from './types.js';
 
 /** The tunnel serving this hostname (lower case), when an agent's endpoint has it. */
@@ -33,22 +34,7 @@ export const anyEndpoints = (deps: IngressDeps) => deps.gateway.hasEndpoints;
  * the upstream does. The relay limit per client address is a TCP edge's.
  */
 export function passThroughTls(socket: Duplex & { remoteAddress?: string }, tunnelId: string, deps: IngressDeps, clientIp: string): void {
-  const release = deps.relays?.take(clientIp);
-  if (deps.relays && !release) return void socket.destroy();
-  if (release) socket.once('close', release);
-  socket.pause();
-  relayTcp({ deps }, tunnelId).then(
-    (stream) => {
-      if (socket.destroyed) return void stream.destroy();
-      stream.on('error', () => socket.destroy());
-      stream.on('close', () => socket.destroy());
-      socket.on('close', () => stream.destroy());
-      socket.pipe(stream);
-      stream.pipe(socket);
-      socket.resume();
-    },
-    () => socket.destroy(),
-  );
+  spliceThroughTunnel(socket, tunnelId, deps, clientIp);
 }
 
 export async function serveEndpoint(ex: HttpExchange, tunnelId: string): Promise<void> {

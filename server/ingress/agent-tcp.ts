@@ -3,8 +3,7 @@
 // online tunnel whose endpoint holds that port (gateway.tcpEndpointTunnel), or is closed; the
 // relay limit per client address and the access-log line are a TCP edge's (tcp.ts).
 import net from 'node:net';
-import { relayTcp } from './backends/relay.js';
-import { clientIpOf } from './tcp.js';
+import { clientIpOf, spliceThroughTunnel } from './tcp.js';
 import type { IngressDeps } from './types.js';
 
 export interface AgentTcpListeners {
@@ -58,26 +57,5 @@ function serve(socket: net.Socket, port: number, deps: IngressDeps, open: Set<ne
     line.refused = 'no_endpoint';
     return void socket.destroy();
   }
-  line.tunnel = tunnelId;
-  const release = deps.relays?.take(line.client_ip as string);
-  if (deps.relays && !release) {
-    line.refused = 'ERR_SERVICE_846';
-    return void socket.destroy();
-  }
-  if (release) socket.once('close', release);
-  relayTcp({ deps }, tunnelId).then(
-    (stream) => {
-      if (socket.destroyed) return void stream.destroy();
-      stream.on('error', () => socket.destroy());
-      stream.on('close', () => socket.destroy());
-      socket.on('close', () => stream.destroy());
-      socket.pipe(stream);
-      stream.pipe(socket);
-      socket.resume();
-    },
-    (e: { answer?: { code?: string } }) => {
-      line.refused = e.answer?.code ?? 'upstream_failed';
-      socket.destroy();
-    },
-  );
+  spliceThroughTunnel(socket, tunnelId, deps, line.client_ip as string, line);
 }

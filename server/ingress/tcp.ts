@@ -5,6 +5,7 @@
 // upstream or agent) or the decrypted one (terminate_at edge). One JSON access-log line per
 // connection: edge, client, outcome, bytes each way, duration; never a byte of the traffic.
 import type net from 'node:net';
+import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Metrics } from '../http/metrics.js';
 import { compilePolicy, evaluate, isCompiled, type CompiledPolicy } from '../policy/index.js';
@@ -68,16 +69,25 @@ export function streamEdge(socket: net.Socket, edge: StreamEdgeEntry, table: Ing
     line.refused = chosen.type === 'error' ? chosen.code : 'backend_not_a_stream';
     return void socket.destroy();
   }
-  line.tunnel = chosen.tunnelId;
-  // A client address past its relays through agents is closed, as an HTTP request past them is answered 429.
-  const release = deps.relays?.take(line.client_ip as string);
+  spliceThroughTunnel(socket, chosen.tunnelId, deps, line.client_ip as string, line);
+}
+
+/**
+ * A client's connection spliced through a tunnel, both ways: TCP and TLS edges, agents' TCP
+ * endpoints and tls endpoints. A client address past its relays through agents is closed (as
+ * an HTTP request past them is answered 429 ERR_SERVICE_846); the access-log line, when
+ * given, gets the tunnel and what refused the connection.
+ */
+export function spliceThroughTunnel(socket: Duplex, tunnelId: string, deps: IngressDeps, clientIp: string, line?: Record<string, unknown>): void {
+  if (line) line.tunnel = tunnelId;
+  const release = deps.relays?.take(clientIp);
   if (deps.relays && !release) {
-    line.refused = 'ERR_SERVICE_846';
+    if (line) line.refused = 'ERR_SERVICE_846';
     return void socket.destroy();
   }
   if (release) socket.once('close', release);
   socket.pause();
-  relayTcp({ deps, clientIp: line.client_ip as string }, chosen.tunnelId).then(
+  relayTcp({ deps, clientIp }, tunnelId).then(
     (stream) => {
       if (socket.destroyed) return void stream.destroy();
       stream.on('error', () => socket.destroy());
@@ -88,7 +98,7 @@ export function streamEdge(socket: net.Socket, edge: StreamEdgeEntry, table: Ing
       socket.resume();
     },
     (e: { answer?: { code?: string } }) => {
-      line.refused = e.answer?.code ?? 'upstream_failed';
+      if (line) line.refused = e.answer?.code ?? 'upstream_failed';
       socket.destroy();
     },
   );
