@@ -425,7 +425,14 @@ describe('webhook verification beyond one signature', () => {
   });
 
   it('reads the body bounded at 10 MiB (the exchange answers 413 past it) and never reaches the backend', async () => {
-    await expect(verify('github', SECRET, json('x'.repeat(10 * 1024 * 1024 + 1), {}))).rejects.toThrow(/over limit/);
+    // Signed (wrongly): a request without the provider's signature header is refused before its body is read.
+    await expect(verify('github', SECRET, json('x'.repeat(10 * 1024 * 1024 + 1), { 'x-hub-signature-256': `sha256=${'0'.repeat(64)}` }))).rejects.toThrow(/over limit/);
+  });
+
+  it('refuses a request without the provider\'s signature header before reading its body', async () => {
+    const r = await verify('github', SECRET, json('x'.repeat(10 * 1024 * 1024 + 1), {}));
+    expect(r.status).toBe(403);
+    expect(r.reached).toBe(false);
   });
 
   it('an unknown provider fails closed', async () => {
