@@ -8,6 +8,7 @@ import { resolveConfig } from '../server/config.js';
 import '../server/resources/register.js';
 import type { Ctx } from '../server/resources/context.js';
 import { createResource } from '../server/resources/engine.js';
+import { SSH_FINGERPRINT_SETTING } from '../server/gateway/ssh/host-key-fingerprint.js';
 import { openDatabase, providerOf, sqliteFile, type Database } from '../server/store/db.js';
 import type { SecretBox } from '../server/store/secret-box.js';
 import type { Io } from './reconcile.js';
@@ -71,6 +72,35 @@ Run it with the same --database / --data-dir (or EDGEFORM_DATABASE_URL / EDGEFOR
             out.err(`Created API key ${created.id} for the admin user ${adminUser.id}. Its token, shown once, follows on stdout; keep it safe.\n`);
             out.out(`${created.token}\n`);
           }
+          setCode(0);
+        } catch (e) {
+          out.err(`Error: ${(e as Error).message}\n`);
+          setCode(1);
+        } finally {
+          await db?.close();
+        }
+      }),
+  );
+  admin.addCommand(
+    databaseOptions(new Command('ssh-host-key'))
+      .description('Print the fingerprint of the server\'s SSH host key (edgeform serve --ssh-listen), to compare with what ssh shows on a first connection.')
+      .option('--json', 'print {"fingerprint"} as JSON')
+      .action(async (opts) => {
+        const out = io();
+        let config;
+        try {
+          config = resolveConfig({ database: opts.database, dataDir: opts.dataDir, publicUrl: opts.publicUrl });
+          providerOf(config.databaseUrl);
+        } catch (e) {
+          out.err(`Error: ${(e as Error).message}\n`);
+          return setCode(2);
+        }
+        let db: Database | undefined;
+        try {
+          db = await openExisting(config.databaseUrl);
+          const fingerprint = (await db.prisma.setting.findUnique({ where: { key: SSH_FINGERPRINT_SETTING } }))?.value;
+          if (!fingerprint) throw new Error(`the database at ${db.where} has no SSH host key yet; it is made when edgeform serve first starts with --ssh-listen`);
+          out.out(opts.json ? `${JSON.stringify({ fingerprint })}\n` : `${fingerprint}\n`);
           setCode(0);
         } catch (e) {
           out.err(`Error: ${(e as Error).message}\n`);

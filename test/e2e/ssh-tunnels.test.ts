@@ -10,6 +10,7 @@ import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.js';
 import { startIngress, type Ingress } from '../helpers/ingress.js';
 import { edgeRequest } from '../helpers/ingress-client.js';
 import { twoFreePorts } from '../helpers/ports.js';
@@ -250,6 +251,10 @@ describe('the SSH host key', () => {
     first.child.kill('SIGTERM');
     await first.exited;
 
+    // `edgeform admin ssh-host-key` shows the same fingerprint, from the database, without the secret key.
+    const shown = await runCli(['admin', 'ssh-host-key', '--data-dir', data]);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout.trim()).toBe(made);
     const again = await serve(['--data-dir', data, ...sshArgs]);
     await again.waitFor(/ssh listener/);
     expect(fingerprintOf(again)).toBe(made);

@@ -10,6 +10,7 @@ import { clientKey } from '../../http/rate-limit.js';
 import type { ServerContext } from '../../resources/context.js';
 import { sealedSetting } from '../../store/sealed-settings.js';
 import type { Gateway } from '../gateway.js';
+import { SSH_FINGERPRINT_SETTING } from './host-key-fingerprint.js';
 import { SshConnection, sshFingerprint } from './session.js';
 
 export interface SshOptions {
@@ -57,6 +58,8 @@ export class SshGateway {
     if (parsed instanceof Error) throw new Error(`the stored SSH host key cannot be read: ${parsed.message}`);
     this.fingerprint = sshFingerprint(parsed.getPublicSSH());
     if (created) this.log({ level: 'info', msg: `made the SSH host key ${this.fingerprint}; it is kept sealed in the database` });
+    const fp = { key: SSH_FINGERPRINT_SETTING, value: this.fingerprint };
+    await this.ctx.db.prisma.setting.upsert({ where: { key: fp.key }, create: fp, update: { value: fp.value } });
     const keepalive = Math.max(500, Math.floor(this.opts.heartbeatMs / 2));
     this.ssh = new ssh2.Server({ hostKeys: [hostKey], ident: 'edgeform', keepaliveInterval: keepalive, keepaliveCountMax: 2 } as ssh2.ServerConfig, (client, info) => {
       const conn = new SshConnection(this, client, info);
