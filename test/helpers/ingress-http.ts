@@ -60,7 +60,8 @@ export async function startHttpIngress(table: IngressTable, deps: Partial<Ingres
   let current = table;
   const logs: Record<string, any>[] = [];
   const fullDeps: IngressDeps = {
-    gateway: { labeledTunnels: () => new Map() } as never,
+    // No agents here: no labeled tunnels and no agents' endpoints.
+    gateway: { labeledTunnels: () => new Map(), endpointTunnel: () => undefined, endpointRoute: () => undefined, hasEndpoints: false } as never,
     policyState: new PolicyState(),
     log: (f) => logs.push(f),
     now: Date.now,
