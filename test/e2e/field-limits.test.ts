@@ -2,6 +2,7 @@
 // type and a description or metadata over SPEC's limit are 400 naming the field, and the
 // limit itself is accepted. Limits are bytes (UTF-8) except on event subscriptions, where
 // SPEC says characters. The catalog drives the list, so a new kind without a sample fails.
+import { freshSshPublicKey } from '../helpers/ssh.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { catalog, kindOf } from '../../provider/catalog/index.js';
 import { issueCertificate } from '../../server/crypto/x509-build.js';
@@ -19,6 +20,7 @@ const samples: Record<string, () => Promise<Record<string, unknown>>> = {
   APIKey: async () => ({}),
   BotUser: async () => ({ name: 'bot' }),
   Credential: async () => ({}),
+  SSHCredential: async () => ({ public_key: freshSshPublicKey() }),
   IPPolicy: async () => ({}),
   IPPolicyRule: async () => ({ ip_policy_id: (await s.post('/ip_policies', {})).body.id, cidr: `10.${Math.floor(++counter / 256) % 256}.${counter % 256}.0/24`, action: 'allow' }),
   EventDestination: async () => ({ target: { log: {} } }),

@@ -91,8 +91,9 @@ function suite(name: string, open: (lease: number, on?: Pair) => Promise<Pair>) 
   });
 }
 
-suite('stack locks on SQLite', async (lease, on) => {
-  const a = await startTestServer({ stackLockLeaseSeconds: lease, ...(on ? { dir: on.a.dir } : {}) });
+// One server per SQLite database (docs/operations.md): the short-lease server has a database of its own.
+suite('stack locks on SQLite', async (lease) => {
+  const a = await startTestServer({ stackLockLeaseSeconds: lease });
   return { a, b: a, close: () => a.close() };
 });
 

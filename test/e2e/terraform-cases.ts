@@ -4,10 +4,10 @@
 // one before. A type with no replace-on-change field is replaced with `-replace` instead;
 // those that others refer to create the replacement first (BEFORE_DESTROY), because the
 // server refuses to delete what is in use.
-import crypto from 'node:crypto';
 import { expect } from 'vitest';
 import { makePluginCert } from '../../provider/terraform/plugin-cert.js';
 import type { Reply, TestServer } from '../helpers/server.js';
+import { freshSshPublicKey } from '../helpers/ssh.js';
 
 export type Stage = 'v1' | 'v2' | 'v3';
 
@@ -28,20 +28,9 @@ export interface Case {
 
 const q = JSON.stringify;
 
-/** An OpenSSH authorized-keys line for a fresh ed25519 key. */
-function sshPublicKey() {
-  const raw = crypto.generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'der' }).subarray(-32);
-  const str = (b: Buffer) => {
-    const len = Buffer.alloc(4);
-    len.writeUInt32BE(b.length);
-    return Buffer.concat([len, b]);
-  };
-  return `ssh-ed25519 ${Buffer.concat([str(Buffer.from('ssh-ed25519')), str(raw)]).toString('base64')} test@edgeform`;
-}
-
-const deployKey = sshPublicKey();
-const laptopKey = sshPublicKey();
-const laptopKey2 = sshPublicKey();
+const deployKey = freshSshPublicKey();
+const laptopKey = freshSshPublicKey();
+const laptopKey2 = freshSshPublicKey();
 const certA = makePluginCert();
 const certB = makePluginCert();
 const describe = (text: string) => (s: TestServer, _v: Record<string, any>, path: string) => s.patch(path, { description: text });

@@ -4,7 +4,7 @@
 // nothing with the server's signing code (Ed25519 keys, which ssh-keygen cannot export,
 // are read from their 32 raw bytes).
 import { execFileSync } from 'node:child_process';
-import { createPublicKey, verify } from 'node:crypto';
+import { createPublicKey, generateKeyPairSync, verify } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -143,4 +143,15 @@ export function verifyCertificate(certificate: string, caPublicKey: string, tool
   const rs = wire(raw);
   const pad = (b: Buffer) => Buffer.concat([Buffer.alloc(size), b]).subarray(-size);
   return verify(hash, signed, { key, dsaEncoding: 'ieee-p1363' }, Buffer.concat([pad(rs.string()), pad(rs.string())]));
+}
+
+/** An OpenSSH authorized-keys line for a fresh ed25519 key, made in-process (no ssh-keygen). */
+export function freshSshPublicKey(comment = 'test@edgeform'): string {
+  const raw = generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'der' }).subarray(-32);
+  const str = (b: Buffer) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(b.length);
+    return Buffer.concat([len, b]);
+  };
+  return `ssh-ed25519 ${Buffer.concat([str(Buffer.from('ssh-ed25519')), str(raw)]).toString('base64')} ${comment}`;
 }
