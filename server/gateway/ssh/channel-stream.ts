@@ -5,6 +5,7 @@
 // emitted when the channel opens, as a CONNECT stream whose agent reached its upstream; a
 // refused channel destroys the stream with the client's reason.
 import { Duplex } from 'node:stream';
+import { failStream } from '../v2/muxado.js';
 
 /** What ssh2 gives for a channel: a duplex. */
 type Channel = Duplex;
@@ -20,7 +21,7 @@ export class ChannelStream extends Duplex {
     super({ allowHalfOpen: true });
     open((err, channel) => {
       if (this.destroyed) return void channel?.destroy();
-      if (err || !channel) return void this.destroy(err ?? new Error('the ssh client refused the channel'));
+      if (err || !channel) return void failStream(this, err ?? new Error('the ssh client refused the channel'));
       this.attach(channel);
     });
   }
@@ -35,10 +36,10 @@ export class ChannelStream extends Duplex {
       ended = true;
       this.push(null);
     });
-    channel.on('error', (e: Error) => this.destroy(e));
+    channel.on('error', (e: Error) => failStream(this, e));
     channel.on('close', () => {
       // A channel closed before its end: the answer was cut short, and the reader must see it.
-      if (!ended) this.destroy(new Error('the ssh client closed the channel'));
+      if (!ended) failStream(this, new Error('the ssh client closed the channel'));
     });
     this.emit('response', { ':status': 200 });
     const p = this.pending;

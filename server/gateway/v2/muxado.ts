@@ -64,7 +64,7 @@ export class MuxStream extends Duplex {
     this.reset = true;
     this.remoteEnded = this.localEnded = true;
     this.mux.forget(this);
-    this.destroy(new Error(`the agent reset stream ${this.id} (code ${code})`));
+    failStream(this, new Error(`the agent reset stream ${this.id} (code ${code})`));
   }
 
   windowIncrement(n: number): boolean {
@@ -214,7 +214,7 @@ export class MuxSession {
   close(reason: string) {
     if (this.closed) return;
     this.closed = true;
-    for (const s of this.streams.values()) s.destroy(new Error(`the agent connection closed: ${reason}`));
+    for (const s of this.streams.values()) failStream(s, new Error(`the agent connection closed: ${reason}`));
     this.streams.clear();
     const waiting = this.drains.splice(0);
     for (const f of waiting) f();
@@ -281,4 +281,14 @@ export class MuxSession {
 
 export class StreamsExhausted extends Error {
   constructor(readonly max: number) { super(`the agent's connection has ${max} streams open, as many as it may`); }
+}
+
+/**
+ * Destroys a stream with an error its reader sees, if it has one. A stream nobody listens to
+ * any more (an HTTP client lets go of its connection once the answer is read) would otherwise
+ * throw the error out of the event loop: an uncaught exception, the whole server down.
+ */
+export function failStream(s: Duplex, err: Error) {
+  if (s.listenerCount('error') === 0) s.on('error', () => {});
+  s.destroy(err);
 }
