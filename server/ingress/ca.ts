@@ -6,14 +6,13 @@
 // there, so clients keep trusting it); its certificate is written to <data>/ingress-ca.pem
 // for clients to trust. Leaf certificates share one key made at start (a name costs one
 // ECDSA signature, not a key generation) and are kept for a bounded number of names.
-import { SEALED_SETTING_PREFIX } from '../store/sealed-settings.js';
+import { sealedSetting } from '../store/sealed-settings.js';
 import type { KeyObject } from 'node:crypto';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { generateKey, issueCertificate, type DistinguishedName } from '../crypto/x509-build.js';
 import type { ServerContext } from '../resources/context.js';
-import { createSetting, putSetting, readSetting } from './acme/settings-rows.js';
 
 export const CA_FILE = 'ingress-ca.pem';
 /** Where an earlier version kept the CA's key (read once, to move it into the database). */
@@ -38,38 +37,31 @@ export interface LocalCa {
   leafFor(name: string): Leaf;
 }
 
-/** Under the sealed-settings prefix, so a key rotation re-seals it with every other secret (store/sealed-settings.ts). */
-const SETTING = `${SEALED_SETTING_PREFIX}ingress_ca`;
+/** A sealed setting (`sealed:ingress_ca`): a key rotation re-seals it with every other secret. */
+const SETTING = 'ingress_ca';
 
-/** The CA's certificate and key as the database keeps them (sealed), made once per database. */
-async function storedCa(dataDir: string, ctx: Pick<ServerContext, 'db' | 'box'>, log?: (f: Record<string, unknown>) => void): Promise<{ cert: string; key: string }> {
-  let sealed = await readSetting(ctx as ServerContext, SETTING);
-  if (sealed === undefined) {
+/**
+ * The CA's certificate and key as the database keeps them (a sealed setting, which a key
+ * rotation re-seals), made once per database; of instances starting at once, the first to
+ * write wins and the others read its CA.
+ */
+async function storedCa(dataDir: string, ctx: Pick<ServerContext, 'db' | 'box'>): Promise<{ cert: string; key: string }> {
+  const { value } = await sealedSetting(ctx.db, ctx.box, SETTING, () => {
     const legacyKey = path.join(dataDir, KEY_FILE);
     const legacyCert = path.join(dataDir, CA_FILE);
     // An earlier version's CA in the data folder is kept: its clients already trust it.
-    const made = fs.existsSync(legacyKey) && fs.existsSync(legacyCert)
-      ? { cert: fs.readFileSync(legacyCert, 'utf8'), key: fs.readFileSync(legacyKey, 'utf8') }
-      : (() => {
-          const ca = issueCertificate({ subject: CA_NAME, ca: { pathLength: 0 }, keyUsages: ['key_cert_sign', 'crl_sign'], days: CA_DAYS });
-          return { cert: ca.certificatePem, key: ca.privateKeyPem };
-        })();
-    // Of instances starting at once on one database, the first to write wins; the others read its CA.
-    sealed = await createSetting(ctx as ServerContext, SETTING, ctx.box.seal(JSON.stringify(made)));
-  } else if (!ctx.box.canOpen(sealed)) {
-    // Sealed under the key being rotated away from: sealed again under the current one.
-    const plain = ctx.box.open(sealed);
-    await putSetting(ctx as ServerContext, SETTING, ctx.box.seal(plain));
-    log?.({ level: 'info', msg: 'ingress: re-sealed the local CA under the new secret key' });
-  }
-  return JSON.parse(ctx.box.open(sealed)) as { cert: string; key: string };
+    if (fs.existsSync(legacyKey) && fs.existsSync(legacyCert)) return JSON.stringify({ cert: fs.readFileSync(legacyCert, 'utf8'), key: fs.readFileSync(legacyKey, 'utf8') });
+    const ca = issueCertificate({ subject: CA_NAME, ca: { pathLength: 0 }, keyUsages: ['key_cert_sign', 'crl_sign'], days: CA_DAYS });
+    return JSON.stringify({ cert: ca.certificatePem, key: ca.privateKeyPem });
+  });
+  return JSON.parse(value) as { cert: string; key: string };
 }
 
 /** Loads the CA from the database, creating it if absent, and writes its certificate to the data folder. */
-export async function openLocalCa(dataDir: string, ctx: Pick<ServerContext, 'db' | 'box'>, log?: (f: Record<string, unknown>) => void): Promise<LocalCa> {
+export async function openLocalCa(dataDir: string, ctx: Pick<ServerContext, 'db' | 'box'>): Promise<LocalCa> {
   fs.mkdirSync(dataDir, { recursive: true });
   const certFile = path.join(dataDir, CA_FILE);
-  const stored = await storedCa(dataDir, ctx, log);
+  const stored = await storedCa(dataDir, ctx);
   const caKey: KeyObject = crypto.createPrivateKey(stored.key);
   const certificatePem = stored.cert;
   if (!fs.existsSync(certFile) || fs.readFileSync(certFile, 'utf8') !== certificatePem) {

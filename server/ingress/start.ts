@@ -61,7 +61,7 @@ export interface RunningIngress {
 }
 
 export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
-  const ca = await openLocalCa(o.dataDir, o.ctx, o.log);
+  const ca = await openLocalCa(o.dataDir, o.ctx);
   const table = await LiveTable.start(o.ctx, o.databaseUrl, o.log);
   o.metrics.tableVersionOf = () => table.now.version;
   o.metrics.relayedOf = () => o.gateway.relayed;

@@ -62,7 +62,7 @@ export class V2Gateway {
   }
 
   async start() {
-    const ca = await openLocalCa(this.opts.dataDir, this.ctx, this.log);
+    const ca = await openLocalCa(this.opts.dataDir, this.ctx);
     this.caFile = ca.certFile;
     const leaves = new Map(this.opts.hostnames.map((n) => [n.toLowerCase(), ca.leafFor(n)]));
     const first = ca.leafFor(this.opts.hostnames[0]);
