@@ -16,6 +16,7 @@ import type { FullDoc } from '../../ingress/types.js';
 import { newId } from '../../store/ids.js';
 import { bindAllowed, refusal } from '../acl.js';
 import { readUserCertificate, verifySshSignature } from '../../crypto/ssh-certificate-read.js';
+import { SshReader } from '../../crypto/ssh-wire.js';
 import { authenticateSshCertificate, authenticateSshKey, type AgentCredential } from '../auth.js';
 import type { AttachedSession } from '../gateway.js';
 import { createSession, deleteSessions, SessionLimit, type TunnelRow } from '../live-rows.js';
@@ -41,9 +42,12 @@ interface Forward { addr: string; port: number; accept?: (port?: number) => void
 
 /** The algorithm named inside a public key blob (`ssh-rsa` for every RSA signature algorithm). */
 function blobAlgorithm(blob: Buffer): string | undefined {
-  if (blob.length < 4) return undefined;
-  const n = blob.readUInt32BE(0);
-  return n > 0 && n <= 64 && blob.length >= 4 + n ? blob.subarray(4, 4 + n).toString('latin1') : undefined;
+  try {
+    const algorithm = new SshReader(blob).text();
+    return algorithm && algorithm.length <= 64 ? algorithm : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export class SshConnection implements AttachedSession {
