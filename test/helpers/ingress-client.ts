@@ -147,7 +147,7 @@ export interface Exchanged {
  * Writes `send` (when given) and reads what comes back until the peer closes the
  * connection, `want` bytes came, `quietMs` pass with nothing new, or 10 s in all.
  */
-export function exchange(socket: net.Socket, send?: string | Buffer, until: { want?: number; quietMs?: number } = {}): Promise<Exchanged> {
+export function exchange(socket: net.Socket, send?: string | Buffer, until: { want?: number; quietMs?: number; boundMs?: number } = {}): Promise<Exchanged> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let n = 0;
@@ -174,7 +174,7 @@ export function exchange(socket: net.Socket, send?: string | Buffer, until: { wa
       else hush();
     };
     const onClose = () => done(true);
-    const bound = setTimeout(() => done(false), 10_000);
+    const bound = setTimeout(() => done(false), until.boundMs ?? 10_000);
     // Kept after the exchange too: a reset after it must not crash the test.
     socket.on('error', (e: NodeJS.ErrnoException) => { error ??= e.code ?? e.message; });
     if (socket.destroyed) return done(true);
