@@ -1,5 +1,5 @@
 // The ACME state every instance on one database shares, kept in the Setting table (a key
-// and a text value): the account key (sealed under the secret key), the challenges being
+// and a text value; the account key is a sealed setting, account.ts): the challenges being
 // answered (whichever instance the directory reaches answers them) and one lease per name
 // (one order per name at a time across instances). No schema of its own: a row per thing.
 import type { ServerContext } from '../../resources/context.js';
@@ -9,17 +9,6 @@ const taken = (e: unknown) => (e as { code?: string })?.code === 'P2002';
 
 export async function readSetting(ctx: ServerContext, key: string): Promise<string | undefined> {
   return (await ctx.db.prisma.setting.findUnique({ where: { key } }))?.value;
-}
-
-/** Writes the row unless it exists; returns the value that is stored either way. */
-export async function createSetting(ctx: ServerContext, key: string, value: string): Promise<string> {
-  try {
-    await ctx.db.prisma.setting.create({ data: { key, value } });
-    return value;
-  } catch (e) {
-    if (!taken(e)) throw e;
-    return (await readSetting(ctx, key)) ?? value;
-  }
 }
 
 export async function putSetting(ctx: ServerContext, key: string, value: string): Promise<void> {
