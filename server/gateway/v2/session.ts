@@ -244,7 +244,9 @@ export class V2Connection implements AttachedSession {
       return reply(held);
     }
     const ask = checkBind(o, this.gw.opts.endpointDomain, this.gw.opts.tcpPorts);
-    if ((ask.proto === 'tcp' || ask.proto === 'tls') && Object.keys(ask.modules).length) throw new ApiError('ERR_SERVICE_112', `a ${ask.proto.toUpperCase()} endpoint runs no HTTP modules (${Object.keys(ask.modules).join(', ')})`);
+    // A TCP or TLS endpoint's connections are checked against its IP restriction only (ingress/agent-tcp.ts, agent-endpoints.ts).
+    const httpOnly = Object.keys(ask.modules).filter((m) => m !== 'ip_restriction');
+    if ((ask.proto === 'tcp' || ask.proto === 'tls') && httpOnly.length) throw new ApiError('ERR_SERVICE_112', `a ${ask.proto.toUpperCase()} endpoint runs no HTTP modules (${httpOnly.join(', ')}); only an IP restriction`);
     // A rebind on a new session (the old one ended): the id and URL its token vouches for.
     const vouched = id ? this.gw.readBindToken(String(extra.token ?? ''), st.credential.credentialId, id) : undefined;
     const range = this.gw.opts.tcpPorts;
@@ -444,7 +446,7 @@ export class V2Connection implements AttachedSession {
  */
 function checkModules(gw: V2Gateway, route: FullDoc): FullDoc {
   const problems: string[] = [];
-  const deps = { gateway: gw.gateway, policyState: new PolicyState(), log: (f: Record<string, unknown>) => { problems.push(String(f.msg)); }, now: Date.now } as IngressDeps;
+  const deps = { gateway: gw.gateway, policyState: new PolicyState(), box: gw.ctx.box, log: (f: Record<string, unknown>) => { problems.push(String(f.msg)); }, now: Date.now } as IngressDeps;
   const built = buildChain(route, deps);
   if (!Array.isArray(built)) throw new ApiError('ERR_SERVICE_112', `the endpoint's protections cannot run: ${problems.join('; ') || String(built.body ?? '').trim()}`);
   return route;
