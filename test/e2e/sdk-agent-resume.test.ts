@@ -23,7 +23,7 @@ if (!pgAvailable) console.warn('\n*** SKIPPING the SDK resume suite on PostgreSQ
 const within = <T>(p: Promise<T>, ms = 15_000, what = 'the SDK call') =>
   Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms).unref())]);
 
-/** A TCP relay to whatever agent listener `target()` names now; a connection waits (up to 20 s) for one to accept. */
+/** A TCP relay to whatever agent listener `target()` names now; a connection waits (up to 60 s) for one to accept. */
 class Relay {
   readonly server: net.Server;
   readonly open = new Set<net.Socket>();
@@ -35,7 +35,7 @@ class Relay {
       c.on('close', () => this.open.delete(c));
       c.on('error', () => {});
       c.pause();
-      const deadline = Date.now() + 20_000;
+      const deadline = Date.now() + 60_000;
       const dial = () => {
         const port = this.target();
         if (c.destroyed) return;
@@ -101,7 +101,7 @@ afterAll(async () => {
 async function sdkThrough(relay: Relay, token: string, ca: string, metadata: string) {
   const port = await relay.listen();
   const session = await within(new ngrok.SessionBuilder().authtoken(token).serverAddr(`localhost:${port}`).caCert(Buffer.from(ca)).metadata(metadata)
-    .handleDisconnection(() => true).handleRestartCommand(() => {}).connect(), 15_000, 'connect()');
+    .handleDisconnection(() => true).handleRestartCommand(() => {}).handleStopCommand(() => {}).connect(), 15_000, 'connect()');
   held.push(session);
   const listener = await within(session.httpEndpoint().listenAndForward(`http://127.0.0.1:${upstreamPort}`), 15_000, 'listen');
   return { session, listener };
@@ -200,5 +200,11 @@ describe.skipIf(!pgAvailable)('a session resumed on another instance keeps its i
     expect((await a.post(`/tunnel_sessions/${before.id}/restart`, {})).status).toBe(204);
     await until(async () => (await sessions(a)).some((x) => x.id !== before.id), 20_000, () => 'no new session after restart');
     expect((await sessions(b)).map((x) => x.id)).not.toContain(before.id);
+    // A stop carried out on b refuses the SDK's reconnects on a too (the record is in the database).
+    const [second] = await sessions(b);
+    to = a;
+    expect((await b.post(`/tunnel_sessions/${second.id}/stop`, {})).status).toBe(204);
+    await until(() => a.logs.some((l) => /Auth refused: ERR_SERVICE_113/.test(l)), 20_000, () => 'a did not refuse the stopped session\'s reconnect');
+    expect(await sessions(a)).toEqual([]);
   });
 });
