@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
+import tls from 'node:tls';
 import ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, tunnels } from '../helpers/agent.js';
@@ -119,6 +120,25 @@ describe('IP restrictions (allowCidr, denyCidr) without stored IP policies', () 
     await within(denied.close(), 5000, 'close');
     const allowed = await within(session.tcpEndpoint().allowCidr('127.0.0.1/32').listenAndForward(`tcp://127.0.0.1:${(echo.address() as AddressInfo).port}`), 15_000, 'tcp listen');
     expect(await echoThrough(Number(new URL(allowed.url()!).port), 'through')).toBe('through');
+  });
+
+  it('tls: a denied address is closed before its TLS reaches the agent; an allowed one passes through', async () => {
+    let reached = 0;
+    const counting = net.createServer((c) => { reached++; c.destroy(); });
+    await new Promise<void>((r) => counting.listen(0, '127.0.0.1', r));
+    const to = `tcp://127.0.0.1:${(counting.address() as AddressInfo).port}`;
+    await within(session.tlsEndpoint().domain('tls-denied.example.com').denyCidr('127.0.0.0/8').listenAndForward(to), 15_000, 'tls listen');
+    await within(session.tlsEndpoint().domain('tls-allowed.example.com').allowCidr('127.0.0.0/8').listenAndForward(to), 15_000, 'tls listen');
+    const hello = (servername: string) => within(new Promise<void>((resolve) => {
+      const c = tls.connect({ host: '127.0.0.1', port: ingressPort, servername, rejectUnauthorized: false });
+      c.on('error', () => resolve());
+      c.on('close', () => resolve());
+    }), 10_000, 'the TLS attempt');
+    await hello('tls-denied.example.com');
+    expect(reached).toBe(0);
+    await hello('tls-allowed.example.com');
+    expect(reached).toBe(1);
+    counting.close();
   });
 
   it('a CIDR that does not parse refuses the bind', async () => {
