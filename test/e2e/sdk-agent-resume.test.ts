@@ -109,14 +109,18 @@ async function sdkThrough(relay: Relay, token: string, ca: string, metadata: str
 
 describe('a session resumed after a server restart keeps its id (SQLite)', () => {
   let s: TestServer;
-  afterAll(async () => { await s?.close().catch(() => {}); });
+  /** The server serving now (another one on the same folder after the key rotation). */
+  let current: TestServer | undefined;
+  let running = true;
+  let ca: string;
+  const options = { secretKey: TEST_SECRET_KEY, agentHeartbeatMs: 2000, agentListen: { host: '127.0.0.1', port: 0 }, ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }] };
+  afterAll(async () => { await current?.close().catch(() => {}); });
 
   it('the SDK reconnects to the restarted server with its cookie: same session id, same started_at, same tunnel id and URL, answering', async () => {
-    s = await startTestServer({ agentHeartbeatMs: 2000, agentListen: { host: '127.0.0.1', port: 0 }, ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }] });
+    s = current = await startTestServer(options);
     const { token } = await credentialToken(s);
-    const ca = fs.readFileSync(s.server.agentListener!.caFile, 'utf8');
-    let running = true;
-    const relay = new Relay(() => (running ? agentPortOf(s) : undefined));
+    ca = fs.readFileSync(s.server.agentListener!.caFile, 'utf8');
+    const relay = new Relay(() => (running && current ? agentPortOf(current) : undefined));
     relays.push(relay);
     const { listener } = await sdkThrough(relay, token, ca, 'restarted server');
     const [before] = await sessions(s);
@@ -145,6 +149,24 @@ describe('a session resumed after a server restart keeps its id (SQLite)', () =>
     expect((await s.post(`/tunnel_sessions/${first.id}/restart`, {})).status).toBe(204);
     await until(async () => (await sessions(s)).some((x) => x.id !== first.id), 20_000, () => 'no new session after restart');
     expect((await sessions(s)).map((x) => x.id)).not.toContain(first.id);
+  });
+
+  it('the resume key is a sealed setting: after a secret-key rotation it is re-sealed, and the session still resumes with its id', async () => {
+    const row = await s.server.db.prisma.setting.findUnique({ where: { key: 'sealed:agent_resume_key' } });
+    expect(row?.value).toBeTruthy();
+    const [before] = await sessions(s);
+    const resumedLines = s.logs.filter((l) => /agent session resumed \(version 2\)/.test(l)).length;
+    running = false;
+    await s.stop();
+    const nextKey = 'ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100';
+    current = await startTestServer({ ...options, dir: s.dir, secretKey: nextKey, secretKeyPrevious: TEST_SECRET_KEY });
+    running = true;
+    const after = current;
+    expect((await after.server.db.prisma.setting.findUnique({ where: { key: 'sealed:agent_resume_key' } }))?.value).not.toBe(row!.value);
+    await until(() => after.logs.some((l) => /agent session resumed \(version 2\)/.test(l)), 20_000, () => 'the SDK did not resume after the rotation');
+    expect(resumedLines).toBeGreaterThan(0);
+    await until(async () => (await sessions(after)).length === 1, 10_000, () => 'the session is not listed');
+    expect((await sessions(after))[0].id).toBe(before.id);
   });
 });
 

@@ -44,7 +44,7 @@ export interface V2Options {
 /** How long a stopped agent's reconnects are refused (and a restarted session's cookie no longer resumes it). */
 const ENDED_MS = 24 * 3600_000;
 /** The sealed setting holding the key of resume cookies and bind tokens. */
-export const RESUME_KEY_SETTING = 'agent-v2-resume-key';
+export const RESUME_KEY_SETTING = 'agent_resume_key';
 
 export class V2Gateway {
   private server?: tls.Server;
