@@ -123,6 +123,7 @@ describe('a session resumed after a server restart keeps its id (SQLite)', () =>
     const relay = new Relay(() => (running && current ? agentPortOf(current) : undefined));
     relays.push(relay);
     const { listener } = await sdkThrough(relay, token, ca, 'restarted server');
+    await until(async () => (await tunnels(s)).some((t) => t.public_url === listener.url()), 10_000, () => 'the bound tunnel is not listed');
     const [before] = await sessions(s);
     const [tunnelBefore] = await tunnels(s);
     expect(tunnelBefore.public_url).toBe(listener.url());
