@@ -69,9 +69,7 @@ export async function removeTunnels(ctx: ServerContext, ids: string[]): Promise<
  * took over (the agent resumed it there, resumeSession) is that instance's to delete.
  */
 export async function deleteHeldSessions(ctx: ServerContext, instanceId: string, ids: string[]): Promise<void> {
-  if (!ids.length) return;
-  const held = await ctx.db.prisma.agentLease.findMany({ where: { sessionId: { in: ids }, instanceId }, select: { sessionId: true } });
-  await deleteSessions(ctx, held.map((h) => h.sessionId));
+  await deleteSessions(ctx, ids, instanceId);
 }
 
 /** Of the sessions `ids`, those whose lease another instance holds now (their agents resumed them there). */
