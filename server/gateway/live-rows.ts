@@ -206,11 +206,15 @@ async function writeSession(ctx: ServerContext, instanceId: string, s: SessionRo
   return taken;
 }
 
-/** Deletes sessions with their tunnels and endpoints, each with its deleted event (children first). */
-export async function deleteSessions(ctx: ServerContext, ids: string[]) {
+/**
+ * Deletes sessions with their tunnels and endpoints, each with its deleted event (children first).
+ * With `heldBy`, only those whose lease that instance holds (a session another instance took
+ * over, gateway/v2, is left to it).
+ */
+export async function deleteSessions(ctx: ServerContext, ids: string[], heldBy?: string) {
   if (!ids.length) return;
   await ctx.db.prisma.$transaction(async (tx) => {
-    const sessions = await tx.resource.findMany({ where: { id: { in: ids }, kind: tunnelSession.kind } });
+    const sessions = await tx.resource.findMany({ where: { id: { in: ids }, kind: tunnelSession.kind, ...(heldBy ? { leases: { some: { instanceId: heldBy } } } : {}) } });
     if (!sessions.length) return;
     const tunnels = await tx.resource.findMany({ where: { parentId: { in: sessions.map((s) => s.id) }, kind: tunnel.kind } });
     const endpoints = await tx.resource.findMany({ where: { parentId: { in: tunnels.map((t) => t.id) }, kind: endpoint.kind } });

@@ -68,6 +68,7 @@ export const ERRORS = {
   ERR_SERVICE_781: { status: 403, summary: 'The request\'s User-Agent is not allowed by the route\'s user agent filter.' },
   ERR_SERVICE_782: { status: 403, summary: 'The webhook request has no valid signature from the route\'s provider (missing header, wrong secret or altered body).' },
   ERR_SERVICE_783: { status: 403, summary: 'The webhook request\'s signed timestamp is outside the provider\'s tolerance (a replay, or a clock far off).' },
+  ERR_SERVICE_788: { status: 401, summary: 'The request carries no username and password that the agent\'s endpoint accepts (its basic auth); the answer has WWW-Authenticate: Basic.' },
   ERR_SERVICE_786: { status: 401, summary: 'The webhook request has no valid signature from the route\'s provider, which expects 401 for it (Xero\'s intent to receive).' },
   ERR_SERVICE_753: { status: 400, summary: 'The request asks to upgrade to h2c (HTTP/2 in the clear), which an edge never passes to its upstream: the upstream would take every later request on the connection past the edge\'s routes and modules. Over TLS, HTTP/2 is chosen by ALPN (h2).' },
   ERR_SERVICE_751: { status: 400, summary: 'The WebSocket handshake is malformed (Sec-WebSocket-Key of 16 bytes and Sec-WebSocket-Version: 13 are required).' },

@@ -4,6 +4,7 @@
 // edges always win; the lookup is the gateway's map of the endpoints held on this instance.
 import type { Duplex } from 'node:stream';
 import { holdRelay } from './backends/serve.js';
+import { endpointAllows } from './endpoint-ip.js';
 import { relayHttp, relayTcp } from './backends/relay.js';
 import { buildChain } from './http/chain.js';
 import type { HttpExchange } from './http/exchange.js';
@@ -34,6 +35,8 @@ export const anyEndpoints = (deps: IngressDeps) => deps.gateway.hasEndpoints;
  * the upstream does. The relay limit per client address is a TCP edge's.
  */
 export function passThroughTls(socket: Duplex & { remoteAddress?: string }, tunnelId: string, deps: IngressDeps, clientIp: string): void {
+  // The endpoint's IP restriction (the SDK's allowCidr/denyCidr), as a TLS edge's.
+  if (!endpointAllows(deps, tunnelId, clientIp)) return void socket.destroy();
   spliceThroughTunnel(socket, tunnelId, deps, clientIp);
 }
 

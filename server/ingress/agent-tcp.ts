@@ -3,6 +3,7 @@
 // online tunnel whose endpoint holds that port (gateway.tcpEndpointTunnel), or is closed; the
 // relay limit per client address and the access-log line are a TCP edge's (tcp.ts).
 import net from 'node:net';
+import { endpointAllows } from './endpoint-ip.js';
 import { clientIpOf, spliceThroughTunnel } from './tcp.js';
 import type { IngressDeps } from './types.js';
 
@@ -55,6 +56,10 @@ function serve(socket: net.Socket, port: number, deps: IngressDeps, open: Set<ne
   const tunnelId = deps.gateway.tcpEndpointTunnel(port);
   if (!tunnelId) {
     line.refused = 'no_endpoint';
+    return void socket.destroy();
+  }
+  if (!endpointAllows(deps, tunnelId, line.client_ip as string)) {
+    line.refused = 'ip_restriction';
     return void socket.destroy();
   }
   spliceThroughTunnel(socket, tunnelId, deps, line.client_ip as string, line);

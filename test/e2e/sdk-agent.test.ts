@@ -5,7 +5,8 @@
 //   curl --cacert data/ingress-ca.pem --connect-to <host>:443:127.0.0.1:Q <the URL it printed>
 // The session's fields, an https endpoint answered through the ingress at its printed URL, a
 // labelled tunnel serving a tunnel-group route, commands, resume after a dropped connection, a
-// protection edgeform does not enforce refused, and `edgeform agent`'s ephemeral endpoint.
+// protection edgeform does not enforce refused (the enforced ones: sdk-agent-protections), and
+// `edgeform agent`'s ephemeral endpoint.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -183,10 +184,10 @@ describe('the SDK connects over the version-2 protocol', () => {
     expect(t).toMatchObject({ labels: { app: 'sdkweb' }, metadata: 'labelled' });
   });
 
-  it('a protection edgeform does not enforce (basic auth) is refused with an error the SDK shows, and nothing is bound', async () => {
+  it('a protection edgeform does not enforce (mutual TLS) is refused with an error the SDK shows, and nothing is bound', async () => {
     const session = await connect(builder().metadata('refused'));
-    const err = await within(session.httpEndpoint().basicAuth('user', 'password1234').listenAndForward(`http://127.0.0.1:${upstreamPort}`), 15_000, 'listen').then(() => undefined, (e: Error) => e);
-    expect(err?.message).toMatch(/does not enforce basic_auth/);
+    const err = await within(session.httpEndpoint().mutualTlsca(Buffer.from('a CA')).listenAndForward(`http://127.0.0.1:${upstreamPort}`), 15_000, 'listen').then(() => undefined, (e: Error) => e);
+    expect(err?.message).toMatch(/does not enforce mutual_tls/);
     expect(err?.message).toMatch(/ERR_SERVICE_112/);
     const s = (await sdkSessions()).find((x) => x.metadata === 'refused');
     expect((await ing.api('GET', '/tunnels')).body.tunnels.filter((t: any) => t.tunnel_session.id === s.id)).toEqual([]);

@@ -104,3 +104,52 @@ describe('oauth, oidc and saml', () => {
     expect(Object.keys(FILTERS).sort()).toEqual(MODULE_ORDER.map((m) => m.name).sort());
   });
 });
+
+describe('ip_restriction with inline rules (an agent endpoint\'s allow_cidrs, deny_cidrs)', () => {
+  const make = (allow: string[], deny: string[], ids: string[] = []) => ipRestriction({ enabled: true, ip_policy_ids: ids, allow_cidrs: allow, deny_cidrs: deny }, { id: 'tn_x' }, fakeDeps());
+  it.each([
+    { why: 'an address an inline allow rule covers', allow: ['10.0.0.0/8'], deny: [], ip: '10.9.9.9', pass: true },
+    { why: 'with an inline allow rule, one none covers is refused', allow: ['10.0.0.0/8'], deny: [], ip: '11.0.0.1', pass: false },
+    { why: 'inline deny beats inline allow', allow: ['10.0.0.0/8'], deny: ['10.1.0.0/16'], ip: '10.1.2.3', pass: false },
+    { why: 'deny-only: others pass', allow: [], deny: ['192.0.2.0/24'], ip: '198.51.100.1', pass: true },
+    { why: 'IPv6', allow: ['2001:db8::/32'], deny: [], ip: '2001:db8::5', pass: true },
+    { why: 'IPv4-mapped client against an IPv4 rule', allow: ['127.0.0.0/8'], deny: [], ip: '::ffff:127.0.0.1', pass: true },
+    { why: 'an unreadable address is refused', allow: [], deny: ['192.0.2.0/24'], ip: 'not-an-ip', pass: false },
+  ])('$why', async ({ allow, deny, ip, pass }) => {
+    const r = await run(make(allow, deny), { clientIp: ip }, table);
+    expect(r.reached).toBe(pass);
+    if (!pass) expect(r).toMatchObject({ status: 403, code: 'ERR_SERVICE_780' });
+  });
+  it('inline rules and listed policies together: a deny in either refuses', async () => {
+    expect((await run(make(['10.1.0.0/16'], [], ['ipp_block']), { clientIp: '10.1.2.3' }, table)).reached).toBe(false);
+    expect((await run(make(['10.1.0.0/16'], [], ['ipp_block']), { clientIp: '10.1.3.3' }, table)).reached).toBe(true);
+  });
+});
+
+describe('basic_auth (agents\' endpoints)', () => {
+  const filter = FILTERS.basic_auth!({ enabled: true, credentials: [{ username: 'ada', password: 'correct horse' }, { username: 'bob', password: 'p:ss:word' }] }, { id: 'tn_x' }, fakeDeps());
+  const auth = (v: string) => ({ headers: { authorization: v } });
+  const basic = (s: string) => `Basic ${Buffer.from(s).toString('base64')}`;
+  it.each([
+    { why: 'no Authorization header', headers: {}, pass: false },
+    { why: 'the right credential', ...auth(basic('ada:correct horse')), pass: true },
+    { why: 'the scheme in any case', ...auth(`bAsIc ${Buffer.from('ada:correct horse').toString('base64')}`), pass: true },
+    { why: 'a password with colons (the first colon splits)', ...auth(basic('bob:p:ss:word')), pass: true },
+    { why: 'another credential\'s password', ...auth(basic('bob:correct horse')), pass: false },
+    { why: 'no colon', ...auth(basic('adacorrect horse')), pass: false },
+    { why: 'a Bearer token', ...auth('Bearer abc'), pass: false },
+    { why: 'not base64', ...auth('Basic ***'), pass: false },
+    { why: 'an oversized header', ...auth(basic(`ada:${'x'.repeat(2000)}`)), pass: false },
+  ])('$why', async ({ headers, pass }) => {
+    const r = await run(filter, { headers });
+    expect(r.reached).toBe(pass);
+    if (!pass) {
+      expect(r).toMatchObject({ status: 401, code: 'ERR_SERVICE_788' });
+      expect(r.answer!.headers!['www-authenticate']).toBe('Basic realm="edgeform", charset="UTF-8"');
+    }
+  });
+  it('with no credential configured, everything is refused', async () => {
+    const none = FILTERS.basic_auth!({ enabled: true, credentials: [] }, { id: 'tn_x' }, fakeDeps());
+    expect((await run(none, auth(basic('ada:correct horse')))).reached).toBe(false);
+  });
+});

@@ -1,37 +1,119 @@
 // What a Bind asks for, checked before anything is written: the endpoint's kind and hostname,
-// and the protections the application asked for on it. A protection edgeform does not enforce
-// on an agent's endpoint refuses the bind (ERR_SERVICE_112, naming each): an application that
-// asked for basic auth must never be published without it.
+// and the protections the application asked for on it. Each protection edgeform enforces
+// becomes the route module that enforces it on an edge's route, its settings checked by that
+// module's own schema (the API's); basic auth, which no route module of the API has, is a
+// module of the ingress that only agents' endpoints use (ingress/modules/basic-auth.ts). A
+// protection edgeform does not enforce refuses the bind (ERR_SERVICE_112, naming each): an
+// application that asked for it must never be published without it.
 import { randomBytes } from 'node:crypto';
 import { ApiError } from '../../http/errors.js';
-import { WEBHOOK_PROVIDERS } from '../../../provider/catalog/route-modules.js';
+import { OAUTH_PROVIDERS, routeModules } from '../../../provider/catalog/route-modules.js';
+import { parseCidr } from '../../../provider/catalog/validate/cidr.js';
+import { BASIC_AUTH_LIMITS } from '../../ingress/modules/basic-auth.js';
+
+/** The module's config as the API would store it (defaults applied), or ERR_SERVICE_103 naming what the schema refused. */
+function viaSchema(name: keyof typeof routeModules, config: Record<string, unknown>, what = name): Record<string, unknown> {
+  const r = routeModules[name].safeParse(config);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    throw new ApiError('ERR_SERVICE_103', `${what}${issue.path.length ? ` ${issue.path.join('.')}` : ''}: ${issue.message}`);
+  }
+  return r.data as Record<string, unknown>;
+}
 
 /**
  * Bind options (lower-cased) that are route modules: the SDK's shape → the module's config.
  * These are enforced on the endpoint by the same filters as on an edge's route (agent-endpoints.ts).
  */
 const MODULES: Record<string, (v: any) => [string, Record<string, unknown>]> = {
-  compression: () => ['compression', {}],
-  circuitbreaker: (v) => ['circuit_breaker', { error_threshold_percentage: num(v?.error_threshold, 'circuit_breaker error_threshold', 0, 1) }],
-  requestheaders: (v) => ['request_headers', headerEdits(v, 'request_headers')],
-  responseheaders: (v) => ['response_headers', headerEdits(v, 'response_headers')],
-  useragentfilter: (v) => ['user_agent_filter', { allow: strings(v?.allow, 'user_agent_filter allow'), deny: strings(v?.deny, 'user_agent_filter deny') }],
+  compression: () => ['compression', viaSchema('compression', {})],
+  circuitbreaker: (v) => ['circuit_breaker', viaSchema('circuit_breaker', { error_threshold_percentage: num(v?.error_threshold, 'circuit_breaker error_threshold', 0, 1) })],
+  requestheaders: (v) => ['request_headers', viaSchema('request_headers', headerEdits(v, 'request_headers'))],
+  responseheaders: (v) => ['response_headers', viaSchema('response_headers', headerEdits(v, 'response_headers'))],
+  useragentfilter: (v) => ['user_agent_filter', viaSchema('user_agent_filter', { allow: strings(v?.allow, 'user_agent_filter allow'), deny: strings(v?.deny, 'user_agent_filter deny') })],
   webhookverification: (v) => {
     const provider = String(v?.provider ?? '').toLowerCase();
-    if (!(WEBHOOK_PROVIDERS as readonly string[]).includes(provider)) throw new ApiError('ERR_SERVICE_112', `webhook_verification: the provider ${JSON.stringify(provider)} is not one this server verifies (${WEBHOOK_PROVIDERS.join(', ')})`);
     if (typeof v?.secret !== 'string' || !v.secret) throw new ApiError('ERR_SERVICE_103', 'webhook_verification needs a secret');
-    return ['webhook_verification', { provider, secret: v.secret }];
+    try {
+      return ['webhook_verification', viaSchema('webhook_verification', { provider, secret: v.secret })];
+    } catch (e) {
+      throw new ApiError('ERR_SERVICE_112', `webhook_verification: ${(e as Error).message.replace(/^webhook_verification( provider)?: /, '')}`);
+    }
   },
-  websockettcpconverter: () => ['websocket_tcp_converter', {}],
+  websockettcpconverter: () => ['websocket_tcp_converter', viaSchema('websocket_tcp_converter', {})],
   trafficpolicy: (v) => ['traffic_policy', { value: typeof v === 'string' ? v : JSON.stringify(v) }],
   policy: (v) => ['traffic_policy', { value: typeof v === 'string' ? v : JSON.stringify(v) }],
+  iprestriction: (v) => ['ip_restriction', ipRestriction(v)],
+  basicauth: (v) => ['basic_auth', basicAuth(Array.isArray(v?.credentials) ? v.credentials : [])],
+  oauth: (v) => ['oauth', oauth(v)],
+  oidc: (v) => ['oidc', oidc(v)],
 };
 
 /** Bind options (lower-cased) edgeform does not enforce on an agent's endpoint → the name the refusal uses. */
 const REFUSED: Record<string, string> = {
-  iprestriction: 'ip_restriction (allow_cidrs/deny_cidrs)', basicauth: 'basic_auth', oauth: 'oauth', oidc: 'oidc',
   mutualtlsca: 'mutual_tls', tlstermination: 'tls_termination', mutualtlsatedge: 'mutual_tls',
 };
+
+/** IPRestriction {allow_cidrs, deny_cidrs}: the rules inline (ingress/modules/ip-restriction.ts), each a CIDR as an IP policy rule's. */
+function ipRestriction(v: any): Record<string, unknown> {
+  const list = (x: unknown, what: string) => {
+    const out: string[] = [];
+    for (const c of strings(x, `ip_restriction ${what}`)) {
+      const r = parseCidr(c);
+      if (!r.ok) throw new ApiError('ERR_SERVICE_103', `ip_restriction ${what}: ${r.message}`);
+      out.push(r.value);
+    }
+    return out;
+  };
+  const allow = list(v?.allow_cidrs, 'allow_cidrs');
+  const deny = list(v?.deny_cidrs, 'deny_cidrs');
+  if (!allow.length && !deny.length) throw new ApiError('ERR_SERVICE_103', 'ip_restriction needs at least one CIDR in allow_cidrs or deny_cidrs');
+  return { enabled: true, ip_policy_ids: [], allow_cidrs: allow, deny_cidrs: deny };
+}
+
+/** BasicAuth {credentials: [{username, cleartext_password}]}, or the legacy Auth "user:password": the service's bounds. */
+function basicAuth(entries: any[]): Record<string, unknown> {
+  const { credentials: most, password: [min, max], username: maxUser } = BASIC_AUTH_LIMITS;
+  if (!entries.length) throw new ApiError('ERR_SERVICE_103', 'basic_auth needs at least one credential');
+  if (entries.length > most) throw new ApiError('ERR_SERVICE_103', `basic_auth takes at most ${most} credentials, not ${entries.length}`);
+  const credentials = entries.map((c, i) => {
+    const username = c?.username;
+    const password = c?.cleartext_password;
+    if (typeof username !== 'string' || !username || username.length > maxUser || username.includes(':')) throw new ApiError('ERR_SERVICE_103', `basic_auth credential ${i + 1}: the username must be 1 to ${maxUser} characters without ":"`);
+    if (typeof password !== 'string' || !password) {
+      throw new ApiError('ERR_SERVICE_112', `basic_auth credential ${i + 1} (${username}) has no cleartext_password: this server does not check hashed_password; give the password itself`);
+    }
+    if (password.length < min || password.length > max) throw new ApiError('ERR_SERVICE_103', `basic_auth credential ${i + 1} (${username}): the password must be ${min} to ${max} characters, not ${password.length}`);
+    return { username, password };
+  });
+  return { enabled: true, credentials };
+}
+
+const lowerList = (v: unknown, what: string) => strings(v, what);
+
+/** OAuth {provider, client_id, client_secret, allow_emails, allow_domains, scopes} as the oauth module's provider member. */
+function oauth(v: any): Record<string, unknown> {
+  const provider = String(v?.provider ?? '').toLowerCase();
+  if (!(OAUTH_PROVIDERS as readonly string[]).includes(provider)) throw new ApiError('ERR_SERVICE_112', `oauth: the provider ${JSON.stringify(v?.provider ?? '')} is not one this server signs in with (${OAUTH_PROVIDERS.join(', ')})`);
+  const member: Record<string, unknown> = {
+    scopes: lowerList(v?.scopes, 'oauth scopes'), email_addresses: lowerList(v?.allow_emails, 'oauth allow_emails'), email_domains: lowerList(v?.allow_domains, 'oauth allow_domains'),
+  };
+  if (typeof v?.client_id === 'string' && v.client_id) member.client_id = v.client_id;
+  if (typeof v?.client_secret === 'string' && v.client_secret) member.client_secret = v.client_secret;
+  if (v?.sealed_client_secret) throw new ApiError('ERR_SERVICE_112', 'oauth: this server cannot open a sealed_client_secret; give client_secret');
+  return viaSchema('oauth', { provider: { [provider]: member } });
+}
+
+/**
+ * OIDC {issuer_url, client_id, client_secret, allow_emails, allow_domains, scopes} as the oidc
+ * module; the allow lists, which the API's oidc module does not have, are checked against the
+ * ID token's verified email as the oauth module checks its lists (auth/oidc.ts).
+ */
+function oidc(v: any): Record<string, unknown> {
+  if (v?.sealed_client_secret) throw new ApiError('ERR_SERVICE_112', 'oidc: this server cannot open a sealed_client_secret; give client_secret');
+  const config = viaSchema('oidc', { issuer: v?.issuer_url, client_id: v?.client_id || undefined, client_secret: v?.client_secret || undefined, scopes: lowerList(v?.scopes, 'oidc scopes') });
+  return { ...config, email_addresses: lowerList(v?.allow_emails, 'oidc allow_emails'), email_domains: lowerList(v?.allow_domains, 'oidc allow_domains') };
+}
 
 function num(v: unknown, what: string, min: number, max: number): number {
   if (typeof v !== 'number' || !(v >= min && v <= max)) throw new ApiError('ERR_SERVICE_103', `${what} must be a number from ${min} to ${max}`);
@@ -83,7 +165,12 @@ export function checkBind(o: any, endpointDomain: string, tcpPorts?: { first: nu
     if (modules[name]) throw new ApiError('ERR_SERVICE_103', `${name} is given twice (Policy and TrafficPolicy)`);
     modules[name] = config;
   }
-  if (typeof opts.auth === 'string' && opts.auth) asked.add('basic_auth');
+  // The legacy Auth "user:password" is basic auth (one credential).
+  if (typeof opts.auth === 'string' && opts.auth) {
+    if (modules.basic_auth) throw new ApiError('ERR_SERVICE_103', 'basic auth is given twice (Auth and BasicAuth)');
+    const colon = opts.auth.indexOf(':');
+    modules.basic_auth = basicAuth([{ username: colon < 0 ? opts.auth : opts.auth.slice(0, colon), cleartext_password: colon < 0 ? '' : opts.auth.slice(colon + 1) }]);
+  }
   if (opts.hostheaderrewrite === true) asked.add('host_header_rewrite');
   if (opts.proxyproto !== undefined && opts.proxyproto !== 0 && opts.proxyproto !== null) asked.add('proxy_proto');
   if (typeof extra.ippolicyref === 'string' && extra.ippolicyref) asked.add('ip_restriction (IPPolicyRef)');

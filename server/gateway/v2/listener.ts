@@ -1,9 +1,13 @@
 // The version-2 agent listener (`--agent-listen ADDRESS:PORT`): TLS with a certificate from the
 // server's local CA for `--agent-hostname` (clients trust `<data>/ingress-ca.pem`), then
 // muxado (session.ts). Keeps what outlives one connection: sessions waiting for a resume
-// (one heartbeat interval after their connection was lost), the agents a stop refuses, the
-// keys of resume cookies and bind tokens, and the count of sessions being set up per credential.
+// (one heartbeat interval after their connection was lost), the count of sessions being set up
+// per credential, and the key of resume cookies and bind tokens: a sealed setting, the same on
+// every instance of one database and after a restart, so an agent resumes its session (same id)
+// wherever it reconnects. The sessions the server ended on purpose (stop, restart) are recorded
+// in the database (AgentSessionEnd), so that their cookies no longer bring them back.
 import { randomBytes } from 'node:crypto';
+import { sealedSetting } from '../../store/sealed-settings.js';
 import type { AddressInfo } from 'node:net';
 import tls from 'node:tls';
 import { ApiError } from '../../http/errors.js';
@@ -11,10 +15,10 @@ import type { RateLimiter } from '../../http/rate-limit.js';
 import type { ServerContext } from '../../resources/context.js';
 import { openLocalCa } from '../../ingress/ca.js';
 import type { Gateway } from '../gateway.js';
-import { deleteSessions, sessionsOf, type SessionWriteOptions } from '../live-rows.js';
+import { sessionsOf, type SessionWriteOptions } from '../live-rows.js';
 import { MUX_LIMITS, type MuxLimits } from './muxado.js';
 import { mac, sameMac, V2Connection, type SessionState } from './session.js';
-import { removeTunnels } from './rows.js';
+import { deleteHeldSessions, endedReason, markEnded, pruneEnded, removeTunnels, takenElsewhere, type EndReason } from './rows.js';
 
 export interface V2Options {
   host: string;
@@ -37,19 +41,19 @@ export interface V2Options {
   maxConnections: number;
 }
 
-/** Stopped agents remembered (their reconnects refused), at most; the oldest is forgotten past it. */
-const MAX_STOPPED = 10_000;
-/** How long a stopped agent's reconnects are refused. */
-const STOPPED_MS = 24 * 3600_000;
+/** How long a stopped agent's reconnects are refused (and a restarted session's cookie no longer resumes it). */
+const ENDED_MS = 24 * 3600_000;
+/** The sealed setting holding the key of resume cookies and bind tokens. */
+export const RESUME_KEY_SETTING = 'agent_resume_key';
 
 export class V2Gateway {
   private server?: tls.Server;
   stopping = false;
-  private readonly key = randomBytes(32);
+  private key = Buffer.alloc(0);
+  private holderTimer?: NodeJS.Timeout;
   private detached = new Map<string, SessionState>();
   /** Every session held here, connected or waiting for a resume. */
   private sessions = new Map<string, SessionState>();
-  private stopped = new Map<string, number>();
   private connecting = new Map<string, number>();
   private ending = new Set<Promise<void>>();
   address = '';
@@ -62,6 +66,8 @@ export class V2Gateway {
   }
 
   async start() {
+    const { value } = await sealedSetting(this.ctx.db, this.ctx.box, RESUME_KEY_SETTING, () => randomBytes(32).toString('base64'));
+    this.key = Buffer.from(value, 'base64');
     const ca = await openLocalCa(this.opts.dataDir, this.ctx);
     this.caFile = ca.certFile;
     const leaves = new Map(this.opts.hostnames.map((n) => [n.toLowerCase(), ca.leafFor(n)]));
@@ -81,10 +87,29 @@ export class V2Gateway {
     });
     const a = this.server.address() as AddressInfo;
     this.address = `${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
+    // Sessions whose agent resumed them on another instance are let go of here (their rows are
+    // that instance's now); expired records of ended sessions are pruned.
+    let ticks = 0;
+    let running = false;
+    this.holderTimer = setInterval(() => {
+      if (running) return;
+      const prune = ++ticks % 100 === 0;
+      if (!this.sessions.size && !prune) return;
+      running = true;
+      void (async () => {
+        for (const id of await takenElsewhere(this.ctx, this.gateway.instanceId, [...this.sessions.keys()])) {
+          const st = this.sessions.get(id);
+          if (st) this.release(st);
+        }
+        if (prune) await pruneEnded(this.ctx);
+      })().catch((e) => this.log({ level: 'warn', msg: `agent listener: ${(e as Error).message}` })).finally(() => { running = false; });
+    }, Math.max(20, Math.floor(this.opts.heartbeatMs / 5)));
+    this.holderTimer.unref();
   }
 
   async stop() {
     this.stopping = true;
+    clearInterval(this.holderTimer);
     this.server?.close();
     for (const st of [...this.sessions.values()]) {
       if (st.conn) st.conn.mux.goAway(0, 'the server is stopping');
@@ -125,20 +150,28 @@ export class V2Gateway {
       'stop one of its agents (POST /tunnel_sessions/{id}/stop), or connect with another credential', { limit });
   }
 
+  /** The resume cookie: the session's id and start, for its credential, under the shared key. */
   cookieFor(st: SessionState) {
-    return `${st.id}.${mac(this.key, `cookie|${st.id}|${st.credential.credentialId}`)}`;
+    const body = `${st.id}.${st.startedAt.getTime()}`;
+    return `${body}.${mac(this.key, `cookie|${body}|${st.credential.credentialId}`)}`;
+  }
+
+  /** The session a cookie vouches for (made by any instance of this database), if it is this credential's and names `clientId`. */
+  readCookie(cookie: string, clientId: string, credentialId: string): { id: string; startedAt: Date } | undefined {
+    const m = /^([a-z]+_[A-Za-z0-9]+)\.(\d{1,15})\.([A-Za-z0-9_-]+)$/.exec(cookie);
+    if (!m || m[1] !== clientId || !sameMac(m[3], mac(this.key, `cookie|${m[1]}.${m[2]}|${credentialId}`))) return undefined;
+    return { id: m[1], startedAt: new Date(Number(m[2])) };
   }
 
   /**
-   * The session an Auth resumes: its ClientId, a cookie this server made for it, the same
-   * credential. It may still have a connection the server has not seen fail yet (the agent's
-   * reconnect is the news that it did): the caller closes that one.
+   * The session an Auth resumes, when this instance holds it: its ClientId, a cookie for it,
+   * the same credential. It may still have a connection the server has not seen fail yet (the
+   * agent's reconnect is the news that it did): the caller closes that one.
    */
   resume(clientId: string, cookie: string, credentialId: string): SessionState | undefined {
     if (!clientId) return undefined;
     const st = this.sessions.get(clientId);
-    if (!st || st.credential.credentialId !== credentialId) return undefined;
-    if (!sameMac(cookie, `${st.id}.${mac(this.key, `cookie|${st.id}|${credentialId}`)}`)) return undefined;
+    if (!st || st.credential.credentialId !== credentialId || !this.readCookie(cookie, clientId, credentialId)) return undefined;
     clearTimeout(st.expiry);
     st.expiry = undefined;
     this.detached.delete(clientId);
@@ -183,30 +216,40 @@ export class V2Gateway {
     this.sessions.set(st.id, st);
   }
 
-  endSession(st: SessionState) {
+  /** Forgets a session here without touching its rows: its agent resumed it on another instance. */
+  release(st: SessionState) {
+    if (this.sessions.get(st.id) !== st) return;
+    this.log({ level: 'info', msg: 'agent session resumed on another instance; let go of here (version 2)', session: st.id });
+    const conn = st.conn;
+    this.forget(st);
+    conn?.release();
+  }
+
+  private forget(st: SessionState) {
     this.sessions.delete(st.id);
     clearTimeout(st.expiry);
     this.detached.delete(st.id);
     st.conn = undefined;
     this.gateway.detach(st.id);
     for (const id of st.tunnels.keys()) this.gateway.dropTunnel(id);
-    const done = deleteSessions(this.ctx, [st.id])
+  }
+
+  endSession(st: SessionState) {
+    if (this.sessions.get(st.id) !== st) return;
+    this.forget(st);
+    const done = deleteHeldSessions(this.ctx, this.gateway.instanceId, [st.id])
       .catch((e) => this.log({ level: 'warn', msg: `could not delete session ${st.id} (the sweeper will): ${(e as Error).message}` }))
       .finally(() => this.ending.delete(done));
     this.ending.add(done);
   }
 
-  markStopped(id: string) {
-    this.stopped.set(id, Date.now() + STOPPED_MS);
-    if (this.stopped.size > MAX_STOPPED) this.stopped.delete(this.stopped.keys().next().value!);
+  /** Records that the server ended the session on purpose, on every instance: its cookie no longer resumes it. */
+  markEnded(id: string, reason: EndReason): Promise<void> {
+    return markEnded(this.ctx, id, reason, new Date(Date.now() + ENDED_MS));
   }
 
-  wasStopped(id: string) {
-    const until = this.stopped.get(id);
-    if (until === undefined) return false;
-    if (until > Date.now()) return true;
-    this.stopped.delete(id);
-    return false;
+  endedReason(id: string): Promise<EndReason | undefined> {
+    return endedReason(this.ctx, id);
   }
 }
 

@@ -2,7 +2,7 @@
 // all of its tunnels in its hello; live-rows.ts writes those with the session). The same rows,
 // events and endpoint keys: one session at a time holds a hostname (409 ERR_SERVICE_320), and
 // a holder no instance vouches for any more is swept first.
-import { endpoint, tunnel } from '../../../provider/catalog/tunnels.js';
+import { endpoint, tunnel, tunnelSession } from '../../../provider/catalog/tunnels.js';
 import { emit, rfc3339 } from '../../events/outbox.js';
 import { ApiError } from '../../http/errors.js';
 import type { ServerContext } from '../../resources/context.js';
@@ -62,4 +62,54 @@ export async function removeTunnels(ctx: ServerContext, ids: string[]): Promise<
     for (const d of docs) await emit(prismaRows(tx), tunnel, 'deleted', d);
   }, TX);
   ctx.afterCommit?.();
+}
+
+/**
+ * Deletes the sessions of `ids` this instance still holds (its lease). One another instance
+ * took over (the agent resumed it there, resumeSession) is that instance's to delete.
+ */
+export async function deleteHeldSessions(ctx: ServerContext, instanceId: string, ids: string[]): Promise<void> {
+  await deleteSessions(ctx, ids, instanceId);
+}
+
+/** Of the sessions `ids`, those whose lease another instance holds now (their agents resumed them there). */
+export async function takenElsewhere(ctx: ServerContext, instanceId: string, ids: string[]): Promise<string[]> {
+  if (!ids.length) return [];
+  const rows = await ctx.db.prisma.agentLease.findMany({ where: { sessionId: { in: ids }, instanceId: { not: instanceId } }, select: { sessionId: true } });
+  return rows.map((r) => r.sessionId);
+}
+
+/**
+ * A session an agent resumes on an instance that does not hold it in memory (after a restart,
+ * or on another instance): its row, if still there, is taken over (the lease moves here and its
+ * tunnels are deleted, to be bound again by the agent with the same ids and URLs); otherwise it
+ * is written again with its id. Returns false when no row was there and `create` must write it.
+ */
+export async function takeOverSession(ctx: ServerContext, instanceId: string, sessionId: string, credentialId: string): Promise<boolean> {
+  const row = await ctx.db.prisma.resource.findUnique({ where: { id: sessionId }, select: { kind: true, data: true } });
+  if (!row) return false;
+  const computed = (row.data as { computed?: { credential_id?: string; transport?: string } }).computed ?? {};
+  if (row.kind !== tunnelSession.kind || computed.credential_id !== credentialId || computed.transport !== 'service/v2') throw new ApiError('ERR_SERVICE_320', `the id ${sessionId} is held by another session`);
+  await ctx.db.prisma.agentLease.upsert({ where: { sessionId }, create: { sessionId, instanceId, seenAt: new Date() }, update: { instanceId, seenAt: new Date() } });
+  const tunnels = await ctx.db.prisma.resource.findMany({ where: { parentId: sessionId, kind: tunnel.kind }, select: { id: true } });
+  await removeTunnels(ctx, tunnels.map((t) => t.id));
+  return true;
+}
+
+export type EndReason = 'stopped' | 'restarted';
+
+/** Records that the server ended the session on purpose (a resume cookie no longer brings it back), until `until`. */
+export async function markEnded(ctx: ServerContext, sessionId: string, reason: EndReason, until: Date): Promise<void> {
+  await ctx.db.prisma.agentSessionEnd.upsert({ where: { sessionId }, create: { sessionId, reason, until }, update: { reason, until } });
+}
+
+/** Why the server ended the session on purpose, if it did (and the record has not expired). */
+export async function endedReason(ctx: ServerContext, sessionId: string): Promise<EndReason | undefined> {
+  const row = await ctx.db.prisma.agentSessionEnd.findUnique({ where: { sessionId } });
+  return row && row.until > new Date() ? (row.reason as EndReason) : undefined;
+}
+
+/** Forgets expired records. */
+export async function pruneEnded(ctx: ServerContext): Promise<void> {
+  await ctx.db.prisma.agentSessionEnd.deleteMany({ where: { until: { lt: new Date() } } });
 }

@@ -23,7 +23,7 @@ import { checkBind } from './bind.js';
 import { lowerKeys, MessageError, readJson } from './json.js';
 import { MuxSession, MuxStream } from './muxado.js';
 import { openProxy, rawStream, RelayedRequest, type ProxyTarget } from './relay.js';
-import { removeTunnels, addTunnel } from './rows.js';
+import { removeTunnels, addTunnel, takeOverSession } from './rows.js';
 import { answer, errorText, readType, STREAM_TYPE } from './rpc.js';
 import type { V2Gateway } from './listener.js';
 
@@ -43,6 +43,8 @@ interface Held extends ProxyTarget {
 export interface SessionState {
   id: string;
   credential: AgentCredential;
+  /** When the session first started (kept when it is resumed, on any instance). */
+  startedAt: Date;
   tunnels: Map<string, Held>;
   /** Auth's `*UnsupportedError` per command: null = the agent is too old to know it; '' = supported; text = why not. */
   unsupported: Record<Action, string | null>;
@@ -140,7 +142,8 @@ export class V2Connection implements AttachedSession {
     };
     if (this.gw.stopping) return refuse(new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry'));
     const clientId = typeof o.clientid === 'string' ? o.clientid : '';
-    if (clientId && this.gw.wasStopped(clientId)) return refuse(new ApiError('ERR_SERVICE_113', `tunnel session ${clientId} was stopped (POST /tunnel_sessions/${clientId}/stop); start the application again to connect a new session`));
+    const ended = clientId ? await this.gw.endedReason(clientId) : undefined;
+    if (ended === 'stopped') return refuse(new ApiError('ERR_SERVICE_113', `tunnel session ${clientId} was stopped (POST /tunnel_sessions/${clientId}/stop); start the application again to connect a new session`));
     let credential: AgentCredential;
     try {
       credential = await authenticateAgent(this.gw.ctx.db.prisma as never, String(extra.authtoken ?? ''));
@@ -156,7 +159,9 @@ export class V2Connection implements AttachedSession {
       unsupported[a] = typeof v === 'string' ? v : null;
     }
     const cookie = typeof extra.cookie === 'string' ? extra.cookie : '';
-    const resumed = this.gw.resume(clientId, cookie, credential.credentialId);
+    const resumed = ended ? undefined : this.gw.resume(clientId, cookie, credential.credentialId);
+    // Not held here (a restart, another instance): the cookie still vouches for the session, which keeps its id.
+    const vouched = resumed || ended || !clientId ? undefined : this.gw.readCookie(cookie, clientId, credential.credentialId);
     if (resumed) {
       const old = resumed.conn;
       resumed.conn = this;
@@ -167,12 +172,13 @@ export class V2Connection implements AttachedSession {
       // What is not bound again soon after a resume was closed by the application meanwhile.
       setTimeout(() => void this.dropUnclaimed(resumed), 10_000).unref();
     } else {
-      const state: SessionState = { id: newId(tunnelSession.prefix), credential, tunnels: new Map(), unsupported, conn: this };
+      const state: SessionState = { id: vouched?.id ?? newId(tunnelSession.prefix), credential, startedAt: vouched?.startedAt ?? new Date(), tunnels: new Map(), unsupported, conn: this };
+      const create = () => createSession(this.gw.ctx, this.gw.gateway.instanceId, {
+        id: state.id, credentialId: credential.credentialId, ip: this.ip, os: String(extra.os ?? ''), agentVersion: String(extra.version ?? ''),
+        metadata: String(extra.metadata ?? ''), region: this.gw.opts.region, startedAt: state.startedAt,
+      }, [], this.gw.sessionWriteOptions());
       try {
-        await this.gw.admit(credential.credentialId, () => createSession(this.gw.ctx, this.gw.gateway.instanceId, {
-          id: state.id, credentialId: credential.credentialId, ip: this.ip, os: String(extra.os ?? ''), agentVersion: String(extra.version ?? ''),
-          metadata: String(extra.metadata ?? ''), region: this.gw.opts.region, startedAt: new Date(),
-        }, [], this.gw.sessionWriteOptions()));
+        if (!vouched || !await takeOverSession(this.gw.ctx, this.gw.gateway.instanceId, state.id, credential.credentialId)) await this.gw.admit(credential.credentialId, create);
       } catch (e) {
         if (e instanceof SessionLimit) return refuse(this.gw.sessionLimit(credential.credentialId, e.held, e.limit));
         if (e instanceof ApiError) return refuse(e);
@@ -187,7 +193,7 @@ export class V2Connection implements AttachedSession {
     }
     this.authed = true;
     this.gw.gateway.attach(this.state.id, this);
-    this.gw.log({ level: 'info', msg: resumed ? 'agent session resumed (version 2)' : 'agent session started (version 2)', session: this.state.id, credential: credential.credentialId, ip: this.ip, client: String(extra.clienttype ?? '') });
+    this.gw.log({ level: 'info', msg: resumed || vouched ? 'agent session resumed (version 2)' : 'agent session started (version 2)', session: this.state.id, credential: credential.credentialId, ip: this.ip, client: String(extra.clienttype ?? '') });
     answer(s, {
       Version: '3', ClientId: this.state.id,
       Extra: { Version: this.gw.opts.version, Region: this.gw.opts.region, Cookie: this.gw.cookieFor(this.state), AccountName: '', SessionDuration: 0, PlanName: '', Banner: '', AgentSessionID: this.state.id },
@@ -238,7 +244,9 @@ export class V2Connection implements AttachedSession {
       return reply(held);
     }
     const ask = checkBind(o, this.gw.opts.endpointDomain, this.gw.opts.tcpPorts);
-    if ((ask.proto === 'tcp' || ask.proto === 'tls') && Object.keys(ask.modules).length) throw new ApiError('ERR_SERVICE_112', `a ${ask.proto.toUpperCase()} endpoint runs no HTTP modules (${Object.keys(ask.modules).join(', ')})`);
+    // A TCP or TLS endpoint's connections are checked against its IP restriction only (ingress/agent-tcp.ts, agent-endpoints.ts).
+    const httpOnly = Object.keys(ask.modules).filter((m) => m !== 'ip_restriction');
+    if ((ask.proto === 'tcp' || ask.proto === 'tls') && httpOnly.length) throw new ApiError('ERR_SERVICE_112', `a ${ask.proto.toUpperCase()} endpoint runs no HTTP modules (${httpOnly.join(', ')}); only an IP restriction`);
     // A rebind on a new session (the old one ended): the id and URL its token vouches for.
     const vouched = id ? this.gw.readBindToken(String(extra.token ?? ''), st.credential.credentialId, id) : undefined;
     const range = this.gw.opts.tcpPorts;
@@ -351,9 +359,13 @@ export class V2Connection implements AttachedSession {
     if (typeof reply?.error === 'string' && reply.error) throw new ApiError('ERR_SERVICE_332', `the agent of tunnel session ${st.id} refused ${action}: ${reply.error}`);
     this.gw.log({ level: 'info', msg: `agent acknowledged ${action}`, session: st.id });
     // An application embedding the SDK cannot exec itself: the server carries it out.
-    if (action === 'restart') this.finish('restarted by POST /tunnel_sessions/{id}/restart: reconnect for a new session');
+    // Recorded before the session ends, so that the agent's reconnect (on any instance) finds it.
+    if (action === 'restart') {
+      await this.gw.markEnded(st.id, 'restarted');
+      this.finish('restarted by POST /tunnel_sessions/{id}/restart: reconnect for a new session');
+    }
     if (action === 'stop') {
-      this.gw.markStopped(st.id);
+      await this.gw.markEnded(st.id, 'stopped');
       this.finish('stopped by POST /tunnel_sessions/{id}/stop');
     }
   }
@@ -366,8 +378,16 @@ export class V2Connection implements AttachedSession {
 
   close(why?: ApiError) {
     this.ending = why ? `${why.code}: ${why.message}` : 'closed by the server';
-    if (why && this.state) this.gw.markStopped(this.state.id);
+    if (why && this.state) {
+      const id = this.state.id;
+      void this.gw.markEnded(id, 'stopped').catch((e) => this.gw.log({ level: 'warn', msg: `could not record the end of session ${id}: ${(e as Error).message}` }));
+    }
     this.end(this.ending, 0);
+  }
+
+  /** Closes the connection of a session another instance took over (the gateway let go of it already). */
+  release() {
+    this.end('the agent resumed its session on another instance');
   }
 
   private closed(reason: string) {
@@ -426,7 +446,7 @@ export class V2Connection implements AttachedSession {
  */
 function checkModules(gw: V2Gateway, route: FullDoc): FullDoc {
   const problems: string[] = [];
-  const deps = { gateway: gw.gateway, policyState: new PolicyState(), log: (f: Record<string, unknown>) => { problems.push(String(f.msg)); }, now: Date.now } as IngressDeps;
+  const deps = { gateway: gw.gateway, policyState: new PolicyState(), box: gw.ctx.box, log: (f: Record<string, unknown>) => { problems.push(String(f.msg)); }, now: Date.now } as IngressDeps;
   const built = buildChain(route, deps);
   if (!Array.isArray(built)) throw new ApiError('ERR_SERVICE_112', `the endpoint's protections cannot run: ${problems.join('; ') || String(built.body ?? '').trim()}`);
   return route;

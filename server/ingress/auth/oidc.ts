@@ -2,8 +2,12 @@
 // authorization-code flow with PKCE (S256), state and nonce, and the ID token verified
 // (signature against the issuer's JWKS, issuer, audience, nonce, expiry) before a session is
 // made. An issuer over plain http is accepted only on a loopback address (for local tests).
+// An agent's endpoint may also give allow lists (email_addresses, email_domains: the SDK's
+// allow_emails and allow_domains; not in the API's oidc module): they are checked as the oauth
+// module checks its own, against the user's email when the provider does not say it is unverified.
 import * as client from 'openid-client';
 import type { FullDoc, IngressDeps } from '../types.js';
+import { oauthAllows } from './oauth.js';
 import { SignInRefused, type SignInProvider } from './sign-in-filter.js';
 
 /** Seconds the edge waits for the provider (discovery, token, JWKS, UserInfo) before ERR_SERVICE_803. */
@@ -37,7 +41,9 @@ function refusedByProtocol(e: unknown): boolean {
 
 export function oidcProvider(config: FullDoc[string], deps: IngressDeps): SignInProvider {
   const issuer = String(config.issuer);
-  const scopes = ['openid', ...((config.scopes as string[] | undefined) ?? []).filter((s) => s !== 'openid')];
+  const listed = (config.email_addresses?.length ?? 0) + (config.email_domains?.length ?? 0) > 0;
+  // With allow lists the email is needed: the email scope is asked for too.
+  const scopes = [...new Set(['openid', ...(listed ? ['email'] : []), ...((config.scopes as string[] | undefined) ?? [])])];
   return {
     name: 'oidc',
     async start(redirectUri, { state }) {
@@ -58,11 +64,15 @@ export function oidcProvider(config: FullDoc[string], deps: IngressDeps): SignIn
         if (!claims?.sub) throw new SignInRefused('ERR_SERVICE_802', 'The identity provider returned no ID token subject.');
         let info: Record<string, unknown> = claims;
         // Many providers put email and name only in UserInfo (OIDC Core 5.4); ask it then.
-        if ((claims.email === undefined || claims.name === undefined) && conf.serverMetadata().userinfo_endpoint) {
+        if ((claims.email === undefined || claims.name === undefined || listed && claims.email_verified === undefined) && conf.serverMetadata().userinfo_endpoint) {
           info = { ...(await client.fetchUserInfo(conf, tokens.access_token, claims.sub)), ...claims };
         }
         const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
-        return { subject: claims.sub, email: text(info.email), name: text(info.name) };
+        const email = text(info.email);
+        if (listed && !oauthAllows(config, { emails: email && info.email_verified !== false ? [email] : [] })) {
+          throw new SignInRefused('ERR_SERVICE_804', `The user ${email ?? claims.sub} is not allowed by this endpoint (its allowed emails and email domains${email && info.email_verified === false ? '; the provider says this email is not verified' : ''}).`);
+        }
+        return { subject: claims.sub, email, name: text(info.name) };
       } catch (e) {
         if (e instanceof SignInRefused) throw e;
         if (refusedByProtocol(e)) {

@@ -2,6 +2,7 @@
 // MODULE_ORDER (order.ts), never this file's; a module configured on a route with no entry
 // here makes the route answer 502 (refusing beats skipping a restriction).
 import type { FilterFactory } from '../types.js';
+import { basicAuth } from './basic-auth.js';
 import { circuitBreaker } from './circuit-breaker.js';
 import { compression } from './compression.js';
 import { ipRestriction } from './ip-restriction.js';
@@ -20,6 +21,7 @@ export const FILTERS: Partial<Record<ModuleName, FilterFactory>> = {
   ip_restriction: ipRestriction,
   user_agent_filter: userAgentFilter,
   traffic_policy: trafficPolicy,
+  basic_auth: basicAuth,
   oauth,
   oidc,
   saml,

@@ -4,6 +4,7 @@ export const MODULE_ORDER = [
   { name: 'ip_restriction', why: 'the cheapest refusal (the client address only), before any other work' },
   { name: 'user_agent_filter', why: 'a header match, still before anything costly' },
   { name: 'traffic_policy', why: 'rate limits and deny rules run before sign-in and body reads; its on_http_response phase sees the final upstream answer' },
+  { name: 'basic_auth', why: "agents' endpoints only (the SDK's basic auth; no API route has it): a password check before the body is read or the upstream is reached, after traffic_policy so its rate limits bound guessing" },
   { name: 'oauth', why: 'sign-in before the request body is read or the upstream is reached' },
   { name: 'oidc', why: 'as oauth' },
   { name: 'saml', why: 'as oauth' },
