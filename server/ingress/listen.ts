@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Metrics } from '../http/metrics.js';
-import { anyEndpoints, endpointTunnelFor, passThroughTls } from './agent-endpoints.js';
+import { endpointTunnelFor, passThroughTls } from './agent-endpoints.js';
 import { readClientHello } from './client-hello.js';
 import { ClientRelays } from './client-relays.js';
 import { handleHttpsRequest, handleHttpsUpgrade, type HttpsContext } from './http/handler.js';
@@ -130,7 +130,25 @@ function authorityRefused(raw: string | undefined, publicPort: number): EdgeAnsw
 
 /** A request whose host is not the name its TLS connection was opened for (no edge's content crosses names). */
 function misdirected(res: http.ServerResponse | http2.Http2ServerResponse, sni: string, host: string) {
-  writeAnswer(res, errorAnswer('ERR_SERVICE_701', `this connection was opened for ${sni}; send requests for ${host || 'another host'} on a connection opened for it`));
+  writeAnswer(res, errorAnswer('ERR_SERVICE_701', sni
+    ? `this connection was opened for ${sni}; send requests for ${host || 'another host'} on a connection opened for it`
+    : `this connection was opened without a server name (SNI); send requests for ${host} on a connection opened for that name`));
+}
+
+/**
+ * A plain HTTP request on a listener that speaks TLS (as nginx's "The plain HTTP request was
+ * sent to HTTPS port"): 400 ERR_SERVICE_705 naming the https:// URL to use, the host read from
+ * what already arrived when it is a plain name, then the connection is closed.
+ */
+function plainHttpOnTls(socket: net.Socket, first: Buffer, publicPort: number) {
+  const head = first.subarray(0, 8192).toString('latin1');
+  const sent = /\r\nhost:[ \t]*([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d+)?[ \t]*\r\n/i.exec(head)?.[1]?.toLowerCase();
+  const path = /^[A-Z]+ (\/[\x21-\x7e]*) HTTP\//.exec(head)?.[1] ?? '/';
+  const url = sent ? `https://${sent}${publicPort === 443 ? '' : `:${publicPort}`}${path.length <= 200 ? path : '/'}` : undefined;
+  const a = errorAnswer('ERR_SERVICE_705', `this port speaks TLS: the plain HTTP request was sent to an HTTPS port; send it with https://${url ? ` (${url})` : ''}`);
+  answerRaw(socket, a);
+  // What else the client sends is read and dropped until the answer is out (see answerRaw).
+  socket.resume();
 }
 
 /** An answer the listener makes itself, before any edge or route is chosen, with its code in the header too. */
@@ -222,6 +240,11 @@ function answerClientError(err: { code?: string }, socket: Duplex, limits: Liste
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? errorAnswer('ERR_SERVICE_704', 'the request headers did not arrive in time')
       : errorAnswer('ERR_SERVICE_702', 'the request is not valid HTTP');
+  answerRaw(socket, a);
+}
+
+/** An answer written on the raw connection, whose write side then closes; it is cut LINGER_MS later at the latest. */
+function answerRaw(socket: Duplex, a: EdgeAnswer) {
   const body = Buffer.from(String(a.body ?? ''));
   const head = [`HTTP/1.1 ${a.status} ${http.STATUS_CODES[a.status] ?? ''}`, ...Object.entries(a.headers ?? {}).map(([k, v]) => `${k}: ${v}`), `${ERROR_CODE_HEADER}: ${a.code}`, `content-length: ${body.length}`, 'connection: close'];
   const timer = setTimeout(() => socket.destroy(), LINGER_MS);
@@ -311,34 +334,45 @@ export class IngressListener {
     const held = table.ports.get(this.spec.publicPort);
     // ACME validation (acme/intercept.ts) on the listeners for ports 80 and 443, unless a TCP edge holds the port whole.
     if (this.d.acme && held?.kind !== 'tcp' && (await this.d.acme.take(socket, this.spec.publicPort))) return this.count('acme_challenge');
-    if (!held && !anyEndpoints(this.d.deps)) {
-      this.count('refused_no_edge');
-      return void socket.destroy();
-    }
     if (held?.kind === 'tcp') {
       this.count('tcp');
       return streamEdge(socket, [...held.hosts.values()][0] as StreamEdgeEntry, table, this.streamDeps(), undefined);
     }
     const hello = await readClientHello(socket, this.d.limits.handshakeTimeoutMs);
     if (!hello.ok) {
+      // Plain HTTP (its first byte a method's capital letter, where TLS starts with 22) is told to use https.
+      if (hello.reason === 'not_tls' && hello.bytes && hello.bytes[0] >= 65 && hello.bytes[0] <= 90) {
+        this.count('refused_plain_http');
+        return plainHttpOnTls(socket, hello.bytes, this.spec.publicPort);
+      }
       this.count(`refused_${hello.reason}`);
-      return void socket.destroy();
-    }
-    // Without a server name there is no edge to choose and no certificate to show.
-    if (!hello.servername) {
-      this.count('refused_no_sni');
       return void socket.destroy();
     }
     const now = await this.d.live.current();
     const entry = now.ports.get(this.spec.publicPort);
+    // Without a server name there is no edge to choose: on a port of HTTPS edges, or of none yet,
+    // the handshake shows a local-CA certificate for the address the client reached and a
+    // request gets the 404 page (421 for a host an edge serves: that takes the name's own
+    // handshake). A port of TLS edges only closes it: its clients need not speak HTTP.
+    if (!hello.servername) {
+      if (entry && entry.kind !== 'https') {
+        this.count('refused_no_sni');
+        return void socket.destroy();
+      }
+      this.count('https_no_sni');
+      const address = String(socket.localAddress ?? '').replace(/^::ffff:/, '');
+      APPLIED.set(socket, { name: '', key: terminationKey(DEFAULT_TERMINATION) });
+      return void this.terminator('https', DEFAULT_TERMINATION, address || 'localhost').emit('connection', socket);
+    }
     const edge = entry?.hosts.get(hello.servername);
     const endpoint = edge ? undefined : endpointTunnelFor(this.d.deps, hello.servername.toLowerCase());
     if (endpoint && this.d.deps.gateway.isTlsEndpoint(endpoint)) {
       this.count('tls');
       return passThroughTls(socket, endpoint, this.d.deps, clientIpOf(socket));
     }
-    // HTTPS and TLS edges share a port: the server name's edge decides which it is.
-    if ((entry?.kind === 'https' && edge?.kind !== 'tls') || endpoint) {
+    // HTTPS and TLS edges share a port: the server name's edge decides which it is. A port with
+    // no edges yet answers like a port of HTTPS edges: a handshake, then the 404 page.
+    if (((!entry || entry.kind === 'https') && edge?.kind !== 'tls') || endpoint) {
       this.count('https');
       // An unknown name still gets a handshake (a local-CA certificate) and then a 404 page.
       const t = edge ? terminationOf(edge.doc) : DEFAULT_TERMINATION;
@@ -424,12 +458,21 @@ export class IngressListener {
     return { ...this.d.deps, metrics: this.d.metrics, publicPort: this.spec.publicPort };
   }
 
-  /** The TLS server for one kind and termination, made on first use. */
-  private terminator(kind: 'https' | 'tls', t: Termination): tls.Server {
-    const key = `${kind}|${terminationKey(t)}`;
+  /**
+   * The TLS server for one kind and termination, made on first use. With `noSni`, the one for
+   * handshakes without a server name: its default certificate is the one for that address (a
+   * local-CA leaf unless an upload covers it), made again when that certificate changes.
+   */
+  private terminator(kind: 'https' | 'tls', t: Termination, noSni?: string): tls.Server {
+    const pair = noSni === undefined ? undefined : this.d.contexts.pairFor(noSni);
+    const key = `${kind}|${terminationKey(t)}${pair ? `|${noSni}|${pair.id}` : ''}`;
     let server = this.terminators.get(key);
     if (server) return server;
-    const options = this.d.contexts.serverOptions(t, this.d.limits.handshakeTimeoutMs);
+    if (pair) {
+      // The server of this address's previous certificate is forgotten (its connections keep it).
+      for (const k of this.terminators.keys()) if (k.startsWith(`${kind}|${terminationKey(t)}|${noSni}|`)) this.terminators.delete(k);
+    }
+    const options = { ...this.d.contexts.serverOptions(t, this.d.limits.handshakeTimeoutMs), ...(pair ? { cert: pair.cert, key: pair.key } : {}) };
     if (kind === 'tls') {
       server = tls.createServer(options, (socket) => void this.tlsTerminated(socket));
     } else {
@@ -509,8 +552,11 @@ export class IngressListener {
     // Several Host headers on HTTP/1.0: the first, as Node keeps it.
     const authority = sent === null ? req.headers.host : sent;
     const host = (authority === undefined ? '' : hostOfAuthority(authority)) || sni;
-    if (host !== sni) return { sni, host };
     const held = table.ports.get(this.spec.publicPort);
+    // A connection opened without a server name reaches no edge or endpoint (their names take
+    // their own handshakes, with their own checks): any other host gets the 404 page.
+    if (sni === '' && host !== '' && (held?.hosts.has(host) || endpointTunnelFor(this.d.deps, host))) return { sni, host };
+    if (host !== sni && sni !== '') return { sni, host };
     const named = held?.kind === 'https' ? held.hosts.get(host) : undefined;
     const edge = named?.kind === 'https' ? (named as HttpsEdgeEntry) : undefined;
     // The edge is the one whose certificate check and minimum version the handshake applied, or nothing is answered from it.
