@@ -296,9 +296,11 @@ export class IngressListener {
 
   async listen(): Promise<void> {
     await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
+      // The error names the listener it came from, so `serve` names its setting, not the API's (bin/serve-errors.ts).
+      const failed = (e: Error) => reject(Object.assign(e, { ingressListener: { ...this.spec } }));
+      this.server.once('error', failed);
       this.server.listen(this.spec.port, this.spec.host, () => {
-        this.server.off('error', reject);
+        this.server.off('error', failed);
         resolve();
       });
     });
