@@ -82,6 +82,8 @@ export interface ListenerDeps {
   limits: ListenerLimits;
   /** ACME validation answered before any edge (only with --acme-directory). */
   acme?: import('./acme/intercept.js').AcmeIntercept;
+  /** The public ports of the TLS listeners: where a plain-HTTP listener redirects a name served over TLS. */
+  tlsPorts?: number[];
 }
 
 
@@ -284,6 +286,8 @@ export class IngressListener {
   /** Open connections per client address (client-relays.ts counts them as it counts relays). */
   private perClient: ClientRelays;
   private sweeper?: NodeJS.Timeout;
+  /** The HTTP/1.1 server of a plain-HTTP listener (`--ingress-http`), made on first use. */
+  private plainServer?: http.Server;
   private closing = false;
   address = '';
 
@@ -334,11 +338,17 @@ export class IngressListener {
     socket.once('close', release);
     const table = await this.d.live.current();
     const held = table.ports.get(this.spec.publicPort);
-    // ACME validation (acme/intercept.ts) on the listeners for ports 80 and 443, unless a TCP edge holds the port whole.
-    if (this.d.acme && held?.kind !== 'tcp' && (await this.d.acme.take(socket, this.spec.publicPort))) return this.count('acme_challenge');
+    // ACME validation (acme/intercept.ts) on the listeners for ports 80 and 443, unless a TCP edge holds the port whole (a plain-HTTP listener answers it per request).
+    if (this.d.acme && !this.spec.plain && held?.kind !== 'tcp' && (await this.d.acme.take(socket, this.spec.publicPort))) return this.count('acme_challenge');
     if (held?.kind === 'tcp') {
       this.count('tcp');
       return streamEdge(socket, [...held.hosts.values()][0] as StreamEdgeEntry, table, this.streamDeps(), undefined);
+    }
+    if (this.spec.plain) {
+      this.count('http');
+      this.plainHttp().emit('connection', socket);
+      // Paused on connect; the parser reads from the stream.
+      return void socket.resume();
     }
     const hello = await readClientHello(socket, this.d.limits.handshakeTimeoutMs);
     if (!hello.ok) {
@@ -529,6 +539,109 @@ export class IngressListener {
     return server;
   }
 
+  /** The HTTP/1.1 server of a plain-HTTP listener, with the limits of the TLS ones' HTTP/1.1. */
+  private plainHttp(): http.Server {
+    if (this.plainServer) return this.plainServer;
+    const server = http.createServer({ maxHeaderSize: this.d.limits.maxHeaderBytes });
+    server.headersTimeout = this.d.limits.headersTimeoutMs;
+    server.requestTimeout = 0;
+    server.keepAliveTimeout = 5_000;
+    (server as { connectionsCheckingInterval?: number }).connectionsCheckingInterval = Math.max(50, Math.min(1000, this.d.limits.headersTimeoutMs / 2));
+    server.on('clientError', (err: Error, socket: Duplex) => answerClientError(err as { code?: string }, socket, this.d.limits));
+    server.on('connection', (socket: net.Socket) => {
+      const s = socket as tls.TLSSocket;
+      this.h1Active.set(s, 0);
+      this.activity.set(s, { bytes: -1, at: 0 });
+      socket.once('close', () => {
+        this.h1Active.delete(s);
+        this.activity.delete(s);
+      });
+    });
+    server.on('request', (req, res) => this.request(req, res));
+    server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => void this.upgrade(req, socket, head));
+    // Node checks header timeouts only for servers that emitted 'listening' (this one is handed connections).
+    server.emit('listening');
+    return (this.plainServer = server);
+  }
+
+  /**
+   * What a plain-HTTP listener does with a host: serve an agent's http endpoint; redirect a
+   * name served over TLS (an https endpoint, an HTTPS edge on a TLS listener's port) to https;
+   * anything else is not served here.
+   */
+  private plainTarget(table: HttpsContext['table'], host: string): { serve: true } | { redirectPort: number } | undefined {
+    const endpoint = host ? endpointTunnelFor(this.d.deps, host) : undefined;
+    const tlsPorts = this.d.tlsPorts ?? [];
+    if (endpoint) {
+      const proto = this.d.deps.gateway.endpointProto(endpoint);
+      if (proto === 'http') return { serve: true };
+      if (proto === 'https' && tlsPorts.length) return { redirectPort: tlsPorts.includes(443) ? 443 : tlsPorts[0] };
+      return undefined;
+    }
+    for (const p of tlsPorts) {
+      const held = table.ports.get(p);
+      if (held?.kind === 'https' && held.hosts.get(host)?.kind === 'https') return { redirectPort: p };
+    }
+    return undefined;
+  }
+
+  /** An answer of a plain-HTTP listener for a host it does not serve: a redirect to https, or the 404 page. */
+  private plainRefusal(req: http.IncomingMessage, host: string, target: { redirectPort: number } | undefined): EdgeAnswer {
+    if (!target) return errorAnswer('ERR_SERVICE_740', `no http endpoint serves ${host || 'this host'} on port ${this.spec.publicPort}; edges are served over TLS (https://)`);
+    const path = (req.url ?? '/').startsWith('/') ? req.url! : '/';
+    const location = `https://${host}${target.redirectPort === 443 ? '' : `:${target.redirectPort}`}${path}`;
+    return { status: 308, headers: { location, 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' }, body: `308 Permanent Redirect\n\n${host} is served over TLS: ${location}\n` };
+  }
+
+  /** A request on a plain-HTTP listener (`--ingress-http`): its Host chooses (see plainTarget). */
+  private plainRouted(req: http.IncomingMessage, res: http.ServerResponse, table: HttpsContext['table'], authority: string | undefined | null, startedAt: number): void {
+    const socket = req.socket as tls.TLSSocket & { [PEER]?: { sni: string; clientIp: string } };
+    const clientIp = (socket[PEER] ??= { sni: '', clientIp: clientIpOf(socket) }).clientIp;
+    const host = authority ? hostOfAuthority(authority) : '';
+    const done = { socket, h1: true, startedAt, edge: undefined };
+    if (this.d.acme?.challenge(req, res, this.spec.publicPort)) return this.answered(done, 200);
+    const target = this.plainTarget(table, host);
+    if (target && 'serve' in target) {
+      const ctx: ListenerContext = { table, edge: undefined, clientIp, publicPort: this.spec.publicPort, host, hostHeader: authority ?? host, deps: this.d.deps, answered: this.answered as unknown as HttpsContext['answered'], socket, h1: true, startedAt, scheme: 'http' };
+      try {
+        return void handleHttpsRequest(req, res, ctx);
+      } catch (e) {
+        this.d.deps.log({ level: 'error', msg: `ingress: request failed: ${(e as Error)?.stack ?? e}` });
+        if (res.headersSent) return void res.destroy();
+        writeAnswer(res, errorAnswer('ERR_SERVICE_749', 'the edge could not handle this request; the server log has the details'));
+        return this.answered(done, res.statusCode);
+      }
+    }
+    const a = this.plainRefusal(req, host, target);
+    res.writeHead(a.status, a.code ? { ...a.headers, [ERROR_CODE_HEADER]: a.code } : a.headers);
+    res.end(a.body ?? '');
+    this.answered(done, a.status);
+  }
+
+  /** An upgrade (WebSocket) on a plain-HTTP listener: an http endpoint's, or refused as a request would be. */
+  private async plainUpgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer) {
+    const authority = authorityOf(req, true);
+    const table = await this.d.live.current();
+    const host = authority ? hostOfAuthority(authority) : '';
+    const invalid = hostHeaderInvalid(req, authority);
+    const oversized = this.oversized(req, true) ?? (invalid ? undefined : authorityRefused(authority === null ? req.headers.host : authority, this.spec.publicPort));
+    const target = invalid || oversized ? undefined : this.plainTarget(table, host);
+    if (target && 'serve' in target) {
+      const s = socket as tls.TLSSocket & { [PEER]?: { sni: string; clientIp: string } };
+      const clientIp = (s[PEER] ??= { sni: '', clientIp: clientIpOf(socket) }).clientIp;
+      return handleHttpsUpgrade(req, socket, head, { table, edge: undefined, clientIp, publicPort: this.spec.publicPort, host, hostHeader: authority ?? host, deps: this.d.deps, scheme: 'http' });
+    }
+    const res = new http.ServerResponse(req);
+    res.assignSocket(socket);
+    res.shouldKeepAlive = false;
+    res.on('finish', () => socket.end());
+    if (oversized) return writeAnswer(res, oversized);
+    if (invalid) return badHost(res, authority === undefined ? 'none was sent' : 'several were sent');
+    const a = this.plainRefusal(req, host, target);
+    res.writeHead(a.status, a.code ? { ...a.headers, [ERROR_CODE_HEADER]: a.code } : a.headers);
+    res.end(a.body ?? '');
+  }
+
   /** A connection whose second ClientHello named another server than its first (see APPLIED): closed unread. */
   private nameChanged(socket: tls.TLSSocket) {
     this.count('refused_sni_changed');
@@ -592,6 +705,7 @@ export class IngressListener {
   }
 
   private routed(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse, table: HttpsContext['table'], authority: string | undefined | null, h1: boolean, startedAt: number): void {
+    if (this.spec.plain) return this.plainRouted(req as http.IncomingMessage, res as http.ServerResponse, table, authority, startedAt);
     const { ctx, sni, host, stale } = this.contextOf(req, table, authority, h1, startedAt);
     if (stale) {
       refuse(res, errorAnswer('ERR_SERVICE_701', `this connection's TLS settings are not those ${sni} has now; open a new connection`));
@@ -632,6 +746,7 @@ export class IngressListener {
 
   private async upgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer) {
     this.activity.delete(socket as tls.TLSSocket);
+    if (this.spec.plain) return this.plainUpgrade(req, socket, head);
     const authority = authorityOf(req, true);
     const { ctx, sni, host, stale } = this.contextOf(req, await this.d.live.current(), authority);
     if (stale) return void socket.destroy();
