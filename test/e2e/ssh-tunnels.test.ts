@@ -223,7 +223,7 @@ describe('bad input over ssh', () => {
     let bothErr = '';
     both.stdout.on('data', (c) => (out += c));
     both.stderr.on('data', (c) => (bothErr += c));
-    await until(() => /Forwarding http:\/\/frank\.example\.com/.test(out), 20_000, () => `no Forwarding line\nstdout: ${out}\nstderr: ${bothErr}`);
+    await until(() => /Forwarding https:\/\/frank\.example\.com/.test(out), 20_000, () => `no Forwarding line\nstdout: ${out}\nstderr: ${bothErr}`);
     await until(() => /only one -R forward per connection|remote port forwarding failed/.test(bothErr), 10_000, () => `the second -R was not refused\nstderr: ${bothErr}`);
     // The first forward still serves.
     expect((await edgeRequest({ port: ing.port(443), host: 'frank.example.com', path: '/one', ca })).text).toBe('upstream GET /one host=frank.example.com added=');
@@ -287,7 +287,7 @@ describe('ssh -R with an OpenSSH user certificate signed by an SSH CA of the ser
     expect(cert.status).toBe(201);
     fs.writeFileSync(`${key.file}-cert.pub`, `${cert.body.certificate}\n`);
     const run = ssh(key.file, ['http', '--url', 'erin.example.com']);
-    await until(() => /Forwarding http:\/\/erin\.example\.com/.test(run.out()), 20_000, () => `no Forwarding line\nstdout: ${run.out()}\nstderr: ${run.err()}`);
+    await until(() => /Forwarding https:\/\/erin\.example\.com/.test(run.out()), 20_000, () => `no Forwarding line\nstdout: ${run.out()}\nstderr: ${run.err()}`);
     expect((await edgeRequest({ port: ing.port(443), host: 'erin.example.com', path: '/c', ca })).text).toBe('upstream GET /c host=erin.example.com added=');
     const s = (await sessions()).find((x) => x.credential.id === sshCa.body.id);
     expect(s).toMatchObject({ transport: 'ssh' });
