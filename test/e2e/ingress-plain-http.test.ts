@@ -41,6 +41,7 @@ beforeAll(async () => {
   plainPort = await freePort();
   ing = await startIngress([443], {}, ['--agent-listen', '127.0.0.1:0', '--ingress-http', `${plainPort}=127.0.0.1:${plainPort}`]);
   const line = ing.lines().find((l) => typeof l.agent_listen === 'string');
+  if (!line) throw new Error(`no agent listener line in ${JSON.stringify(ing.lines())}`);
   agentPort = Number(String(line.agent_listen).split(':').pop());
   ca = fs.readFileSync(path.join(ing.dataDir, 'ingress-ca.pem'), 'utf8');
   token = await agentToken(ing);
