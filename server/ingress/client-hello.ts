@@ -21,8 +21,10 @@ export function parseClientHello(buf: Buffer): { servername: string | undefined 
   let have = 0;
   let need = -1;
   while (need < 0 || have < need) {
+    // The first byte decides (22: a handshake record), without waiting for a whole record header.
+    if (buf.length > at && buf[at] !== 22) return 'not_tls';
     if (buf.length < at + 5) return null;
-    if (buf[at] !== 22 || buf[at + 1] !== 3) return 'not_tls';
+    if (buf[at + 1] !== 3) return 'not_tls';
     const len = buf.readUInt16BE(at + 3);
     if (buf.length < at + 5 + len) return null;
     parts.push(buf.subarray(at + 5, at + 5 + len));

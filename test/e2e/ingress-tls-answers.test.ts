@@ -71,6 +71,14 @@ describe('plain HTTP sent to the TLS listener', () => {
     expect(r.closed).toBe(true);
   });
 
+  it('is told from the first byte: a request line still arriving is answered too', async () => {
+    const socket = net.connect(port, '127.0.0.1');
+    await new Promise((r) => socket.once('connect', r));
+    socket.write('G');
+    const r = await exchange(socket, undefined, { boundMs: 10_000 });
+    expect(r.text).toMatch(/^HTTP\/1\.1 400 [^]*ERR_SERVICE_705/);
+  });
+
   it('names the public port when it is not 443, and answers curl http:// with the page', async () => {
     const r = await curl(['-i', '--connect-to', `app.example.com:8443:127.0.0.1:${ingressPort(s, 8443)}`, 'http://app.example.com:8443/x']);
     expect(r.code, r.stderr).toBe(0);
