@@ -6,9 +6,10 @@
 // curl (which resolves *.localhost to loopback itself) fetches the printed URL as it is:
 // `edgeform agent http`, and the real @ngrok/ngrok SDK with an http endpoint. A server without
 // a plain listener prints https:// for an http endpoint, served on its TLS listener.
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -36,6 +37,17 @@ function within<T>(p: Promise<T>, ms = 15_000, what = 'the SDK call'): Promise<T
 
 beforeAll(async () => {
   upstream = http.createServer((req, res) => res.end(`upstream ${req.method} ${req.url} host=${req.headers.host} proto=${req.headers['x-forwarded-proto']}`));
+  // A WebSocket echo, enough of RFC 6455 for one short masked message.
+  upstream.on('upgrade', (req, socket) => {
+    const accept = createHash('sha1').update(`${req.headers['sec-websocket-key']}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\nX-Seen-Proto: ${req.headers['x-forwarded-proto']}\r\n\r\n`);
+    socket.on('data', (buf: Buffer) => {
+      const len = buf[1] & 0x7f;
+      const mask = buf.subarray(2, 6);
+      socket.write(Buffer.concat([Buffer.from([0x81, len]), Buffer.from(buf.subarray(6, 6 + len).map((b, i) => b ^ mask[i % 4]))]));
+    });
+    socket.on('error', () => {});
+  });
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   upstreamPort = (upstream.address() as AddressInfo).port;
   plainPort = await freePort();
@@ -93,6 +105,35 @@ describe('a plain-HTTP listener (--ingress-http)', () => {
       }).on('error', reject);
     });
     expect(body).toBe(`upstream GET /node host=${new URL(url).host} proto=http`);
+  });
+
+  it('a WebSocket upgrade to an http endpoint is carried through in the clear', async () => {
+    const session = await within(new ngrok.SessionBuilder().authtoken(token).serverAddr(`localhost:${agentPort}`).caCert(Buffer.from(ca)).connect(), 15_000, 'connect()');
+    sessions.push(session);
+    const l = await within(session.httpEndpoint().scheme('HTTP').listenAndForward(`http://127.0.0.1:${upstreamPort}`), 15_000, 'listen');
+    const url = new URL(l.url()!);
+    const socket = net.connect(plainPort, '127.0.0.1');
+    socket.on('error', () => {});
+    const got = new Promise<string>((resolve, reject) => {
+      let seen = Buffer.alloc(0);
+      const timer = setTimeout(() => reject(new Error(`no echo within 10 s: ${seen.toString('latin1')}`)), 10_000);
+      socket.on('data', (c: Buffer) => {
+        seen = Buffer.concat([seen, c]);
+        const at = seen.indexOf('\r\n\r\n');
+        if (at < 0) return;
+        if (seen.length === at + 4) return void socket.write(Buffer.concat([Buffer.from([0x81, 0x85, 1, 2, 3, 4]), Buffer.from([...Buffer.from('hello')].map((b, i) => b ^ [1, 2, 3, 4][i % 4]))]));
+        if (seen.length >= at + 4 + 7) {
+          clearTimeout(timer);
+          resolve(seen.toString('latin1'));
+        }
+      });
+    });
+    socket.write(`GET /ws HTTP/1.1\r\nHost: ${url.host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`);
+    const text = await got;
+    socket.destroy();
+    expect(text).toMatch(/^HTTP\/1\.1 101 /);
+    expect(text).toMatch(/\r\nx-seen-proto: http\r\n/i);
+    expect(text.endsWith('hello')).toBe(true);
   });
 
   it('an https endpoint\'s name on the plain listener is redirected to its https URL, which answers', async () => {
