@@ -12,6 +12,8 @@ interface SystemError extends Error {
   port?: number;
   /** Set on errors that wrap another (undici, Prisma adapters). */
   cause?: unknown;
+  /** The ingress listener whose listen failed (server/ingress/listen.ts sets it). */
+  ingressListener?: { publicPort: number; host: string; port: number; plain?: boolean };
 }
 
 const DATA = '--data-dir / EDGEFORM_DATA_DIR (or --database file:<path>)';
@@ -44,14 +46,19 @@ export function startupProblem(e: unknown, config: ServerConfig, env: NodeJS.Pro
   const postgres = /^postgres(ql)?:/.test(config.databaseUrl);
 
   // An ingress listener's port, not the API's: name the --ingress value that asked for it.
+  // The listener tags its error (a name such as localhost is reported by the address it resolved
+  // to, which matched no --ingress value, and the line named the API's --port instead).
   const api = err.port === config.port && (!err.address || err.address === config.host);
-  const ingress = err.syscall === 'listen' && !api ? config.ingress?.find((l) => l.port === err.port && (!err.address || l.host === err.address)) : undefined;
+  const ingress = err.ingressListener
+    ?? (err.syscall === 'listen' && !api ? config.ingress?.find((l) => l.port === err.port && (!err.address || l.host === err.address)) : undefined);
   if (ingress) {
+    const flag = ingress.plain ? '--ingress-http / EDGEFORM_INGRESS_HTTP' : '--ingress / EDGEFORM_INGRESS';
     const value = `${ingress.publicPort}=${ingress.host.includes(':') ? `[${ingress.host}]` : ingress.host}:${ingress.port}`;
     const where = `${ingress.host}:${ingress.port}`;
-    if (code === 'EADDRINUSE') return `cannot listen on ${where} for the ingress (--ingress / EDGEFORM_INGRESS ${value}): the port is already in use (another edgeform, or another program); stop it, or give the listener another ADDRESS:PORT in --ingress / EDGEFORM_INGRESS`;
-    if (code === 'EACCES') return `cannot listen on ${where} for the ingress (--ingress / EDGEFORM_INGRESS ${value}): ports below 1024 need privileges; listen on a higher port (PUBLIC_PORT can stay ${ingress.publicPort}: --ingress ${ingress.publicPort}=${ingress.host}:8443 serves the edges' :${ingress.publicPort} hostports there)`;
-    return `cannot listen on ${where} for the ingress (--ingress / EDGEFORM_INGRESS ${value}): ${ingress.host} is not an address of this machine (${code || message}); give the listener one of its addresses, 127.0.0.1 or 0.0.0.0`;
+    const higher = ingress.plain ? 8080 : 8443;
+    if (code === 'EADDRINUSE') return `cannot listen on ${where} for the ingress (${flag} ${value}): the port is already in use (another edgeform, or another program); stop it, or give the listener another ADDRESS:PORT in ${flag}`;
+    if (code === 'EACCES') return `cannot listen on ${where} for the ingress (${flag} ${value}): ports below 1024 need privileges; listen on a higher port (PUBLIC_PORT can stay ${ingress.publicPort}: ${flag.split(' ')[0]} ${ingress.publicPort}=${ingress.host}:${higher} serves the edges' :${ingress.publicPort} hostports there)`;
+    return `cannot listen on ${where} for the ingress (${flag} ${value}): ${ingress.host} is not an address of this machine (${code || message}); give the listener one of its addresses, 127.0.0.1 or 0.0.0.0`;
   }
   if (err.syscall === 'listen' || (err.syscall === 'getaddrinfo' && err.hostname === config.host)) {
     const where = `${config.host}:${config.port}`;

@@ -32,6 +32,7 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--agent-hostname <names>', 'names in the agent listener\'s certificate (from the local CA, <data-dir>/ingress-ca.pem), comma-separated').env('EDGEFORM_AGENT_HOSTNAME').default('localhost'))
     .addOption(new Option('--agent-tcp-ports <FIRST-LAST>', 'public ports of agents\' TCP endpoints, each listened on at the first --ingress listener\'s address (at most 1000); none by default').env('EDGEFORM_AGENT_TCP_PORTS'))
     .addOption(new Option('--ingress <PUBLIC_PORT=ADDRESS:PORT>', 'serve the edges\' hostports on PUBLIC_PORT at ADDRESS:PORT (repeatable; EDGEFORM_INGRESS takes several, comma-separated; none by default)').argParser((v: string, prev: string[] = []) => [...prev, v]))
+    .addOption(new Option('--ingress-http <PUBLIC_PORT=ADDRESS:PORT>', 'a plain-HTTP listener for PUBLIC_PORT: agents\' http endpoints answer there, other names redirect to https (repeatable; EDGEFORM_INGRESS_HTTP takes several, comma-separated; none by default)').argParser((v: string, prev: string[] = []) => [...prev, v]))
     .addOption(new Option('--ingress-relays-per-client <n>', 'requests and streams one client address (an IPv6 /64) relays through agents at once; past it 429; 0 turns the limit off').env('EDGEFORM_INGRESS_RELAYS_PER_CLIENT').default(String(DEFAULT_RELAYS_PER_CLIENT)))
     .addOption(new Option('--event-retention <duration>', 'delivered events older than this are pruned, e.g. 72h, 30m, 7d; 0 keeps them for ever (events not yet delivered are always kept)').env('EDGEFORM_EVENT_RETENTION').default('72h'))
     .addOption(new Option('--database-pool-size <n>', 'PostgreSQL: connections in the server\'s pool').env('EDGEFORM_DATABASE_POOL_SIZE').default(String(PG_DEFAULTS.poolSize)))
@@ -58,6 +59,7 @@ Environment only:
   EDGEFORM_SECRET_KEY_PREVIOUS_FILE  a file holding the key being replaced
   EDGEFORM_EVENT_DELIVERY_TIMEOUT_MS  deadline of one event delivery (default 10000)
   EDGEFORM_INGRESS               ingress listeners, comma-separated (as --ingress)
+  EDGEFORM_INGRESS_HTTP          plain-HTTP ingress listeners, comma-separated (as --ingress-http)
   EDGEFORM_INGRESS_MAX_CONNECTIONS  connections each ingress listener holds at most (default 10000)
   EDGEFORM_ACME_RETRY_SECONDS    first wait before a failed ACME order is tried again, doubling to an hour (default 60)`)
     .action(async (opts) => {
@@ -83,7 +85,8 @@ Environment only:
       if (server.db.migrated.length) info(`applied migrations: ${server.db.migrated.join(', ')}`);
       info(`edgeform listening on ${server.listening}`, { url: server.url, database: server.db.where });
       for (const l of server.ingress?.listeners ?? []) {
-        info(`ingress for public port ${l.publicPort} listening on ${l.address}`, { public_port: l.publicPort, address: l.address, ca: server.ingress!.caFile });
+        if (l.plain) info(`ingress (plain HTTP) for public port ${l.publicPort} listening on ${l.address}`, { public_port: l.publicPort, address: l.address, plain_http: true });
+        else info(`ingress for public port ${l.publicPort} listening on ${l.address}`, { public_port: l.publicPort, address: l.address, ca: server.ingress!.caFile });
       }
       if (server.sshListener) {
         info(`ssh listener on ${server.sshListener.address}, host key ${server.sshListener.fingerprint}`, { ssh_listen: server.sshListener.address, host_key_fingerprint: server.sshListener.fingerprint });

@@ -68,6 +68,8 @@ export interface ServerConfig {
   agentHostnames?: string[];
   /** Ingress listeners (`--ingress PUBLIC_PORT=ADDRESS:PORT`, EDGEFORM_INGRESS); none by default. */
   ingress?: IngressListenerSpec[];
+  /** Plain-HTTP ingress listeners for agents' http endpoints (`--ingress-http PUBLIC_PORT=ADDRESS:PORT`, EDGEFORM_INGRESS_HTTP); none by default. */
+  ingressHttp?: IngressListenerSpec[];
   /** The data folder: the ingress's local certificate authority lives here (ingress-ca.pem). */
   dataDir?: string;
   /** Connections each ingress listener holds at most (EDGEFORM_INGRESS_MAX_CONNECTIONS); past it new ones are closed at once. */
@@ -115,6 +117,8 @@ export interface ServeFlags {
   agentTcpPorts?: string;
   /** Repeatable `--ingress`; each value may also hold several, comma-separated. */
   ingress?: string[];
+  /** Repeatable `--ingress-http` (plain-HTTP listeners), as `--ingress`. */
+  ingressHttp?: string[];
   ingressRelaysPerClient?: string | number;
   eventRetention?: string;
   databasePoolSize?: string | number;
@@ -180,16 +184,16 @@ const pick = <T extends string | number>(...values: (T | undefined)[]): T | unde
  * on PUBLIC_PORT. ADDRESS may be a name, an IPv4 address or a bracketed IPv6 one; PORT 0
  * picks a free port (the server reports which).
  */
-export function parseIngress(values: string[]): IngressListenerSpec[] {
+export function parseIngress(values: string[], setting = '--ingress / EDGEFORM_INGRESS', example = '443=127.0.0.1:8443'): IngressListenerSpec[] {
   const specs: IngressListenerSpec[] = [];
   for (const value of values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean)) {
     const m = /^(\d{1,5})=(\[[0-9a-fA-F:.]+\]|[^:\[\]=\s]+):(\d{1,5})$/.exec(value);
     const publicPort = Number(m?.[1]);
     const port = Number(m?.[3]);
     if (!m || publicPort < 1 || publicPort > 65535 || port > 65535) {
-      throw new Error(`--ingress / EDGEFORM_INGRESS takes PUBLIC_PORT=ADDRESS:PORT, such as 443=127.0.0.1:8443 (public port 1 to 65535, port 0 to 65535), not ${JSON.stringify(value)}`);
+      throw new Error(`${setting} takes PUBLIC_PORT=ADDRESS:PORT, such as ${example} (public port 1 to 65535, port 0 to 65535), not ${JSON.stringify(value)}`);
     }
-    if (specs.some((s) => s.publicPort === publicPort)) throw new Error(`--ingress / EDGEFORM_INGRESS names public port ${publicPort} twice; one listener serves each public port`);
+    if (specs.some((s) => s.publicPort === publicPort)) throw new Error(`${setting} names public port ${publicPort} twice; one listener serves each public port`);
     specs.push({ publicPort, host: m[2].replace(/^\[|\]$/g, ''), port });
   }
   return specs;
@@ -254,6 +258,7 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     sshListen: parseSshListen(pick(flags.sshListen, env.EDGEFORM_SSH_LISTEN)),
     agentHostnames: (pick(flags.agentHostname, env.EDGEFORM_AGENT_HOSTNAME) ?? 'localhost').split(',').map((n) => n.trim()).filter(Boolean),
     ingress: parseIngress(flags.ingress?.length ? flags.ingress : env.EDGEFORM_INGRESS ? [env.EDGEFORM_INGRESS] : []),
+    ingressHttp: parseIngress(flags.ingressHttp?.length ? flags.ingressHttp : env.EDGEFORM_INGRESS_HTTP ? [env.EDGEFORM_INGRESS_HTTP] : [], '--ingress-http / EDGEFORM_INGRESS_HTTP', '80=127.0.0.1:8080').map((l) => ({ ...l, plain: true })),
     ingressMaxConnections: int('EDGEFORM_INGRESS_MAX_CONNECTIONS', pick(env.EDGEFORM_INGRESS_MAX_CONNECTIONS), 10_000, 1, 1_000_000),
     ingressRelaysPerClient: int('--ingress-relays-per-client / EDGEFORM_INGRESS_RELAYS_PER_CLIENT', pick(flags.ingressRelaysPerClient, env.EDGEFORM_INGRESS_RELAYS_PER_CLIENT), DEFAULT_RELAYS_PER_CLIENT, 0, 1_000_000),
     databasePool: {
@@ -271,6 +276,9 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     acme: acmeSettings(pick(flags.acmeDirectory, env.EDGEFORM_ACME_DIRECTORY), pick(flags.acmeEmail, env.EDGEFORM_ACME_EMAIL), optionalPath(pick(flags.acmeCaFile, env.EDGEFORM_ACME_CA_FILE)), int('EDGEFORM_ACME_RETRY_SECONDS', pick(env.EDGEFORM_ACME_RETRY_SECONDS), 60, 1, 86_400)),
     dataDir,
   };
+  for (const l of resolved.ingressHttp ?? []) {
+    if (resolved.ingress?.some((t) => t.publicPort === l.publicPort)) throw new Error(`public port ${l.publicPort} is named by --ingress (TLS) and --ingress-http (plain HTTP); one listener serves each public port`);
+  }
   if (resolved.agentTcpPorts && !resolved.ingress?.length) throw new Error('--agent-tcp-ports / EDGEFORM_AGENT_TCP_PORTS needs an --ingress listener: its ports are listened on at the first one\'s address');
   return resolved;
 }

@@ -4,7 +4,7 @@ import { packageVersion } from './package-root.js';
 import { bootstrap, type Bootstrap } from './bootstrap.js';
 import { DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL, type ServerConfig } from './config.js';
 import { DeliveryWorker } from './events/delivery.js';
-import { Gateway } from './gateway/gateway.js';
+import { endpointUrlMaker, Gateway } from './gateway/gateway.js';
 import { buildApp } from './http/app.js';
 import { authFailureCounter } from './http/rate-limit.js';
 import { Metrics } from './http/metrics.js';
@@ -93,6 +93,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       region: config.region,
       endpointDomain: config.endpointDomain,
       tcpPorts: config.agentTcpPorts,
+      endpointUrl: endpointUrlMaker((config.ingress ?? []).map((l) => l.publicPort), (config.ingressHttp ?? []).map((l) => l.publicPort)),
       commandTimeoutMs: config.agentCommandTimeoutMs ?? 5000,
       helloTimeoutMs: config.agentHelloTimeoutMs ?? 10_000,
       version,
@@ -119,10 +120,10 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       return ingress?.changed(change?.ids);
     };
     worker.start();
-    if (config.ingress?.length) {
+    if (config.ingress?.length || config.ingressHttp?.length) {
       try {
         ingress = await startIngress({
-          listeners: config.ingress,
+          listeners: [...(config.ingress ?? []), ...(config.ingressHttp ?? [])],
           ctx: server,
           databaseUrl: config.databaseUrl,
           dataDir: config.dataDir ?? 'data',

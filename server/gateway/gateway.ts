@@ -47,6 +47,30 @@ export interface GatewayOptions {
   relayPool?: number;
   /** The pace of cancels toward each agent and its backlog bounds (reset-pacer.ts); tests make them small. */
   resetPace?: Partial<import('./reset-pacer.js').ResetPace>;
+  /**
+   * The public URL of an http, https or tls endpoint on `host`, as the ingress serves it
+   * (endpointUrlMaker: the scheme and port of the listeners configured); default `proto://host`.
+   */
+  endpointUrl?: (proto: string, host: string) => string;
+}
+
+/**
+ * The URL an agent's http, https or tls endpoint answers at, given the ingress's listeners:
+ * https on the TLS listener for public port 443 (else the first `--ingress`), the port written
+ * when it is not 443; http on the plain-HTTP listener for port 80 (else the first
+ * `--ingress-http`), and when there is none, https on the TLS listener (which serves http
+ * endpoints too). With no listener at all, `proto://host`.
+ */
+export function endpointUrlMaker(tlsPorts: number[], plainPorts: number[]): (proto: string, host: string) => string {
+  const tls = tlsPorts.includes(443) ? 443 : tlsPorts[0];
+  const plain = plainPorts.includes(80) ? 80 : plainPorts[0];
+  const at = (scheme: string, host: string, port: number | undefined, standard: number) => `${scheme}://${host}${port === undefined || port === standard ? '' : `:${port}`}`;
+  return (proto, host) => {
+    if (proto === 'http' && plain !== undefined) return at('http', host, plain, 80);
+    if (proto === 'http' && tls !== undefined) return at('https', host, tls, 443);
+    if (proto === 'https' || proto === 'tls') return at(proto, host, tls, 443);
+    return `${proto}://${host}`;
+  };
 }
 
 /**
@@ -102,6 +126,8 @@ export class Gateway {
   private endpointRoutes = new Map<string, FullDoc>();
   /** Endpoints whose TLS passes through to the agent (proto tls), by tunnel. */
   private tlsEndpoints = new Set<string>();
+  /** The proto (http, https, tls, tcp) of each endpoint's tunnel online here: a plain-HTTP listener serves http ones only. */
+  private endpointProtos = new Map<string, string>();
 
   constructor(private ctx: ServerContext, private opts: GatewayOptions) {
     this.bus = busFor(ctx.db, opts.databaseUrl, this.instanceId, (msg) => opts.log({ level: 'warn', msg }));
@@ -310,12 +336,17 @@ export class Gateway {
       const proto = t.proto!;
       const host = proto === 'tcp' ? this.opts.endpointDomain : (t.hostname ?? `${randomBytes(6).toString('hex')}.${this.opts.endpointDomain}`).toLowerCase();
       if (!bindAllowed(credential.acl, t, host)) { fail('ERR_SERVICE_212', refusal(credential.acl, t, host)); continue; }
-      const publicUrl = proto === 'tcp' ? this.tcpUrl() : `${proto}://${host}`;
+      const publicUrl = proto === 'tcp' ? this.tcpUrl() : this.endpointUrl(proto, host);
       const row: TunnelRow = { id: newId('tn'), name: t.name, metadata: t.metadata, forwardsTo: t.forwards_to, proto, endpoint: { id: newId('ep'), publicUrl } };
       rows.push(row);
       results.push({ name: t.name, id: row.id, public_url: publicUrl });
     }
     return { rows, results };
+  }
+
+  /** The public URL of an http, https or tls endpoint on `host` (GatewayOptions.endpointUrl). */
+  endpointUrl(proto: string, host: string): string {
+    return this.opts.endpointUrl ? this.opts.endpointUrl(proto, host) : `${proto}://${host}`;
   }
 
   /** A TCP endpoint's address: the endpoint domain and a random port (another is drawn while one is taken). */
@@ -480,6 +511,7 @@ export class Gateway {
     const host = proto === 'tcp' ? `tcp:${new URL(publicUrl).port}` : endpointKey(publicUrl);
     this.endpointHosts.set(host, tunnelId);
     if (proto === 'tls') this.tlsEndpoints.add(tunnelId);
+    if (proto) this.endpointProtos.set(tunnelId, proto);
     this.hostOf.set(tunnelId, host);
   }
 
@@ -489,6 +521,7 @@ export class Gateway {
     this.plainHttp.delete(tunnelId);
     this.endpointRoutes.delete(tunnelId);
     this.tlsEndpoints.delete(tunnelId);
+    this.endpointProtos.delete(tunnelId);
     const host = this.hostOf.get(tunnelId);
     if (host !== undefined && this.endpointHosts.get(host) === tunnelId) this.endpointHosts.delete(host);
     this.hostOf.delete(tunnelId);
@@ -502,6 +535,11 @@ export class Gateway {
   /** Whether the endpoint's tunnel is a tls one (its connections pass through, still encrypted). */
   isTlsEndpoint(tunnelId: string): boolean {
     return this.tlsEndpoints.has(tunnelId);
+  }
+
+  /** The proto of an endpoint's tunnel online here (http, https, tls, tcp), if known. */
+  endpointProto(tunnelId: string): string | undefined {
+    return this.endpointProtos.get(tunnelId);
   }
 
   /** The route document of the modules an endpoint runs, if its agent asked for any. */

@@ -101,6 +101,8 @@ export const ERRORS = {
   ERR_SERVICE_702: { status: 400, summary: 'The request to an edge is not valid HTTP.' },
   ERR_SERVICE_703: { status: 431, summary: 'The request line and headers sent to an edge are larger than 16 KiB (HTTP/1.1 and HTTP/2); the connection is closed after the answer on HTTP/1.1.' },
   ERR_SERVICE_704: { status: 408, summary: 'The request headers did not reach the edge within the header timeout (10 s).' },
+  ERR_SERVICE_705: { status: 400, summary: 'A plain HTTP request reached an ingress listener that speaks TLS (its edges are HTTPS or TLS); send it with https:// (or to the plain-HTTP listener of `--ingress-http`).' },
+  ERR_SERVICE_754: { status: 500, summary: 'The edge failed while choosing the route or backend for the request (a fault of the server, logged with the request).' },
   ERR_SERVICE_845: { status: 414, summary: 'The request target (path and query) sent to an edge is longer than 8 KiB; the connection is closed after the answer on HTTP/1.1.' },
   ERR_SERVICE_860: { status: 400, summary: 'The request\'s Host (or :authority) is not a host name with an optional port, or its port is not the public port of the listener it reached (for example `app.example.com:x@evil.example`).' },
   ERR_SERVICE_864: { status: 400, summary: 'The request path is ambiguous: a backslash, an escaped slash or backslash (%2F, %5C), an escaped control character, a bad %-escape, a dot segment with ; parameters, or a spelling (case, ; parameters, a trailing slash) that upstreams may read as the path of a more specific route than the one it matches.' },

@@ -8,7 +8,7 @@ export const MAX_CLIENT_HELLO = 16_384;
 
 export type HelloResult =
   | { ok: true; servername: string | undefined; bytes: Buffer }
-  | { ok: false; reason: 'not_tls' | 'too_large' | 'timeout' | 'closed' };
+  | { ok: false; reason: 'not_tls' | 'too_large' | 'timeout' | 'closed'; bytes?: Buffer };
 
 /**
  * The server name of a complete ClientHello in `buf`, `undefined` if it has none, `null` when
@@ -21,8 +21,10 @@ export function parseClientHello(buf: Buffer): { servername: string | undefined 
   let have = 0;
   let need = -1;
   while (need < 0 || have < need) {
+    // The first byte decides (22: a handshake record), without waiting for a whole record header.
+    if (buf.length > at && buf[at] !== 22) return 'not_tls';
     if (buf.length < at + 5) return null;
-    if (buf[at] !== 22 || buf[at + 1] !== 3) return 'not_tls';
+    if (buf[at + 1] !== 3) return 'not_tls';
     const len = buf.readUInt16BE(at + 3);
     if (buf.length < at + 5 + len) return null;
     parts.push(buf.subarray(at + 5, at + 5 + len));
@@ -81,7 +83,8 @@ export function readClientHello(socket: Socket, timeoutMs: number): Promise<Hell
     const onData = (chunk: Buffer) => {
       buf = Buffer.concat([buf, chunk]);
       const parsed = parseClientHello(buf);
-      if (parsed === 'not_tls') done({ ok: false, reason: 'not_tls' });
+      // The bytes read so far go with the refusal: a plain HTTP request is answered from them (listen.ts).
+      if (parsed === 'not_tls') done({ ok: false, reason: 'not_tls', bytes: buf });
       else if (parsed) done({ ok: true, servername: parsed.servername, bytes: buf });
       else if (buf.length > MAX_CLIENT_HELLO + 64) done({ ok: false, reason: 'too_large' });
     };

@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Metrics } from '../http/metrics.js';
-import { anyEndpoints, endpointTunnelFor, passThroughTls } from './agent-endpoints.js';
+import { endpointTunnelFor, passThroughTls } from './agent-endpoints.js';
 import { readClientHello } from './client-hello.js';
 import { ClientRelays } from './client-relays.js';
 import { handleHttpsRequest, handleHttpsUpgrade, type HttpsContext } from './http/handler.js';
@@ -82,6 +82,8 @@ export interface ListenerDeps {
   limits: ListenerLimits;
   /** ACME validation answered before any edge (only with --acme-directory). */
   acme?: import('./acme/intercept.js').AcmeIntercept;
+  /** The public ports of the TLS listeners: where a plain-HTTP listener redirects a name served over TLS. */
+  tlsPorts?: number[];
 }
 
 
@@ -130,7 +132,25 @@ function authorityRefused(raw: string | undefined, publicPort: number): EdgeAnsw
 
 /** A request whose host is not the name its TLS connection was opened for (no edge's content crosses names). */
 function misdirected(res: http.ServerResponse | http2.Http2ServerResponse, sni: string, host: string) {
-  writeAnswer(res, errorAnswer('ERR_SERVICE_701', `this connection was opened for ${sni}; send requests for ${host || 'another host'} on a connection opened for it`));
+  writeAnswer(res, errorAnswer('ERR_SERVICE_701', sni
+    ? `this connection was opened for ${sni}; send requests for ${host || 'another host'} on a connection opened for it`
+    : `this connection was opened without a server name (SNI); send requests for ${host} on a connection opened for that name`));
+}
+
+/**
+ * A plain HTTP request on a listener that speaks TLS (as nginx's "The plain HTTP request was
+ * sent to HTTPS port"): 400 ERR_SERVICE_705 naming the https:// URL to use, the host read from
+ * what already arrived when it is a plain name, then the connection is closed.
+ */
+function plainHttpOnTls(socket: net.Socket, first: Buffer, publicPort: number) {
+  const head = first.subarray(0, 8192).toString('latin1');
+  const sent = /\r\nhost:[ \t]*([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d+)?[ \t]*\r\n/i.exec(head)?.[1]?.toLowerCase();
+  const path = /^[A-Z]+ (\/[\x21-\x7e]*) HTTP\//.exec(head)?.[1] ?? '/';
+  const url = sent ? `https://${sent}${publicPort === 443 ? '' : `:${publicPort}`}${path.length <= 200 ? path : '/'}` : undefined;
+  const a = errorAnswer('ERR_SERVICE_705', `this port speaks TLS: the plain HTTP request was sent to an HTTPS port; send it with https://${url ? ` (${url})` : ''}`);
+  answerRaw(socket, a);
+  // What else the client sends is read and dropped until the answer is out (see answerRaw).
+  socket.resume();
 }
 
 /** An answer the listener makes itself, before any edge or route is chosen, with its code in the header too. */
@@ -222,6 +242,11 @@ function answerClientError(err: { code?: string }, socket: Duplex, limits: Liste
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? errorAnswer('ERR_SERVICE_704', 'the request headers did not arrive in time')
       : errorAnswer('ERR_SERVICE_702', 'the request is not valid HTTP');
+  answerRaw(socket, a);
+}
+
+/** An answer written on the raw connection, whose write side then closes; it is cut LINGER_MS later at the latest. */
+function answerRaw(socket: Duplex, a: EdgeAnswer) {
   const body = Buffer.from(String(a.body ?? ''));
   const head = [`HTTP/1.1 ${a.status} ${http.STATUS_CODES[a.status] ?? ''}`, ...Object.entries(a.headers ?? {}).map(([k, v]) => `${k}: ${v}`), `${ERROR_CODE_HEADER}: ${a.code}`, `content-length: ${body.length}`, 'connection: close'];
   const timer = setTimeout(() => socket.destroy(), LINGER_MS);
@@ -261,6 +286,8 @@ export class IngressListener {
   /** Open connections per client address (client-relays.ts counts them as it counts relays). */
   private perClient: ClientRelays;
   private sweeper?: NodeJS.Timeout;
+  /** The HTTP/1.1 server of a plain-HTTP listener (`--ingress-http`), made on first use. */
+  private plainServer?: http.Server;
   private closing = false;
   address = '';
 
@@ -273,9 +300,11 @@ export class IngressListener {
 
   async listen(): Promise<void> {
     await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
+      // The error names the listener it came from, so `serve` names its setting, not the API's (bin/serve-errors.ts).
+      const failed = (e: Error) => reject(Object.assign(e, { ingressListener: { ...this.spec } }));
+      this.server.once('error', failed);
       this.server.listen(this.spec.port, this.spec.host, () => {
-        this.server.off('error', reject);
+        this.server.off('error', failed);
         resolve();
       });
     });
@@ -309,36 +338,53 @@ export class IngressListener {
     socket.once('close', release);
     const table = await this.d.live.current();
     const held = table.ports.get(this.spec.publicPort);
-    // ACME validation (acme/intercept.ts) on the listeners for ports 80 and 443, unless a TCP edge holds the port whole.
-    if (this.d.acme && held?.kind !== 'tcp' && (await this.d.acme.take(socket, this.spec.publicPort))) return this.count('acme_challenge');
-    if (!held && !anyEndpoints(this.d.deps)) {
-      this.count('refused_no_edge');
-      return void socket.destroy();
-    }
+    // ACME validation (acme/intercept.ts) on the listeners for ports 80 and 443, unless a TCP edge holds the port whole (a plain-HTTP listener answers it per request).
+    if (this.d.acme && !this.spec.plain && held?.kind !== 'tcp' && (await this.d.acme.take(socket, this.spec.publicPort))) return this.count('acme_challenge');
     if (held?.kind === 'tcp') {
       this.count('tcp');
       return streamEdge(socket, [...held.hosts.values()][0] as StreamEdgeEntry, table, this.streamDeps(), undefined);
     }
+    if (this.spec.plain) {
+      this.count('http');
+      this.plainHttp().emit('connection', socket);
+      // Paused on connect; the parser reads from the stream.
+      return void socket.resume();
+    }
     const hello = await readClientHello(socket, this.d.limits.handshakeTimeoutMs);
     if (!hello.ok) {
+      // Plain HTTP (its first byte a method's capital letter, where TLS starts with 22) is told to use https.
+      if (hello.reason === 'not_tls' && hello.bytes && hello.bytes[0] >= 65 && hello.bytes[0] <= 90) {
+        this.count('refused_plain_http');
+        return plainHttpOnTls(socket, hello.bytes, this.spec.publicPort);
+      }
       this.count(`refused_${hello.reason}`);
-      return void socket.destroy();
-    }
-    // Without a server name there is no edge to choose and no certificate to show.
-    if (!hello.servername) {
-      this.count('refused_no_sni');
       return void socket.destroy();
     }
     const now = await this.d.live.current();
     const entry = now.ports.get(this.spec.publicPort);
+    // Without a server name there is no edge to choose: on a port of HTTPS edges, or of none yet,
+    // the handshake shows a local-CA certificate for the address the client reached and a
+    // request gets the 404 page (421 for a host an edge serves: that takes the name's own
+    // handshake). A port of TLS edges only closes it: its clients need not speak HTTP.
+    if (!hello.servername) {
+      if (entry && entry.kind !== 'https') {
+        this.count('refused_no_sni');
+        return void socket.destroy();
+      }
+      this.count('https_no_sni');
+      const address = String(socket.localAddress ?? '').replace(/^::ffff:/, '');
+      APPLIED.set(socket, { name: '', key: terminationKey(DEFAULT_TERMINATION) });
+      return void this.terminator('https', DEFAULT_TERMINATION, address || 'localhost').emit('connection', socket);
+    }
     const edge = entry?.hosts.get(hello.servername);
     const endpoint = edge ? undefined : endpointTunnelFor(this.d.deps, hello.servername.toLowerCase());
     if (endpoint && this.d.deps.gateway.isTlsEndpoint(endpoint)) {
       this.count('tls');
       return passThroughTls(socket, endpoint, this.d.deps, clientIpOf(socket));
     }
-    // HTTPS and TLS edges share a port: the server name's edge decides which it is.
-    if ((entry?.kind === 'https' && edge?.kind !== 'tls') || endpoint) {
+    // HTTPS and TLS edges share a port: the server name's edge decides which it is. A port with
+    // no edges yet answers like a port of HTTPS edges: a handshake, then the 404 page.
+    if (((!entry || entry.kind === 'https') && edge?.kind !== 'tls') || endpoint) {
       this.count('https');
       // An unknown name still gets a handshake (a local-CA certificate) and then a 404 page.
       const t = edge ? terminationOf(edge.doc) : DEFAULT_TERMINATION;
@@ -424,12 +470,21 @@ export class IngressListener {
     return { ...this.d.deps, metrics: this.d.metrics, publicPort: this.spec.publicPort };
   }
 
-  /** The TLS server for one kind and termination, made on first use. */
-  private terminator(kind: 'https' | 'tls', t: Termination): tls.Server {
-    const key = `${kind}|${terminationKey(t)}`;
+  /**
+   * The TLS server for one kind and termination, made on first use. With `noSni`, the one for
+   * handshakes without a server name: its default certificate is the one for that address (a
+   * local-CA leaf unless an upload covers it), made again when that certificate changes.
+   */
+  private terminator(kind: 'https' | 'tls', t: Termination, noSni?: string): tls.Server {
+    const pair = noSni === undefined ? undefined : this.d.contexts.pairFor(noSni);
+    const key = `${kind}|${terminationKey(t)}${pair ? `|${noSni}|${pair.id}` : ''}`;
     let server = this.terminators.get(key);
     if (server) return server;
-    const options = this.d.contexts.serverOptions(t, this.d.limits.handshakeTimeoutMs);
+    if (pair) {
+      // The server of this address's previous certificate is forgotten (its connections keep it).
+      for (const k of this.terminators.keys()) if (k.startsWith(`${kind}|${terminationKey(t)}|${noSni}|`)) this.terminators.delete(k);
+    }
+    const options = { ...this.d.contexts.serverOptions(t, this.d.limits.handshakeTimeoutMs), ...(pair ? { cert: pair.cert, key: pair.key } : {}) };
     if (kind === 'tls') {
       server = tls.createServer(options, (socket) => void this.tlsTerminated(socket));
     } else {
@@ -484,6 +539,109 @@ export class IngressListener {
     return server;
   }
 
+  /** The HTTP/1.1 server of a plain-HTTP listener, with the limits of the TLS ones' HTTP/1.1. */
+  private plainHttp(): http.Server {
+    if (this.plainServer) return this.plainServer;
+    const server = http.createServer({ maxHeaderSize: this.d.limits.maxHeaderBytes });
+    server.headersTimeout = this.d.limits.headersTimeoutMs;
+    server.requestTimeout = 0;
+    server.keepAliveTimeout = 5_000;
+    (server as { connectionsCheckingInterval?: number }).connectionsCheckingInterval = Math.max(50, Math.min(1000, this.d.limits.headersTimeoutMs / 2));
+    server.on('clientError', (err: Error, socket: Duplex) => answerClientError(err as { code?: string }, socket, this.d.limits));
+    server.on('connection', (socket: net.Socket) => {
+      const s = socket as tls.TLSSocket;
+      this.h1Active.set(s, 0);
+      this.activity.set(s, { bytes: -1, at: 0 });
+      socket.once('close', () => {
+        this.h1Active.delete(s);
+        this.activity.delete(s);
+      });
+    });
+    server.on('request', (req, res) => this.request(req, res));
+    server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => void this.upgrade(req, socket, head));
+    // Node checks header timeouts only for servers that emitted 'listening' (this one is handed connections).
+    server.emit('listening');
+    return (this.plainServer = server);
+  }
+
+  /**
+   * What a plain-HTTP listener does with a host: serve an agent's http endpoint; redirect a
+   * name served over TLS (an https endpoint, an HTTPS edge on a TLS listener's port) to https;
+   * anything else is not served here.
+   */
+  private plainTarget(table: HttpsContext['table'], host: string): { serve: true } | { redirectPort: number } | undefined {
+    const endpoint = host ? endpointTunnelFor(this.d.deps, host) : undefined;
+    const tlsPorts = this.d.tlsPorts ?? [];
+    if (endpoint) {
+      const proto = this.d.deps.gateway.endpointProto(endpoint);
+      if (proto === 'http') return { serve: true };
+      if (proto === 'https' && tlsPorts.length) return { redirectPort: tlsPorts.includes(443) ? 443 : tlsPorts[0] };
+      return undefined;
+    }
+    for (const p of tlsPorts) {
+      const held = table.ports.get(p);
+      if (held?.kind === 'https' && held.hosts.get(host)?.kind === 'https') return { redirectPort: p };
+    }
+    return undefined;
+  }
+
+  /** An answer of a plain-HTTP listener for a host it does not serve: a redirect to https, or the 404 page. */
+  private plainRefusal(req: http.IncomingMessage, host: string, target: { redirectPort: number } | undefined): EdgeAnswer {
+    if (!target) return errorAnswer('ERR_SERVICE_740', `no http endpoint serves ${host || 'this host'} on port ${this.spec.publicPort}; edges are served over TLS (https://)`);
+    const path = (req.url ?? '/').startsWith('/') ? req.url! : '/';
+    const location = `https://${host}${target.redirectPort === 443 ? '' : `:${target.redirectPort}`}${path}`;
+    return { status: 308, headers: { location, 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' }, body: `308 Permanent Redirect\n\n${host} is served over TLS: ${location}\n` };
+  }
+
+  /** A request on a plain-HTTP listener (`--ingress-http`): its Host chooses (see plainTarget). */
+  private plainRouted(req: http.IncomingMessage, res: http.ServerResponse, table: HttpsContext['table'], authority: string | undefined | null, startedAt: number): void {
+    const socket = req.socket as tls.TLSSocket & { [PEER]?: { sni: string; clientIp: string } };
+    const clientIp = (socket[PEER] ??= { sni: '', clientIp: clientIpOf(socket) }).clientIp;
+    const host = authority ? hostOfAuthority(authority) : '';
+    const done = { socket, h1: true, startedAt, edge: undefined };
+    if (this.d.acme?.challenge(req, res, this.spec.publicPort)) return this.answered(done, 200);
+    const target = this.plainTarget(table, host);
+    if (target && 'serve' in target) {
+      const ctx: ListenerContext = { table, edge: undefined, clientIp, publicPort: this.spec.publicPort, host, hostHeader: authority ?? host, deps: this.d.deps, answered: this.answered as unknown as HttpsContext['answered'], socket, h1: true, startedAt, scheme: 'http' };
+      try {
+        return void handleHttpsRequest(req, res, ctx);
+      } catch (e) {
+        this.d.deps.log({ level: 'error', msg: `ingress: request failed: ${(e as Error)?.stack ?? e}` });
+        if (res.headersSent) return void res.destroy();
+        writeAnswer(res, errorAnswer('ERR_SERVICE_749', 'the edge could not handle this request; the server log has the details'));
+        return this.answered(done, res.statusCode);
+      }
+    }
+    const a = this.plainRefusal(req, host, target);
+    res.writeHead(a.status, a.code ? { ...a.headers, [ERROR_CODE_HEADER]: a.code } : a.headers);
+    res.end(a.body ?? '');
+    this.answered(done, a.status);
+  }
+
+  /** An upgrade (WebSocket) on a plain-HTTP listener: an http endpoint's, or refused as a request would be. */
+  private async plainUpgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer) {
+    const authority = authorityOf(req, true);
+    const table = await this.d.live.current();
+    const host = authority ? hostOfAuthority(authority) : '';
+    const invalid = hostHeaderInvalid(req, authority);
+    const oversized = this.oversized(req, true) ?? (invalid ? undefined : authorityRefused(authority === null ? req.headers.host : authority, this.spec.publicPort));
+    const target = invalid || oversized ? undefined : this.plainTarget(table, host);
+    if (target && 'serve' in target) {
+      const s = socket as tls.TLSSocket & { [PEER]?: { sni: string; clientIp: string } };
+      const clientIp = (s[PEER] ??= { sni: '', clientIp: clientIpOf(socket) }).clientIp;
+      return handleHttpsUpgrade(req, socket, head, { table, edge: undefined, clientIp, publicPort: this.spec.publicPort, host, hostHeader: authority ?? host, deps: this.d.deps, scheme: 'http' });
+    }
+    const res = new http.ServerResponse(req);
+    res.assignSocket(socket);
+    res.shouldKeepAlive = false;
+    res.on('finish', () => socket.end());
+    if (oversized) return writeAnswer(res, oversized);
+    if (invalid) return badHost(res, authority === undefined ? 'none was sent' : 'several were sent');
+    const a = this.plainRefusal(req, host, target);
+    res.writeHead(a.status, a.code ? { ...a.headers, [ERROR_CODE_HEADER]: a.code } : a.headers);
+    res.end(a.body ?? '');
+  }
+
   /** A connection whose second ClientHello named another server than its first (see APPLIED): closed unread. */
   private nameChanged(socket: tls.TLSSocket) {
     this.count('refused_sni_changed');
@@ -509,8 +667,11 @@ export class IngressListener {
     // Several Host headers on HTTP/1.0: the first, as Node keeps it.
     const authority = sent === null ? req.headers.host : sent;
     const host = (authority === undefined ? '' : hostOfAuthority(authority)) || sni;
-    if (host !== sni) return { sni, host };
     const held = table.ports.get(this.spec.publicPort);
+    // A connection opened without a server name reaches no edge or endpoint (their names take
+    // their own handshakes, with their own checks): any other host gets the 404 page.
+    if (sni === '' && host !== '' && (held?.hosts.has(host) || endpointTunnelFor(this.d.deps, host))) return { sni, host };
+    if (host !== sni && sni !== '') return { sni, host };
     const named = held?.kind === 'https' ? held.hosts.get(host) : undefined;
     const edge = named?.kind === 'https' ? (named as HttpsEdgeEntry) : undefined;
     // The edge is the one whose certificate check and minimum version the handshake applied, or nothing is answered from it.
@@ -544,6 +705,7 @@ export class IngressListener {
   }
 
   private routed(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse, table: HttpsContext['table'], authority: string | undefined | null, h1: boolean, startedAt: number): void {
+    if (this.spec.plain) return this.plainRouted(req as http.IncomingMessage, res as http.ServerResponse, table, authority, startedAt);
     const { ctx, sni, host, stale } = this.contextOf(req, table, authority, h1, startedAt);
     if (stale) {
       refuse(res, errorAnswer('ERR_SERVICE_701', `this connection's TLS settings are not those ${sni} has now; open a new connection`));
@@ -584,6 +746,7 @@ export class IngressListener {
 
   private async upgrade(req: http.IncomingMessage, socket: net.Socket, head: Buffer) {
     this.activity.delete(socket as tls.TLSSocket);
+    if (this.spec.plain) return this.plainUpgrade(req, socket, head);
     const authority = authorityOf(req, true);
     const { ctx, sni, host, stale } = this.contextOf(req, await this.d.live.current(), authority);
     if (stale) return void socket.destroy();

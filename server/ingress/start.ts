@@ -79,7 +79,9 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
   const limits = { ...LISTENER_LIMITS, ...o.limits };
   const acme = o.acme ? new AcmeManager({ settings: o.acme, ctx: o.ctx, table, listenerPorts: o.listeners.map((l) => l.publicPort), metrics: o.metrics, log: deps.log }) : undefined;
   const intercept = acme ? new AcmeIntercept(acme.challenges, limits, deps.log) : undefined;
-  const listeners = o.listeners.map((spec) => new IngressListener({ ...spec }, { live: table, contexts, deps, metrics: o.metrics, limits, acme: intercept }));
+  // Where a plain-HTTP listener sends a name served over TLS: the TLS listeners' public ports.
+  const tlsPorts = o.listeners.filter((l) => !l.plain).map((l) => l.publicPort);
+  const listeners = o.listeners.map((spec) => new IngressListener({ ...spec }, { live: table, contexts, deps, metrics: o.metrics, limits, acme: intercept, tlsPorts }));
   let agentTcp: AgentTcpListeners | undefined;
   try {
     for (const l of listeners) await l.listen();

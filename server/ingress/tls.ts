@@ -38,17 +38,21 @@ export class TlsContexts {
   private cache = new Map<string, tls.SecureContext>();
   constructor(private ca: LocalCa, private table: () => IngressTable) {}
 
+  /** The certificate and key a server name (or IP address) is answered with: an uploaded one that covers it, else a local-CA leaf. */
+  pairFor(servername: string): { id: string; cert: string; key: string } {
+    const uploaded = selectCertificate(this.table().certificates, servername, Date.now());
+    if (uploaded) {
+      // With its validity: a certificate renewed in place (ACME) keeps its id.
+      return { id: `cert:${uploaded.id}:${uploaded.notBefore.getTime()}`, cert: uploaded.certificatePem, key: uploaded.privateKeyPem };
+    }
+    const leaf = this.ca.leafFor(servername);
+    return { id: `local:${servername}:${leaf.notAfter}`, cert: leaf.certificatePem, key: leaf.privateKeyPem };
+  }
+
   /** The context for a server name under a termination's client-certificate authorities. */
   contextFor(servername: string, caIds: string[]): tls.SecureContext {
     const table = this.table();
-    const uploaded = selectCertificate(table.certificates, servername, Date.now());
-    const pair = uploaded
-      // With its validity: a certificate renewed in place (ACME) keeps its id.
-      ? { id: `cert:${uploaded.id}:${uploaded.notBefore.getTime()}`, cert: uploaded.certificatePem, key: uploaded.privateKeyPem }
-      : (() => {
-          const leaf = this.ca.leafFor(servername);
-          return { id: `local:${servername}:${leaf.notAfter}`, cert: leaf.certificatePem, key: leaf.privateKeyPem };
-        })();
+    const pair = this.pairFor(servername);
     const cas = caIds.map((id) => table.certificateAuthorities.get(id)).filter((p): p is string => !!p);
     const key = `${pair.id}|${caIds.join(',')}|${cas.length}`;
     let ctx = this.cache.get(key);

@@ -14,6 +14,8 @@ export interface IngressListenerSpec {
   publicPort: number;
   host: string;
   port: number;
+  /** A plain-HTTP listener (`--ingress-http`): agents' http endpoints, redirects to https for the rest. */
+  plain?: boolean;
 }
 
 export type EdgeKind = 'https' | 'tcp' | 'tls';

@@ -138,3 +138,34 @@ describe('over HTTP/2 (TLS, ALPN h2), as the real listener speaks it', () => {
     expect(r.head['edgeform-error-code']).toBe('ERR_SERVICE_741');
   });
 });
+
+describe('a fault while the handler chooses the route', () => {
+  // An agents' endpoint lookup that throws stands for any fault before the exchange exists
+  // (the compiled edge, the route, an endpoint's modules): without the handler's guard the
+  // request was never answered (a throw out of the request listener) and an upgrade's was a
+  // rejected promise nobody awaited.
+  let faulty: HttpIngress;
+  beforeAll(async () => {
+    faulty = await startHttpIngress(tableOf({ edges: [] }), {
+      gateway: { labeledTunnels: () => new Map(), endpointTunnel: () => { throw new Error('endpoint map broken'); }, endpointRoute: () => undefined, hasEndpoints: true } as never,
+    });
+  });
+  afterAll(() => faulty?.close());
+
+  it('a request is answered 500 with the error page and its code, and the fault is logged', async () => {
+    const r = await faulty.get('/x', { host: 'nobody.example.com' });
+    expect(r.status).toBe(500);
+    expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_754');
+    expect(r.text).toContain('ERR_SERVICE_754');
+    expect(r.text).not.toContain('endpoint map broken');
+    expect(faulty.logs.some((l) => l.level === 'error' && /endpoint map broken/.test(l.msg))).toBe(true);
+    expect(faulty.logs.some((l) => l.msg === 'ingress request' && l.status === 500 && l.code === 'ERR_SERVICE_754')).toBe(true);
+  });
+
+  it('an upgrade is answered 500 too, and the connection closed', async () => {
+    const { rawHttp } = await import('../helpers/raw-http.js');
+    const r = await rawHttp(faulty.url, 'GET /ws HTTP/1.1\r\nHost: nobody.example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n');
+    expect(r.status).toBe(500);
+    expect(r.headers['edgeform-error-code']).toBe('ERR_SERVICE_754');
+  });
+});

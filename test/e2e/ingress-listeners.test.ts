@@ -1,6 +1,6 @@
 // The `--ingress` listeners on a real server over loopback sockets: TLS with the local CA or
 // an uploaded certificate chosen by SNI, HTTP/1.1 and HTTP/2 by ALPN, min_version refused,
-// a host other than the connection's name refused (421), no SNI closed, changes live on the
+// a host other than the connection's name refused (421), no SNI reaching no edge, changes live on the
 // next request, HTTPS and TLS edges sharing a port by name, the 409 for a TCP edge's port, and /metrics.
 import fs from 'node:fs';
 import net from 'node:net';
@@ -84,12 +84,16 @@ describe('TLS and HTTP versions', () => {
     expect((await edgeRequest({ port, host: 'app.example.com', ca, maxVersion: 'TLSv1.2' })).status).toBe(200);
   });
 
-  it('closes a handshake without a server name, and a connection that is not TLS', async () => {
-    const noSni = await exchange(net.connect(port, '127.0.0.1'), undefined, { quietMs: 500 });
-    expect(noSni.text).toBe('');
-    await expect(tlsConnect(port, { ca, rejectUnauthorized: false })).rejects.toThrow();
+  it('answers a handshake without a server name with no edge\'s content, and plain HTTP with 400 naming https (ingress-tls-answers has the rest)', async () => {
+    const silent = await exchange(net.connect(port, '127.0.0.1'), undefined, { quietMs: 500 });
+    expect(silent.text).toBe('');
+    const noSni = await tlsConnect(port, { ca, rejectUnauthorized: false });
+    const r = await exchange(noSni, 'GET / HTTP/1.1\r\nHost: app.example.com\r\nConnection: close\r\n\r\n');
+    expect(r.text).toMatch(/^HTTP\/1\.1 421 /);
+    expect(r.text).not.toContain('hello from the edge');
     const plain = await exchange(net.connect(port, '127.0.0.1'), 'GET / HTTP/1.1\r\nHost: app.example.com\r\n\r\n', { quietMs: 2000 });
-    expect(plain).toMatchObject({ text: '', closed: true });
+    expect(plain.text).toMatch(/^HTTP\/1\.1 400 [^]*ERR_SERVICE_705/);
+    expect(plain.closed).toBe(true);
   });
 
   it('answers 404 with a code for a name no edge serves, and 421 for a host other than the connection\'s name', async () => {
@@ -146,7 +150,7 @@ describe('/metrics', () => {
     expect(r.headers.get('content-type')).toContain('text/plain');
     expect(r.text).toMatch(/edgeform_api_requests_total\{method="POST",route="\/backends\/http_response",status="201"\} \d+/);
     expect(r.text).toMatch(/edgeform_ingress_requests_total\{edge="edghts_[^"]+",status="200"\} \d+/);
-    expect(r.text).toMatch(/edgeform_ingress_connections_total\{port="443",outcome="refused_no_sni"\} [1-9]/);
+    expect(r.text).toMatch(/edgeform_ingress_connections_total\{port="443",outcome="https_no_sni"\} [1-9]/);
     expect(r.text).not.toContain('app.example.com');
   });
 });

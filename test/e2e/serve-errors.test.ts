@@ -19,13 +19,21 @@ fs.writeFileSync(badKeyFile, 'too short\n');
 /** A port something else already listens on. */
 let busy: net.Server;
 let busyPort = 0;
+/** One on the address `localhost` resolves to here (what a listener given that name binds). */
+let busyLocal: net.Server;
+let busyLocalPort = 0;
 beforeAll(async () => {
   busy = net.createServer();
   await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
   busyPort = (busy.address() as net.AddressInfo).port;
+  const { address } = await (await import('node:dns/promises')).lookup('localhost');
+  busyLocal = net.createServer();
+  await new Promise<void>((r) => busyLocal.listen(0, address, r));
+  busyLocalPort = (busyLocal.address() as net.AddressInfo).port;
 });
 afterAll(async () => {
   await new Promise((r) => busy.close(r));
+  await new Promise((r) => busyLocal.close(r));
   removeTempDirs();
 });
 
@@ -47,6 +55,12 @@ const cases: Case[] = [
   { case: 'a public URL that is not a URL would prefix every uri the API returns', args: () => ['--port', '0', '--public-url', 'api.example.com'], code: 2, says: [/--public-url \/ EDGEFORM_PUBLIC_URL must be an http\(s\) URL/] },
   { case: 'a database URL of another engine', args: () => ['--port', '0', '--database', 'mysql://root@localhost/edgeform'], code: 2, says: [/unsupported database URL/, /file:<path>.* for SQLite, or postgresql:\/\//] },
   { case: 'a port another program holds', args: () => ['--port', String(busyPort)], code: 1, says: [/already in use/, /--port \/ EDGEFORM_PORT \(0 picks a free one\)/] },
+  // Issue 29: a busy ingress port named the API's address and --port.
+  { case: 'an ingress port another program holds names --ingress, not --port', args: () => ['--port', '0', '--ingress', `443=127.0.0.1:${busyPort}`], code: 1, says: [/cannot listen on 127\.0\.0\.1:[1-9]\d* for the ingress \(--ingress \/ EDGEFORM_INGRESS 443=127\.0\.0\.1:[1-9]\d*\): the port is already in use/, /another ADDRESS:PORT in --ingress/] },
+  { case: 'an ingress listener given as localhost on a busy port names --ingress too', args: () => ['--port', '0', '--ingress', `443=localhost:${busyLocalPort}`], code: 1, says: [/cannot listen on localhost:[1-9]\d* for the ingress \(--ingress \/ EDGEFORM_INGRESS 443=localhost:[1-9]\d*\)/, /already in use/] },
+  { case: 'a busy plain-HTTP ingress port names --ingress-http', args: () => ['--port', '0', '--ingress-http', `80=127.0.0.1:${busyPort}`], code: 1, says: [/cannot listen on 127\.0\.0\.1:[1-9]\d* for the ingress \(--ingress-http \/ EDGEFORM_INGRESS_HTTP 80=127\.0\.0\.1:[1-9]\d*\): the port is already in use/] },
+  { case: 'a public port named by --ingress and --ingress-http is a usage error', args: () => ['--port', '0', '--ingress', '80=127.0.0.1:0', '--ingress-http', '80=127.0.0.1:0'], code: 2, says: [/public port 80 is named by --ingress \(TLS\) and --ingress-http \(plain HTTP\)/] },
+  { case: 'an --ingress-http value not of the form', env: { EDGEFORM_INGRESS_HTTP: '80:8080' }, args: () => ['--port', '0'], code: 2, says: [/--ingress-http \/ EDGEFORM_INGRESS_HTTP takes PUBLIC_PORT=ADDRESS:PORT, such as 80=127\.0\.0\.1:8080/] },
   { case: 'a host that is not an address of this machine', args: () => ['--port', '0', '--host', '192.0.2.1'], code: 1, says: [/cannot listen on 192\.0\.2\.1/, /--host \/ EDGEFORM_HOST/] },
   { case: 'a data folder that cannot be created (a file is in the way)', args: () => ['--port', '0', '--data-dir', path.join(aFile, 'data')], code: 1, says: [/cannot write .*a-file/, /--data-dir \/ EDGEFORM_DATA_DIR/] },
   { case: 'a bootstrap token file that cannot be written is named by its own setting', args: () => ['--port', '0', '--data-dir', path.join(dir, 'token-data')], env: { EDGEFORM_BOOTSTRAP_TOKEN_FILE: path.join(aFile, 'token') }, code: 1, says: [/cannot write .*a-file/, /choose EDGEFORM_BOOTSTRAP_TOKEN_FILE$/m] },
@@ -69,6 +83,7 @@ describe('edgeform serve that cannot start', () => {
     expect(lines, r.stderr).toHaveLength(1);
     expect(lines[0]).toMatch(/^Error: /);
     for (const re of c.says) expect(r.stderr).toMatch(re);
+    if (c.args().some((a) => a.startsWith('--ingress'))) expect(r.stderr).not.toMatch(/--port|EDGEFORM_PORT/);
     // No stack trace, no password, and nothing claiming it is listening.
     expect(r.stderr).not.toMatch(/^\s+at /m);
     expect(r.stderr).not.toContain('hunter2');

@@ -195,7 +195,7 @@ export class SshConnection implements AttachedSession {
     const credential = this.credential;
     if (cmd.proto !== 'tcp' && !bindAllowed(credential.acl, {}, host)) throw new ApiError('ERR_SERVICE_212', refusal(credential.acl, { name: host }, host));
     const tcpUrl = () => `tcp://${host}:${fwd.port || randomInt(range!.first, range!.last + 1)}`;
-    const publicUrl = cmd.proto === 'tcp' ? tcpUrl() : `${cmd.proto}://${host}`;
+    const publicUrl = cmd.proto === 'tcp' ? tcpUrl() : this.gw.gateway.endpointUrl(cmd.proto, host);
     const sessionId = newId(tunnelSession.prefix);
     const tunnelId = newId('tn');
     const row: TunnelRow = { id: tunnelId, name: host, metadata: '', forwardsTo: `${fwd.addr || 'localhost'}:${fwd.port}`, proto: cmd.proto, endpoint: { id: newId('ep'), publicUrl } };

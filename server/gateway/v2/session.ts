@@ -250,7 +250,7 @@ export class V2Connection implements AttachedSession {
     // A rebind on a new session (the old one ended): the id and URL its token vouches for.
     const vouched = id ? this.gw.readBindToken(String(extra.token ?? ''), st.credential.credentialId, id) : undefined;
     const range = this.gw.opts.tcpPorts;
-    const pick = () => (ask.proto !== 'tcp' ? `${ask.proto}://${ask.hostname}` : `tcp://${ask.hostname}:${ask.port ?? randomInt(range!.first, range!.last + 1)}`);
+    const pick = () => (ask.proto !== 'tcp' ? this.gw.gateway.endpointUrl(ask.proto, ask.hostname) : `tcp://${ask.hostname}:${ask.port ?? randomInt(range!.first, range!.last + 1)}`);
     let publicUrl = vouched?.url ?? pick();
     const host = new URL(publicUrl).hostname;
     if (!bindAllowed(st.credential.acl, {}, host)) throw new ApiError('ERR_SERVICE_212', refusal(st.credential.acl, { name: host }, host));

@@ -128,6 +128,16 @@ export class AcmeIntercept {
     return true;
   }
 
+  /**
+   * On a plain-HTTP listener (`--ingress-http`) for port 80, which serves other requests too:
+   * answers a request for an HTTP-01 challenge path (true), else leaves it (false).
+   */
+  challenge(req: http.IncomingMessage, res: http.ServerResponse, publicPort: number): boolean {
+    if (publicPort !== HTTP01_PORT || !(req.url ?? '').startsWith(PREFIX)) return false;
+    void this.answerHttp(req, res);
+    return true;
+  }
+
   private async answerHttp(req: http.IncomingMessage, res: http.ServerResponse) {
     const path = (req.url ?? '').split('?')[0];
     let answer: string | undefined;

@@ -51,6 +51,8 @@ export interface ExchangeInit {
   path: string;
   /** The Host the upstream gets (and X-Forwarded-Host): the client's, or the edge's name. */
   hostHeader: string;
+  /** How the client reached the edge (default https; http on a `--ingress-http` listener). */
+  scheme?: 'https' | 'http';
   upgrade?: { socket: Duplex; head: Buffer; taken: boolean };
   connect: (ex: Exchange) => Promise<Duplex>;
 }
@@ -74,7 +76,7 @@ export function prepareAnswer(a: EdgeAnswer): EdgeAnswer {
 
 export class HttpExchange implements Exchange {
   readonly req; readonly res; readonly clientIp; readonly host; readonly publicPort; readonly table; readonly edge; readonly route; readonly deps; readonly upgrade;
-  readonly scheme = 'https' as const;
+  readonly scheme: 'https' | 'http';
   method: string;
   path: string;
   private upstream?: Record<string, string | string[]>;
@@ -104,6 +106,7 @@ export class HttpExchange implements Exchange {
     this.req = init.req; this.res = init.res; this.clientIp = init.clientIp; this.host = init.host; this.publicPort = init.publicPort;
     this.table = init.table; this.edge = init.edge; this.route = init.route; this.deps = init.deps; this.upgrade = init.upgrade;
     this.method = init.method; this.path = init.path; this.hostHeader = init.hostHeader; this.connect = init.connect;
+    this.scheme = init.scheme ?? 'https';
   }
 
   /** What goes upstream: made from the client's headers on first use (an answer at the edge never needs them). */

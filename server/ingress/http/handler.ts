@@ -27,6 +27,8 @@ export interface HttpsContext {
   publicPort: number;
   /** The request's host name, lower case, no port. */
   host: string;
+  /** How the client reached the edge: `https` (a TLS listener, the default) or `http` (a `--ingress-http` listener). */
+  scheme?: 'https' | 'http';
   /** The Host (or :authority) as the client sent it, when the listener has read it (else read here). */
   hostHeader?: string;
   /**
@@ -61,8 +63,26 @@ const connect = (ex: Exchange) => connectBackend(ex as HttpExchange);
 const serve = (ex: Exchange) => serveBackend(ex as HttpExchange);
 const ignore = () => {};
 
-/** Builds the exchange for a request of `ctx.edge`, or answers the 404 page and returns undefined. */
+/**
+ * Builds the exchange for a request of `ctx.edge` (answered already when no edge, route or
+ * backend serves it). A fault while choosing (the compiled edge, the route, an endpoint's
+ * modules) is answered 500 ERR_SERVICE_754 and logged, never left unanswered.
+ */
 function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchange['upgrade']): { ex: HttpExchange; filters: readonly HttpFilter[]; endpoint?: string } {
+  try {
+    return chooseExchange(req, res, ctx, upgrade);
+  } catch (e) {
+    ctx.deps.log({ level: 'error', msg: `ingress: choosing the route failed: ${(e as Error)?.stack ?? e}`, edge: ctx.edge?.doc.id, host: ctx.host });
+    const ex = new HttpExchange({
+      req, res, clientIp: ctx.clientIp, host: ctx.host, publicPort: ctx.publicPort, table: ctx.table, deps: ctx.deps, scheme: ctx.scheme,
+      method: req.method ?? 'GET', path: req.url ?? '/', hostHeader: ctx.host, upgrade, connect, edge: ctx.edge?.doc ?? NO_DOC, route: NO_DOC,
+    });
+    ex.answer(errorAnswer('ERR_SERVICE_754', 'the edge failed while choosing a route for this request; the server log has the details'));
+    return { ex, filters: NO_FILTERS };
+  }
+}
+
+function chooseExchange(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchange['upgrade']): { ex: HttpExchange; filters: readonly HttpFilter[]; endpoint?: string } {
   const { path, query, refused } = pathOf(req.url ?? '/');
   // HTTP/2's :authority first: it is what the listener checked against the connection's name (a
   // host header beside it, naming another site, must not reach the upstream).
@@ -75,7 +95,7 @@ function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchan
   const endpoint = compiled ? undefined : endpointTunnelFor(ctx.deps, ctx.host);
   const modules = endpoint ? endpointChain(ctx.deps, endpoint) : undefined;
   const ex = new HttpExchange({
-    req, res, clientIp: ctx.clientIp, host: ctx.host, publicPort: ctx.publicPort, table: ctx.table, deps: ctx.deps,
+    req, res, clientIp: ctx.clientIp, host: ctx.host, publicPort: ctx.publicPort, table: ctx.table, deps: ctx.deps, scheme: ctx.scheme,
     method: req.method ?? 'GET', path: path + query, hostHeader, upgrade, connect: endpoint ? (e) => connectEndpoint(e as HttpExchange, endpoint) : connect,
     edge: ctx.edge?.doc ?? NO_DOC, route: route ?? modules?.route ?? NO_DOC,
   });

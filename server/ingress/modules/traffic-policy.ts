@@ -11,7 +11,7 @@ const PHASES = ['on_http_request', 'on_http_response'] as const;
 function requestInput(ex: Exchange) {
   const headers: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(ex.req.headers)) if (v !== undefined && !k.startsWith(':')) headers[k] = v;
-  const port = ex.publicPort === 443 ? '' : `:${ex.publicPort}`;
+  const port = ex.publicPort === (ex.scheme === 'https' ? 443 : 80) ? '' : `:${ex.publicPort}`;
   return { method: ex.method, url: `${ex.scheme}://${ex.host}${port}${ex.path}`, headers };
 }
 
