@@ -2,7 +2,7 @@
 // plain data out, no I/O: the rules run in order; a rule whose expressions are all true runs
 // its actions in order; an action that ends the request ends the phase (later rules do not run).
 import type { Phase } from '../../provider/catalog/validate/traffic-policy.js';
-import { macroBudget, macroHeaders, matchBudget, MAX_MACRO_STEPS, MAX_MATCHES_COST, overMacroBudget, overMatchBudget } from '../../provider/catalog/validate/policy/cel.js';
+import { lookups, macroBudget, matchBudget, MAX_MACRO_STEPS, MAX_MATCHES_COST, overMacroBudget, overMatchBudget } from '../../provider/catalog/validate/policy/cel.js';
 import type { Ended, Mutations } from './actions/run.js';
 import type { CompiledPolicy } from './compile.js';
 import { celVariables, headerOf, type ActionVariables, type CelVariables, type PolicyInput } from './context.js';
@@ -28,8 +28,11 @@ export interface PolicyResult {
 
 /** The variables of the evaluation under way, which getReqHeader and getResHeader read (evaluation is synchronous). */
 let current: CelVariables | undefined;
-macroHeaders.req = (name) => (current?.req ? headerOf(current.req, name) : undefined);
-macroHeaders.res = (name) => current?.res?.headers[name];
+lookups.reqHeader = (name) => (current?.req ? headerOf(current.req, name) : undefined);
+lookups.resHeader = (name) => current?.res?.headers[name];
+lookups.query = (name) => current?.req?.query[name];
+lookups.reqCookie = (name) => (current?.req?.cookies as Record<string, Record<string, unknown>[]> | undefined)?.[name]?.[0];
+lookups.resCookie = (name) => (current?.res?.cookies as Record<string, Record<string, unknown>[]> | undefined)?.[name]?.[0];
 
 export function evaluate(policy: CompiledPolicy, phase: Phase, input: PolicyInput, state: PolicyState): PolicyResult {
   const now = input.now ?? Date.now();

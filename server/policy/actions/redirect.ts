@@ -5,7 +5,7 @@ import type { Runner } from './run.js';
 export function redirect(config: RedirectAction): Runner {
   const headers = Object.fromEntries(Object.entries(config.headers).map(([k, v]) => [k.toLowerCase(), v]));
   return (ctx) => {
-    const url = ctx.vars.req!.url;
+    const url = ctx.vars.req!.url$;
     let to = config.to;
     if (config.from) {
       const expanded = config.from.expandFirst(url, config.to);

@@ -7,8 +7,8 @@ import type { Runner } from './run.js';
 export function urlRewrite(config: UrlRewriteAction): Runner {
   return (ctx) => {
     const req = ctx.vars.req!;
-    const rewritten = config.from.replace(req.url, config.to);
-    if (rewritten === req.url) return { did: `url-rewrite: ${req.url} does not match from; unchanged` };
+    const rewritten = config.from.replace(req.url$, config.to);
+    if (rewritten === req.url$) return { did: `url-rewrite: ${req.url$} does not match from; unchanged` };
     try {
       rewriteUrl(req, rewritten);
     } catch {
