@@ -322,8 +322,8 @@ function explain(text: string, error: Error & { range?: { start: number; end: nu
   return { column: start + 1, message };
 }
 
-/** Parses and type-checks one expression for a phase; it must give a bool. */
-export function compileExpression(text: string, phase: Phase): ExpressionResult {
+/** Parses and type-checks one expression for a phase; it must give a bool (or, with `anyType`, any value: an interpolation). */
+export function compileExpression(text: string, phase: Phase, anyType = false): ExpressionResult {
   const env = envOf(phase);
   const unary = unaryRunStart(text);
   if (unary >= 0) return { ok: false, column: unary + 1, message: `more than ${MAX_DEPTH} unary operators in a row (an expression nests at most ${MAX_DEPTH} deep)` };
@@ -342,6 +342,6 @@ export function compileExpression(text: string, phase: Phase): ExpressionResult 
     return { ok: false, ...explain(text, e as Error, phase) };
   }
   if (!checked.valid) return { ok: false, ...explain(text, checked.error as Error, phase) };
-  if (checked.type !== 'bool' && checked.type !== 'dyn') return { ok: false, column: 1, message: `an expression must give a bool; this one gives ${checked.type}` };
+  if (!anyType && checked.type !== 'bool' && checked.type !== 'dyn') return { ok: false, column: 1, message: `an expression must give a bool; this one gives ${checked.type}` };
   return { ok: true, program: parsed as unknown as CelProgram };
 }

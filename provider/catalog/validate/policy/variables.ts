@@ -141,6 +141,7 @@ export const ACTION_VARS: Record<string, VarTree> = {
   request_body_find_replace: { replaced: 'int' },
   response_body_find_replace: { replaced: 'int' },
   close_connection: { closed: 'bool' },
+  http_request: { res: { status_code: 'int', headers: HEADERS, body: 'string', url: 'string', duration: 'int' }, error: ERROR },
 };
 
 const HTTP = Object.keys(ACTION_VARS);

@@ -34,6 +34,7 @@ export const rateLimit = defineAction<RateLimitAction>({
   type: 'rate-limit',
   phases: HTTP_PHASES,
   fields: ['name', 'algorithm', 'capacity', 'rate', 'bucket_key', 'enforce'],
+  expressionFields: ['bucket_key'],
   check(c) {
     onlyFields(c, this.fields);
     const { name, algorithm, capacity, rate, bucket_key: entries, enforce } = c.config;
