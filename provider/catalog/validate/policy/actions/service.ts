@@ -3,7 +3,7 @@
 // in server/policy/actions/. Fields hold `${expr}` interpolations where they are strings
 // (traffic-policy.ts compiles them); a regex field with one is compiled when it runs.
 import { parseDuration } from '../../traffic-policy.js';
-import { WEBHOOK_PROVIDERS } from '../../../route-modules.js';
+import { WEBHOOK_PROVIDERS } from '../../../webhook-providers.js';
 import { Re2Pattern, regexProblem } from '../../regex.js';
 import { at, headerMap, onlyFields, problem, text, type ConfigContext } from '../config.js';
 import { hasInterpolation } from '../template.js';
