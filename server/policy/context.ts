@@ -325,6 +325,7 @@ function connectionVars(c: ConnectionInput, now: number): ConnectionVars {
   let server: CertificateVars | undefined;
   return {
     client_ip: c.client_ip,
+    client_ip$: c.client_ip,
     client_port: BigInt(c.client_port ?? 0),
     server_ip: c.server_ip ?? '',
     server_port: BigInt(c.server_port),

@@ -22,6 +22,8 @@ function expandDeep(ctx: RunContext, v: unknown): unknown {
   }
   if (Array.isArray(v)) return v.map((x) => expandDeep(ctx, x));
   if (isObject(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, expandDeep(ctx, x)]));
+  // A YAML integer is a CEL int (vars.sample_list[0] == 1), other numbers doubles.
+  if (typeof v === 'number' && Number.isSafeInteger(v)) return BigInt(v);
   return v;
 }
 
@@ -74,6 +76,7 @@ const remoteSet = (url: string) => remoteSets.get(url) ?? remoteSets.set(url, cr
 
 function tokenOf(ctx: RunContext, t: A.JwtToken): string | undefined {
   const req = ctx.vars.req!;
+  if (t.method === 'body') return undefined;
   const raw = t.method === 'header' ? headerOf(req, t.name.toLowerCase())?.[0] : t.method === 'query' ? req.query[t.name]?.[0] : (req.cookies as Record<string, { value: string }[]>)[t.name]?.[0]?.value;
   if (raw === undefined) return undefined;
   if (t.prefix && !raw.startsWith(t.prefix)) return undefined;
@@ -218,6 +221,7 @@ export function chooseAmong(accept: string, allowed: readonly string[]): string 
   let best: string | undefined;
   let bestQ = 0;
   for (const a of ['br', 'gzip', 'deflate'].filter((x) => allowed.includes(x))) {
+    // zstd: not in Node.js 20's zlib, so never chosen here (docs/traffic-policy.md).
     const v = q[a] ?? q['*'] ?? 0;
     if (v > bestQ) {
       best = a;

@@ -314,9 +314,9 @@ function explain(text: string, error: Error & { range?: { start: number; end: nu
   const unknown = /^(?:No such key|Unknown variable): /.exec(message);
   if (unknown) {
     const name = nameEndingAt(text, error.range?.end ?? start);
-    const geo = GEO_PREFIXES.find((p) => name === p || name.startsWith(`${p}.`));
+    const geo = GEO_PREFIXES.find((p) => name === p || name.startsWith(p.endsWith('_') ? p : `${p}.`));
     message = geo
-      ? `${name} needs a MaxMind-format geography database, which this server has not been given (--geoip-db PATH, EDGEFORM_GEOIP_DB); see docs/traffic-policy.md`
+      ? `${name} needs a MaxMind-format geography or IP-intelligence database, which this server has not been given (--geoip-db PATH, EDGEFORM_GEOIP_DB); see docs/traffic-policy.md`
       : `unknown variable ${name} in ${phase} (see docs/traffic-policy.md for the variables)`;
   }
   return { column: start + 1, message };

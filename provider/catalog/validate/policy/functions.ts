@@ -465,6 +465,9 @@ export function registerFunctions(env: Environment, http: boolean, response: boo
   fn('list.flatten(int): list', flatten);
   fn('list.sort(): list', sortList);
   fn('list.distinct(): list', distinct);
+  // The service's examples call contains on a header's list of values: true when any value contains the text.
+  fn('list<string>.contains(string): bool', (l: string[], s: string) => l.some((x) => x.includes(s)));
+  fn('timestamp(google.protobuf.Timestamp): google.protobuf.Timestamp', (t: Date) => t);
   fn('inCidrRange(string, string): bool', inCidrRange);
   fn('inCidrRanges(string, list<string>): bool', (ip: string, cidrs: string[]) => cidrs.some((c) => inCidrRange(ip, c)));
   if (http) {

@@ -88,7 +88,8 @@ const CERT: VarTree = {
 };
 
 export const CONN_VARS: VarTree = {
-  client_ip: 'string',
+  /** A group with no fields here: the service's conn.client_ip.geo.* and .categories are refused naming the setting (GEO_PREFIXES). */
+  client_ip: { '': 'string' },
   client_port: 'int',
   server_ip: 'string',
   server_port: 'int',
@@ -153,7 +154,7 @@ const ACTION_VARS_IN: Record<Phase, readonly string[]> = {
 };
 
 /** The service's geography and IP-intelligence variables: refused at compile time here until the operator names a database (see docs/traffic-policy.md). */
-export const GEO_PREFIXES = ['conn.geo', 'conn.ip_intel', 'conn.asn'];
+export const GEO_PREFIXES = ['conn.geo', 'conn.ip_intel', 'conn.asn', 'conn.client_ip.geo', 'conn.client_ip.categories', 'conn.client_ip.is_', 'conn.client_ip.as'];
 
 /** The top-level variables of a phase. */
 export function variablesOf(phase: Phase): VarTree {

@@ -108,8 +108,10 @@ export const basicAuth = defineAction<BasicAuthAction>({
     const credentials: BasicAuthAction['credentials'] = [];
     if (!Array.isArray(list) || list.length === 0 || list.length > 10) return problem(c, 'credentials', 'credentials is required: a list of 1 to 10 "username:password" strings');
     list.forEach((e, i) => {
+      // "username:password", or {username, password} as some of the service's examples write it.
+      if (isObject(e) && typeof e.username === 'string' && typeof e.password === 'string' && e.username && e.password && !e.username.includes(':')) return void credentials.push({ username: e.username, password: e.password });
       const colon = typeof e === 'string' ? e.indexOf(':') : -1;
-      if (colon <= 0 || colon === (e as string).length - 1) problem(c, `credentials[${i}]`, 'a credential is "username:password", both non-empty');
+      if (colon <= 0 || colon === (e as string).length - 1) problem(c, `credentials[${i}]`, 'a credential is "username:password" (or {username, password}), both non-empty');
       else credentials.push({ username: (e as string).slice(0, colon), password: (e as string).slice(colon + 1) });
     });
     const realm = text(c, 'realm', { max: 128 }) ?? 'ngrok';
@@ -118,7 +120,7 @@ export const basicAuth = defineAction<BasicAuthAction>({
   },
 });
 
-export interface JwtToken { type: 'jwt'; method: 'header' | 'cookie' | 'query'; name: string; prefix: string }
+export interface JwtToken { type: string; method: 'header' | 'cookie' | 'query' | 'body'; name: string; prefix: string }
 export interface JwtValidationAction {
   issuers: string[];
   audiences: string[];
@@ -152,9 +154,9 @@ export const jwtValidation = defineAction<JwtValidationAction>({
     if (!Array.isArray(list) || list.length === 0) problem(c, 'http', 'http.tokens is required: where the token is, e.g. {type: jwt, method: header, name: Authorization, prefix: "Bearer "}');
     else
       list.forEach((t, i) => {
-        const ok = isObject(t) && (t.type ?? 'jwt') === 'jwt' && ['header', 'cookie', 'query'].includes(String(t.method ?? 'header')) && typeof t.name === 'string' && t.name !== '';
-        if (!ok) problem(c, `http.tokens[${i}]`, 'a token is {type: jwt, method: header|cookie|query, name: <name>, prefix: <optional prefix>}');
-        else tokens.push({ type: 'jwt', method: (t.method ?? 'header') as JwtToken['method'], name: t.name as string, prefix: typeof t.prefix === 'string' ? t.prefix : '' });
+        const ok = isObject(t) && ['jwt', 'access_token', 'id_token', 'it+jwt'].includes(String(t.type ?? 'jwt')) && ['header', 'cookie', 'query', 'body'].includes(String(t.method ?? 'header')) && typeof t.name === 'string' && t.name !== '';
+        if (!ok) problem(c, `http.tokens[${i}]`, 'a token is {type: jwt|access_token|id_token|it+jwt, method: header|cookie|query|body, name: <name>, prefix: <optional prefix>}');
+        else tokens.push({ type: String(t.type ?? 'jwt'), method: (t.method ?? 'header') as JwtToken['method'], name: t.name as string, prefix: typeof t.prefix === 'string' ? t.prefix : '' });
       });
     const jws = isObject(c.config.jws) ? c.config.jws : {};
     const algorithms = Array.isArray(jws.allowed_algorithms) ? (jws.allowed_algorithms as unknown[]) : [];
@@ -237,7 +239,8 @@ export const sseFindReplace = defineAction<SseFindReplaceAction>({
   },
 });
 
-export const COMPRESSION_ALGORITHMS = ['gzip', 'br', 'deflate'] as const;
+/** zstd and compress are taken (the service lists them) but never chosen here (Node.js 20 has neither): the client gets its next choice among gzip, br and deflate. */
+export const COMPRESSION_ALGORITHMS = ['gzip', 'br', 'deflate', 'zstd', 'compress'] as const;
 export interface CompressResponseAction { algorithms: string[] }
 export const compressResponse = defineAction<CompressResponseAction>({
   type: 'compress-response',
@@ -247,7 +250,7 @@ export const compressResponse = defineAction<CompressResponseAction>({
     onlyFields(c, this.fields);
     const v = c.config.algorithms ?? ['gzip', 'br', 'deflate'];
     if (!Array.isArray(v) || v.length === 0 || v.some((a) => !(COMPRESSION_ALGORITHMS as readonly string[]).includes(a as string)))
-      return problem(c, 'algorithms', `algorithms must be a list of ${COMPRESSION_ALGORITHMS.join(', ')} (zstd is not offered here)`);
+      return problem(c, 'algorithms', `algorithms must be a list of ${COMPRESSION_ALGORITHMS.join(', ')}`);
     return { algorithms: v as string[] };
   },
 });
@@ -260,7 +263,7 @@ export const circuitBreakerAction = defineAction<CircuitBreakerAction>({
   check(c) {
     onlyFields(c, this.fields);
     const t = c.config.error_threshold ?? 0.5;
-    const error_threshold = typeof t === 'number' && t > 0 && t <= 1 ? t : problem(c, 'error_threshold', 'error_threshold must be a number over 0 and at most 1 (the share of errors that trips the breaker)');
+    const error_threshold = typeof t === 'number' && t >= 0 && t <= 1 ? t : problem(c, 'error_threshold', 'error_threshold must be a number from 0 to 1 (the share of errors that trips the breaker)');
     const volume_threshold = integer(c, 'volume_threshold', 10, 1, 1_000_000);
     const window_ms = duration(c, 'window_duration', 10_000, [1000, 3_600_000]);
     const tripped_ms = duration(c, 'tripped_duration', 10_000, [1000, 3_600_000]);
