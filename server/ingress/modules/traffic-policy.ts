@@ -153,7 +153,7 @@ export const trafficPolicy: FilterFactory = (config, route, deps) => {
       let request: Mutations | undefined;
       if (onRequest) {
         const buffered = body ? await ex.readBody(WEBHOOK_BODY_LIMIT) : undefined;
-        const r = await settled(evaluate(policy, 'on_http_request', { now: deps.now(), conn, req: requestInput(ex, buffered) }, deps.policyState));
+        const r = await settled(evaluate(policy, 'on_http_request', { now: deps.now(), conn, endpoint: { id: route.id }, req: requestInput(ex, buffered) }, deps.policyState));
         actions = r.actions;
         vars = r.vars;
         request = r.mutations;
@@ -171,7 +171,7 @@ export const trafficPolicy: FilterFactory = (config, route, deps) => {
       if (!onResponse || !head || ex.outcome === 'error') return;
       const headers: Record<string, string | string[]> = {};
       for (const [k, v] of Object.entries(head.headers)) if (v !== undefined) headers[k] = v;
-      const r = await settled(evaluate(policy, 'on_http_response', { now: deps.now(), conn, req: requestInput(ex), res: { status_code: head.status, headers }, actions, vars }, deps.policyState));
+      const r = await settled(evaluate(policy, 'on_http_response', { now: deps.now(), conn, endpoint: { id: route.id }, req: requestInput(ex), res: { status_code: head.status, headers }, actions, vars }, deps.policyState));
       log(r.mutations);
       if (await ended(ex, r)) return;
       applyResponse(ex, r.mutations.response);
