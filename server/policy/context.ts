@@ -188,25 +188,49 @@ const first = (r: LazyRequest, name: string) => headerOf(r, name)?.[0] ?? '';
 const EMPTY_LISTS: Record<string, string[]> = Object.freeze({}) as Record<string, string[]>;
 const at = (ms: number | undefined) => (ms === undefined ? new Date(0) : new Date(ms));
 
+/**
+ * req.url's fields, each made when read: path, host and query by position (splitUrl), the
+ * rest from one new URL() made only when one of them is read.
+ */
 function urlVars(r: LazyRequest): UrlVars {
-  const text = r._url ?? r.input.url;
-  const u = new URL(text);
-  const raw = r.input.url;
-  const rawPath = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*([^?#]*)/i.exec(raw)?.[1] || '/';
+  let parsed: URL | undefined;
+  const u = () => (parsed ??= new URL(r._url ?? r.input.url));
   return {
-    authority: u.host,
-    host: u.hostname.replace(/^\[|\]$/g, ''),
-    path: split(r).path,
-    port: BigInt(u.port || 0),
-    query: split(r).query,
+    get authority() {
+      return u().host;
+    },
+    get host() {
+      return split(r).host.replace(/^\[|\]$/g, '');
+    },
+    get path() {
+      return split(r).path;
+    },
+    get port() {
+      return BigInt(u().port || 0);
+    },
+    get query() {
+      return split(r).query;
+    },
     get query_params() {
       return r.query;
     },
-    raw,
-    raw_path: rawPath,
-    scheme: u.protocol.replace(/:$/, ''),
-    uri: u.pathname + u.search,
-    user_password: u.username ? (u.password ? `${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}` : decodeURIComponent(u.username)) : '',
+    get raw() {
+      return r.input.url;
+    },
+    get raw_path() {
+      return /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*([^?#]*)/i.exec(r.input.url)?.[1] || '/';
+    },
+    get scheme() {
+      const url = r._url ?? r.input.url;
+      return url.slice(0, Math.max(0, url.indexOf(':'))).toLowerCase();
+    },
+    get uri() {
+      return u().pathname + u().search;
+    },
+    get user_password() {
+      const url = u();
+      return url.username ? (url.password ? `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}` : decodeURIComponent(url.username)) : '';
+    },
   };
 }
 
@@ -270,7 +294,7 @@ const REQUEST_PROTO: ThisType<LazyRequest> & Partial<RequestVars> = {
     return first(this, 'user-agent');
   },
   get user_agent() {
-    return (this._ua ??= parseUserAgent(first(this, 'user-agent')));
+    return (this._ua ??= userAgentOf(first(this, 'user-agent')));
   },
   get version() {
     return this.input.version ?? '1.1';
@@ -319,6 +343,17 @@ export interface ResponseVars { status_code: bigint; headers: Record<string, str
 
 const NO_CERT: CertificateVars = certificateVars(undefined);
 
+/** Parsed user agents by their text: a site sees a few hundred distinct ones, and each parse is a dozen regexes. */
+const agents = new Map<string, ReturnType<typeof parseUserAgent>>();
+function userAgentOf(ua: string) {
+  let parsed = agents.get(ua);
+  if (!parsed) {
+    if (agents.size >= 1000) agents.clear();
+    agents.set(ua, (parsed = Object.freeze(parseUserAgent(ua))));
+  }
+  return parsed;
+}
+
 function connectionVars(c: ConnectionInput, now: number): ConnectionVars {
   const tls = c.tls ?? {};
   let client: CertificateVars | undefined;
@@ -332,7 +367,9 @@ function connectionVars(c: ConnectionInput, now: number): ConnectionVars {
     server_region: '',
     bytes_in: BigInt(c.bytes_in ?? 0),
     bytes_out: BigInt(c.bytes_out ?? 0),
-    ts: { start: new Date(c.started_at ?? now) },
+    get ts() {
+      return { start: new Date(c.started_at ?? now) };
+    },
     tls: {
       version: tls.version ?? c.tls_version ?? '',
       cipher_suite: tls.cipher_suite ?? '',
