@@ -192,46 +192,53 @@ const at = (ms: number | undefined) => (ms === undefined ? new Date(0) : new Dat
  * req.url's fields, each made when read: path, host and query by position (splitUrl), the
  * rest from one new URL() made only when one of them is read.
  */
+interface LazyUrl { r: LazyRequest; _parsed?: URL }
+const parsedUrl = (u: LazyUrl) => (u._parsed ??= new URL(u.r._url ?? u.r.input.url));
+
+const URL_PROTO: ThisType<LazyUrl> & Partial<UrlVars> = {
+  get authority() {
+    return parsedUrl(this).host;
+  },
+  get host() {
+    return split(this.r).host.replace(/^\[|\]$/g, '');
+  },
+  get path() {
+    return split(this.r).path;
+  },
+  get port() {
+    return BigInt(parsedUrl(this).port || 0);
+  },
+  get query() {
+    return split(this.r).query;
+  },
+  get query_params() {
+    return this.r.query;
+  },
+  get raw() {
+    return this.r.input.url;
+  },
+  get raw_path() {
+    return /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*([^?#]*)/i.exec(this.r.input.url)?.[1] || '/';
+  },
+  get scheme() {
+    const url = this.r._url ?? this.r.input.url;
+    return url.slice(0, Math.max(0, url.indexOf(':'))).toLowerCase();
+  },
+  get uri() {
+    const u = parsedUrl(this);
+    return u.pathname + u.search;
+  },
+  get user_password() {
+    const u = parsedUrl(this);
+    return u.username ? (u.password ? `${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}` : decodeURIComponent(u.username)) : '';
+  },
+};
+
+/** req.url's fields, each made when read: path, host and query by position (splitUrl), the rest from one new URL() made only when one of them is read. */
 function urlVars(r: LazyRequest): UrlVars {
-  let parsed: URL | undefined;
-  const u = () => (parsed ??= new URL(r._url ?? r.input.url));
-  return {
-    get authority() {
-      return u().host;
-    },
-    get host() {
-      return split(r).host.replace(/^\[|\]$/g, '');
-    },
-    get path() {
-      return split(r).path;
-    },
-    get port() {
-      return BigInt(u().port || 0);
-    },
-    get query() {
-      return split(r).query;
-    },
-    get query_params() {
-      return r.query;
-    },
-    get raw() {
-      return r.input.url;
-    },
-    get raw_path() {
-      return /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*([^?#]*)/i.exec(r.input.url)?.[1] || '/';
-    },
-    get scheme() {
-      const url = r._url ?? r.input.url;
-      return url.slice(0, Math.max(0, url.indexOf(':'))).toLowerCase();
-    },
-    get uri() {
-      return u().pathname + u().search;
-    },
-    get user_password() {
-      const url = u();
-      return url.username ? (url.password ? `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}` : decodeURIComponent(url.username)) : '';
-    },
-  };
+  const u = Object.create(URL_PROTO) as LazyUrl & UrlVars;
+  u.r = r;
+  return u;
 }
 
 const REQUEST_PROTO: ThisType<LazyRequest> & Partial<RequestVars> = {
@@ -354,37 +361,74 @@ function userAgentOf(ua: string) {
   return parsed;
 }
 
+interface LazyConnection { input: ConnectionInput; now: number; _tls?: Record<string, unknown> }
+interface LazyTls { input: TlsInput; _client?: CertificateVars; _server?: CertificateVars }
+
+/* conn.* and conn.tls.* on shared prototypes of getters, as the request's: one small object per evaluation, each field made when read. */
+const TLS_PROTO: ThisType<LazyTls> & Record<string, unknown> = {
+  get cipher_suite() {
+    return this.input.cipher_suite ?? '';
+  },
+  get sni() {
+    return this.input.sni ?? '';
+  },
+  get negotiated_alpn() {
+    return this.input.negotiated_alpn ?? '';
+  },
+  get session_resumed() {
+    return this.input.session_resumed ?? false;
+  },
+  ja4_fingerprint: '',
+  get client() {
+    return (this._client ??= this.input.client_certificate ? certificateVars(this.input.client_certificate) : NO_CERT);
+  },
+  get server() {
+    return (this._server ??= this.input.server_certificate ? certificateVars(this.input.server_certificate) : NO_CERT);
+  },
+};
+
+const NO_TLS: TlsInput = Object.freeze({});
+
+const CONNECTION_PROTO: ThisType<LazyConnection> & Record<string, unknown> = {
+  get client_ip() {
+    return this.input.client_ip;
+  },
+  get client_ip$() {
+    return this.input.client_ip;
+  },
+  get client_port() {
+    return BigInt(this.input.client_port ?? 0);
+  },
+  get server_ip() {
+    return this.input.server_ip ?? '';
+  },
+  get server_port() {
+    return BigInt(this.input.server_port);
+  },
+  server_region: '',
+  get bytes_in() {
+    return BigInt(this.input.bytes_in ?? 0);
+  },
+  get bytes_out() {
+    return BigInt(this.input.bytes_out ?? 0);
+  },
+  get ts() {
+    return { start: new Date(this.input.started_at ?? this.now) };
+  },
+  get tls() {
+    if (this._tls) return this._tls;
+    const t = Object.create(TLS_PROTO) as LazyTls & Record<string, unknown>;
+    t.input = this.input.tls ?? NO_TLS;
+    t.version = this.input.tls?.version ?? this.input.tls_version ?? '';
+    return (this._tls = t);
+  },
+};
+
 function connectionVars(c: ConnectionInput, now: number): ConnectionVars {
-  const tls = c.tls ?? {};
-  let client: CertificateVars | undefined;
-  let server: CertificateVars | undefined;
-  return {
-    client_ip: c.client_ip,
-    client_ip$: c.client_ip,
-    client_port: BigInt(c.client_port ?? 0),
-    server_ip: c.server_ip ?? '',
-    server_port: BigInt(c.server_port),
-    server_region: '',
-    bytes_in: BigInt(c.bytes_in ?? 0),
-    bytes_out: BigInt(c.bytes_out ?? 0),
-    get ts() {
-      return { start: new Date(c.started_at ?? now) };
-    },
-    tls: {
-      version: tls.version ?? c.tls_version ?? '',
-      cipher_suite: tls.cipher_suite ?? '',
-      sni: tls.sni ?? '',
-      negotiated_alpn: tls.negotiated_alpn ?? '',
-      session_resumed: tls.session_resumed ?? false,
-      ja4_fingerprint: '',
-      get client() {
-        return (client ??= tls.client_certificate ? certificateVars(tls.client_certificate) : NO_CERT);
-      },
-      get server() {
-        return (server ??= tls.server_certificate ? certificateVars(tls.server_certificate) : NO_CERT);
-      },
-    },
-  };
+  const v = Object.create(CONNECTION_PROTO) as LazyConnection & ConnectionVars;
+  v.input = c;
+  v.now = now;
+  return v;
 }
 
 function responseVars(res: ResponseInput): ResponseVars {
