@@ -26,7 +26,7 @@ describe('action configs', () => {
     { type: 'deny', config: { status_code: '403' }, path: `${AT}.config.status_code` },
     { type: 'deny', config: { status: 403 }, path: `${AT}.config.status`, says: /unknown deny field "status"; fields are status_code/ },
     // custom-response
-    { type: 'custom-response', config: {}, path: `${AT}.config.status_code`, says: /status_code is required/ },
+    { type: 'custom-response', config: { status_code: 'x' }, path: `${AT}.config.status_code`, says: /status_code "x" must be an integer from 200 to 599/ },
     { type: 'custom-response', config: { status_code: 700 }, path: `${AT}.config.status_code` },
     { type: 'custom-response', config: { status_code: 200, body: 5 }, path: `${AT}.config.body`, says: /body must be a string/ },
     { type: 'custom-response', config: { status_code: 200, headers: ['x'] }, path: `${AT}.config.headers`, says: /map of header names/ },

@@ -3,7 +3,6 @@
 // actions.service.rate_limit.* for later expressions. With `enforce: false` (the service's
 // documented field, default true) an over-capacity request is only reported, not refused.
 import type { RateLimitAction } from '../../../provider/catalog/validate/policy/actions/index.js';
-import { textOf } from '../../../provider/catalog/validate/policy/template.js';
 import { actionOutput, headerOf } from '../context.js';
 import { respond, type MakeContext, type Runner, type RunContext } from './run.js';
 
@@ -17,7 +16,7 @@ export function rateLimit(config: RateLimitAction, { scope }: MakeContext): Runn
   const widthMs = config.rate * 1000;
   const { keys, capacity } = config;
   const valueOf = (ctx: RunContext, k: (typeof keys)[number]) =>
-    k.kind === 'host' ? ctx.vars.req!.host : k.kind === 'client_ip' ? ctx.vars.conn.client_ip : k.kind === 'header' ? (headerOf(ctx.vars.req!, k.name) ?? NONE).join(',') : textOf(k.program(ctx.vars));
+    k.kind === 'host' ? ctx.vars.req!.host : k.kind === 'client_ip' ? ctx.vars.conn.client_ip : (headerOf(ctx.vars.req!, k.name) ?? NONE).join(',');
   return (ctx) => {
     let bucket: string;
     let key: string;
