@@ -162,7 +162,9 @@ function main() {
     const rich = compilePolicy(RICH);
     if (!isCompiled(rich)) throw new Error(JSON.stringify(rich.problems));
     const richState = new PolicyState({ maxBuckets: Math.max(n, 1) });
-    for (let i = 0; i < n; i++) evaluate(rich, 'on_http_request', input(i), richState);
+    // The rate limit's buckets made directly (the key the engine makes: scope, name, rate, value): evaluating the policy a million times first takes minutes.
+    for (let i = 0; i < n; i++) richState.windows.take(`\u0000per-key\u000060\u0000${keys[i]}`, 1000, 60_000, clock0);
+    for (let i = 0; i < Math.min(n, 10_000); i++) evaluate(rich, 'on_http_request', input(i), richState);
     const env = new Environment({ homogeneousAggregateLiterals: false });
     env.registerVariable('req', 'map');
     env.registerVariable('conn', 'map');
