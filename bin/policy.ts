@@ -7,6 +7,7 @@ import { parseDuration, PHASES, type Phase, type PolicyIssue } from '../provider
 import { Problems } from '../reconciler/manifest/problems.js';
 import { compilePolicy, evaluate, isCompiled, PolicyState, type CompiledPolicy, type PolicyInput, type PolicyResult } from '../server/policy/index.js';
 import { recordUpstream, type HttpResponse } from '../server/policy/actions/run.js';
+import { replaceSse } from '../server/policy/actions/service.js';
 import { UsageError, type Io } from './reconcile.js';
 
 const collect = (v: string, prior: string[] = []) => [...prior, v];
@@ -109,6 +110,7 @@ async function runOnce(policy: CompiledPolicy, state: PolicyState, base: Omit<Po
     const headers = { ...response.headers, ...m.set_headers };
     for (const h of m.remove_headers) delete headers[h];
     let body = m.body ?? response.body;
+    if (m.sse_replace?.length && /^text\/event-stream/i.test(String(headers['content-type'] ?? ''))) body = replaceSse(body, m.sse_replace);
     if (m.body !== undefined) delete headers['content-length'];
     if (m.compress) {
       headers['content-encoding'] = m.compress;

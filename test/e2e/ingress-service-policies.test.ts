@@ -164,3 +164,32 @@ describe('http-request (a side call with a timeout)', () => {
     }
   });
 });
+
+describe('sse-find-replace', () => {
+  it("the docs' on_event_stream_message phase is refused saying where its actions go; in on_http_response each data line of the event stream is rewritten", async () => {
+    const { compilePolicy, isCompiled } = await import('../../server/policy/index.js');
+    const service = `on_event_stream_message:
+  - actions:
+      - type: sse-find-replace
+        config:
+          replacements:
+            - field: data
+              from: "\\\\d{3}-\\\\d{2}-\\\\d{4}"
+              to: "[SSN REDACTED]"
+`;
+    const refused = compilePolicy(service);
+    expect(isCompiled(refused) ? [] : refused.problems.map((p) => p.message)).toEqual([expect.stringMatching(/^the phase on_event_stream_message is not supported here: put its sse-find-replace actions in on_http_response/)]);
+    const here = compilePolicy(service.replace('on_event_stream_message', 'on_http_response'));
+    expect(isCompiled(here)).toBe(true);
+    const sse = await startHttpIngress(tableOf({
+      edges: [{ id: 'edghts_sse', hostports: ['app.example.com:443'], routes: [route('edghtsrt_sse', '/', { ...be('bkdhr_sse'), ...policy(service.replace('on_event_stream_message', 'on_http_response')) })] }],
+      backends: [{ id: 'bkdhr_sse', kind: 'HTTPResponseBackend', status_code: 200, body: 'event: note\ndata: ssn 123-45-6789\n\ndata: {"n": 2}\nid: 123-45-6789\n\n', headers: { 'content-type': 'text/event-stream' } }],
+    }));
+    try {
+      const r = await sse.get('/');
+      expect(r.text).toBe('event: note\ndata: ssn [SSN REDACTED]\n\ndata: {"n": 2}\nid: 123-45-6789\n\n');
+    } finally {
+      await sse.close();
+    }
+  });
+});

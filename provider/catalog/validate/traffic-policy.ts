@@ -164,6 +164,11 @@ export function compileTrafficPolicy(text: string, opts: PolicyOptions = {}): Co
   const policy: TrafficPolicy = {};
   const compiled: CompiledRules = {};
   for (const [key, rules] of Object.entries(value)) {
+    if (key === 'on_event_stream_message') {
+      // The service's phase for sse-find-replace: edgeform runs that action in on_http_response, on each message of an event-stream answer.
+      issues.push({ path: key, message: 'the phase on_event_stream_message is not supported here: put its sse-find-replace actions in on_http_response, where edgeform applies them to each message of a text/event-stream answer (docs/traffic-policy.md)' });
+      continue;
+    }
     if (!(PHASES as readonly string[]).includes(key)) {
       issues.push({ path: key, message: `unknown phase "${key}"; phases are ${phases.join(', ')}` });
       continue;

@@ -9,6 +9,7 @@ import { Transform } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { compilePolicy, evaluate, isCompiled, type CompiledPolicy, type Mutations, type PolicyResult } from '../../policy/index.js';
 import { recordUpstream, type ForwardTarget } from '../../policy/actions/run.js';
+import { replaceSseLine } from '../../policy/actions/service.js';
 import type { Exchange, FilterFactory } from '../types.js';
 import { compressBody } from './compression.js';
 import { WEBHOOK_BODY_LIMIT } from './webhook-verification.js';
@@ -109,6 +110,31 @@ function applyResponse(ex: Exchange, m: Mutations['response']) {
     ex.onResponseBody((head) => {
       delete head.headers['content-length'];
       return replacingBody(replace);
+    });
+  }
+  const sse = m.sse_replace;
+  if (sse?.length) {
+    // sse-find-replace: each line of an event stream as it arrives (streaming kept: a line is written when its newline comes).
+    ex.onResponseBody((head) => {
+      if (!/^text\/event-stream/i.test(String(head.headers['content-type'] ?? ''))) return undefined;
+      delete head.headers['content-length'];
+      let partial = '';
+      return new Transform({
+        transform(chunk: Buffer, _enc, done) {
+          const text = partial + chunk.toString('utf8');
+          const end = text.lastIndexOf('\n');
+          if (end < 0) {
+            partial = text;
+            if (partial.length > WEBHOOK_BODY_LIMIT) return done(new Error('an event-stream line over 10 MiB'));
+            return done();
+          }
+          partial = text.slice(end + 1);
+          done(null, Buffer.from(text.slice(0, end + 1).split('\n').map((l) => replaceSseLine(l, sse)).join('\n')));
+        },
+        flush(done) {
+          done(null, partial ? Buffer.from(replaceSseLine(partial, sse)) : undefined);
+        },
+      });
     });
   }
   if (m.compress) {

@@ -205,6 +205,39 @@ export const responseBodyFindReplace: RunnerFactory = (config: A.FindReplaceActi
   return { did: `response-body-find-replace: ${r.count} replacement${r.count === 1 ? '' : 's'}` };
 };
 
+/** One line of an event stream with the replacements of its field applied (`data: ...`, `event: ...`); other lines as they are. */
+export function replaceSseLine(line: string, replacements: readonly { field: string; from: string; to: string }[]): string {
+  const colon = line.indexOf(':');
+  if (colon <= 0) return line;
+  const field = line.slice(0, colon);
+  let value = line.slice(colon + 1);
+  const space = value.startsWith(' ') ? ' ' : '';
+  value = value.slice(space.length);
+  for (const r of replacements) {
+    if (r.field !== field) continue;
+    let p = patterns.get(r.from);
+    if (!p) {
+      p = new Re2Pattern(r.from);
+      if (patterns.size > 256) patterns.clear();
+      patterns.set(r.from, p);
+    }
+    const m = p.re.matcher(value);
+    let out = '';
+    let last = 0;
+    while (m.find()) {
+      out += value.slice(last, m.start()) + p.replace(value.slice(m.start(), m.end()), r.to);
+      last = m.end() === m.start() ? m.end() + 1 : m.end();
+      if (m.end() === m.start()) out += value.slice(m.start(), m.start() + 1);
+      if (last > value.length) break;
+    }
+    value = out + value.slice(Math.min(last, value.length));
+  }
+  return `${field}:${space}${value}`;
+}
+
+/** A whole event-stream body with replaceSseLine applied to each line (policy test). */
+export const replaceSse = (body: string, replacements: readonly { field: string; from: string; to: string }[]) => body.split('\n').map((l) => replaceSseLine(l, replacements)).join('\n');
+
 export const sseFindReplace: RunnerFactory = (config: A.SseFindReplaceAction): Runner => (ctx) => {
   (ctx.mutations.response.sse_replace ??= []).push(...config.replacements.map((r) => ({ field: r.field, from: expand(ctx, typeof r.from === 'string' ? r.from : r.from.source), to: expand(ctx, r.to) })));
   return { did: `sse-find-replace: ${config.replacements.length} replacement${config.replacements.length === 1 ? '' : 's'} for event-stream messages` };
