@@ -9,7 +9,7 @@ import { Transform } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { compilePolicy, evaluate, isCompiled, type CompiledPolicy, type Mutations, type PolicyResult } from '../../policy/index.js';
 import { recordUpstream, type ForwardTarget } from '../../policy/actions/run.js';
-import { replaceSseLine } from '../../policy/actions/service.js';
+import { replaceMatches, replaceSseLine } from '../../policy/actions/service.js';
 import type { Exchange, FilterFactory } from '../types.js';
 import { compressBody } from './compression.js';
 import { WEBHOOK_BODY_LIMIT } from './webhook-verification.js';
@@ -81,18 +81,7 @@ function replacingBody(m: NonNullable<Mutations['response']['find_replace']>): T
     },
     flush(done) {
       let text = Buffer.concat(chunks).toString('utf8');
-      for (const r of m) {
-        const matcher = r.from.re.matcher(text);
-        let out = '';
-        let last = 0;
-        while (matcher.find()) {
-          out += text.slice(last, matcher.start()) + r.from.replace(text.slice(matcher.start(), matcher.end()), r.to);
-          last = matcher.end() === matcher.start() ? matcher.end() + 1 : matcher.end();
-          if (matcher.end() === matcher.start()) out += text.slice(matcher.start(), matcher.start() + 1);
-          if (last > text.length) break;
-        }
-        text = out + text.slice(Math.min(last, text.length));
-      }
+      for (const r of m) text = replaceMatches(r.from, text, r.to).text;
       done(null, Buffer.from(text));
     },
   });

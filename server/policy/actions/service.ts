@@ -155,26 +155,33 @@ function patternOf(ctx: RunContext, from: Re2Pattern | string): Re2Pattern {
   return p;
 }
 
-/** Every match of each replacement, in order; `$1` and `${name}`-free groups as url-rewrite's. */
+/** Every match of `p` in `text` replaced by `to` (its groups as $1, $<name>, as url-rewrite's): the body and event-stream find-replace actions, here and in the ingress. */
+export function replaceMatches(p: Re2Pattern, text: string, to: string): { text: string; count: number } {
+  const m = p.re.matcher(text);
+  let out = '';
+  let last = 0;
+  let count = 0;
+  while (m.find()) {
+    count++;
+    const start = m.start();
+    const end = m.end();
+    out += text.slice(last, start) + p.replace(text.slice(start, end), to);
+    // An empty match moves on by one character, kept as it was.
+    if (end === start) out += text.slice(start, start + 1);
+    last = end === start ? end + 1 : end;
+    if (last > text.length) break;
+  }
+  return { text: out + text.slice(Math.min(last, text.length)), count };
+}
+
+/** Each replacement in order over the whole text. */
 function replaceAll(ctx: RunContext, text: string, replacements: A.Replacement[]): { text: string; count: number } {
   let count = 0;
   let out = text;
   for (const r of replacements) {
-    const p = patternOf(ctx, r.from);
-    const to = expand(ctx, r.to);
-    const m = p.re.matcher(out);
-    let result = '';
-    let last = 0;
-    while (m.find()) {
-      count++;
-      const start = m.start();
-      const end = m.end();
-      result += out.slice(last, start) + p.replace(out.slice(start, end), to);
-      last = end === start ? end + 1 : end;
-      if (end === start) result += out.slice(start, start + 1);
-      if (last > out.length) break;
-    }
-    out = result + out.slice(Math.min(last, out.length));
+    const done = replaceMatches(patternOf(ctx, r.from), out, expand(ctx, r.to));
+    out = done.text;
+    count += done.count;
   }
   return { text: out, count };
 }
@@ -221,16 +228,7 @@ export function replaceSseLine(line: string, replacements: readonly { field: str
       if (patterns.size > 256) patterns.clear();
       patterns.set(r.from, p);
     }
-    const m = p.re.matcher(value);
-    let out = '';
-    let last = 0;
-    while (m.find()) {
-      out += value.slice(last, m.start()) + p.replace(value.slice(m.start(), m.end()), r.to);
-      last = m.end() === m.start() ? m.end() + 1 : m.end();
-      if (m.end() === m.start()) out += value.slice(m.start(), m.start() + 1);
-      if (last > value.length) break;
-    }
-    value = out + value.slice(Math.min(last, value.length));
+    value = replaceMatches(p, value, r.to).text;
   }
   return `${field}:${space}${value}`;
 }
