@@ -99,6 +99,16 @@ describe('interpolation', () => {
   });
 });
 
+describe('bounds', () => {
+  it('functions that make data refuse sizes past their bound: replace, lists.range, format', () => {
+    const big = 'a'.repeat(5000);
+    const input = req('https://app.example.com/', { 'x-big': big });
+    expect(matches("req.headers['x-big'][0].replace('', req.headers['x-big'][0]).size() > 0", input).error).toMatch(/replace would make more than 1,000,000 characters/);
+    expect(matches("req.headers['x-big'][0].replace('a', 'bb').size() == 10000", input)).toMatchObject({ matched: true });
+    expect(matches('lists.range(100001).size() > 0').error).toMatch(/lists\.range takes 0 to 100000/);
+  });
+});
+
 describe('actions that wait, and the open registry', () => {
   it('a phase with an action that waits resumes after it, with later rules, and keeps their trace', async () => {
     registerAction(defineAction<{ ms: number }>({ type: 'test-wait', phases: HTTP_PHASES, fields: ['ms'], check: (c) => ({ ms: Number(c.config.ms ?? 1) }) }));

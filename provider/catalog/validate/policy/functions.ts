@@ -367,7 +367,13 @@ function charAt(s: string, i: bigint): string {
   return chars[Number(i)] ?? '';
 }
 
+/** The longest string replace may make: an empty `from` puts `to` between every character, so a header and a header's worth of `to` made 64 million. */
+export const MAX_REPLACED = 1_000_000;
+
 function replace(s: string, from: string, to: string, n = -1n): string {
+  const matches = from === '' ? s.length + 1 : Math.floor(s.length / from.length);
+  const most = n < 0n ? matches : Math.min(matches, Number(n));
+  if (s.length + most * Math.max(0, to.length - from.length) > MAX_REPLACED) throw new Error(`replace would make more than ${MAX_REPLACED.toLocaleString('en-US')} characters`);
   if (n < 0n) return s.split(from).join(to);
   let out = s;
   let at = 0;
