@@ -6,7 +6,8 @@ import { isMap, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import { parseDuration, PHASES, type Phase, type PolicyIssue } from '../provider/catalog/validate/traffic-policy.js';
 import { Problems } from '../reconciler/manifest/problems.js';
 import { compilePolicy, evaluate, isCompiled, PolicyState, type CompiledPolicy, type PolicyInput, type PolicyResult } from '../server/policy/index.js';
-import type { HttpResponse } from '../server/policy/actions/run.js';
+import { recordUpstream, type HttpResponse } from '../server/policy/actions/run.js';
+import { replaceSse } from '../server/policy/actions/service.js';
 import { UsageError, type Io } from './reconcile.js';
 
 const collect = (v: string, prior: string[] = []) => [...prior, v];
@@ -64,41 +65,61 @@ interface Run {
   /** What the client gets: a response the policy made, or the request forwarded upstream. */
   forwarded: boolean;
   response?: HttpResponse;
+  /** A forwarded request: the upstream's answer as the client gets it, after on_http_response (body rewritten, compression chosen). */
+  client_response?: HttpResponse;
+  /** forward-internal: the internal endpoint the request goes to. */
+  forwarded_internal?: string;
   closed?: boolean;
   limited: boolean;
 }
 
-/** The stand-in for the upstream's answer when a request is forwarded: on_http_response runs on it. */
+/** The stand-in for the upstream's answer when a request is forwarded (--upstream-status, --upstream-header, --upstream-body): on_http_response runs on it. */
 const UPSTREAM: HttpResponse = { status: 200, headers: {}, body: '' };
 
-function runOnce(policy: CompiledPolicy, state: PolicyState, base: Omit<PolicyInput, 'now'>, now: number, n: number, atMs: number): Run {
+const settled = async (r: PolicyResult): Promise<PolicyResult> => (r.pending ? settled(await r.pending) : r);
+
+async function runOnce(policy: CompiledPolicy, state: PolicyState, base: Omit<PolicyInput, 'now'>, upstream: HttpResponse, now: number, n: number, atMs: number): Promise<Run> {
   const run: Run = { n, at_ms: atMs, phases: {}, forwarded: false, limited: false };
   const ended = (r: PolicyResult) => r.outcome !== 'continue';
   if (policy.phases.on_tcp_connect) {
-    const r = (run.phases.on_tcp_connect = evaluate(policy, 'on_tcp_connect', { conn: base.conn, now }, state));
+    const r = (run.phases.on_tcp_connect = await settled(evaluate(policy, 'on_tcp_connect', { conn: base.conn, now }, state)));
     if (ended(r)) return { ...run, closed: true };
   }
   if (!base.req) return { ...run, forwarded: true };
-  const req = evaluate(policy, 'on_http_request', { ...base, now }, state);
+  const req = await settled(evaluate(policy, 'on_http_request', { ...base, now }, state));
   run.phases.on_http_request = req;
   let response: HttpResponse;
+  if (req.outcome === 'close') return { ...run, closed: true };
+  if (req.outcome !== 'continue' && 'forward_internal' in req.outcome) return { ...run, forwarded_internal: req.outcome.forward_internal.url };
   if (req.outcome !== 'continue') {
-    response = req.outcome === 'close' ? UPSTREAM : req.outcome.response;
+    response = req.outcome.response;
     run.limited = req.actions.service.rate_limit.limited;
     if (policy.phases.on_http_response === undefined) return { ...run, response };
   } else {
     run.forwarded = true;
-    response = UPSTREAM;
+    response = upstream;
+    // The upstream's answer is what circuit-breaker actions count.
+    recordUpstream(req.mutations, now, upstream.status);
   }
   if (policy.phases.on_http_response) {
-    const res = evaluate(policy, 'on_http_response', { ...base, now, res: { status_code: response.status, headers: response.headers }, actions: req.actions }, state);
+    const res = await settled(evaluate(policy, 'on_http_response', { ...base, now, res: { status_code: response.status, headers: response.headers, body: response.body }, actions: req.actions, vars: req.vars }, state));
     run.phases.on_http_response = res;
-    if (res.outcome !== 'continue' && res.outcome !== 'close') return { ...run, forwarded: false, response: res.outcome.response, limited: res.actions.service.rate_limit.limited };
-    const headers = { ...response.headers, ...res.mutations.response.set_headers };
-    for (const h of res.mutations.response.remove_headers) delete headers[h];
-    response = { ...response, headers };
+    if (res.outcome === 'close') return { ...run, forwarded: false, closed: true };
+    if (res.outcome !== 'continue' && 'response' in res.outcome) return { ...run, forwarded: false, response: res.outcome.response, limited: res.actions.service.rate_limit.limited };
+    const m = res.mutations.response;
+    const headers = { ...response.headers, ...m.set_headers };
+    for (const h of m.remove_headers) delete headers[h];
+    let body = m.body ?? response.body;
+    if (m.sse_replace?.length && /^text\/event-stream/i.test(String(headers['content-type'] ?? ''))) body = replaceSse(body, m.sse_replace);
+    if (m.body !== undefined) delete headers['content-length'];
+    if (m.compress) {
+      headers['content-encoding'] = m.compress;
+      delete headers['content-length'];
+    }
+    response = { ...response, headers, body };
   }
-  return { ...run, response: run.forwarded ? undefined : response };
+  if (run.forwarded) return policy.phases.on_http_response || upstream !== UPSTREAM ? { ...run, client_response: response } : run;
+  return { ...run, response };
 }
 
 function phaseText(phase: Phase, r: PolicyResult, note: string): string {
@@ -120,6 +141,7 @@ function phaseText(phase: Phase, r: PolicyResult, note: string): string {
 
 function outcomeText(run: Run): string {
   if (run.closed) return 'connection closed';
+  if (run.forwarded_internal) return `forwarded to ${run.forwarded_internal}`;
   if (run.forwarded) return 'forwarded upstream';
   const r = run.response!;
   const retry = r.headers['retry-after'];
@@ -127,9 +149,14 @@ function outcomeText(run: Run): string {
 }
 
 function detailText(run: Run): string {
-  const parts = (Object.entries(run.phases) as [Phase, PolicyResult][]).map(([p, r]) => phaseText(p, r, p === 'on_http_response' && run.phases.on_http_request?.outcome === 'continue' ? ' (on a stand-in 200 response from upstream)' : ''));
+  const parts = (Object.entries(run.phases) as [Phase, PolicyResult][]).map(([p, r]) => phaseText(p, r, p === 'on_http_response' && run.phases.on_http_request?.outcome === 'continue' ? (run.client_response ? ` (on the upstream's ${run.client_response.status} given with --upstream-*)` : ' (on a stand-in 200 response from upstream)') : ''));
+  for (const r of Object.values(run.phases)) for (const l of r?.mutations.logs ?? []) parts.push(`log: ${JSON.stringify(l, (_k, v) => (typeof v === 'bigint' ? Number(v) : v))}`);
   if (run.closed) parts.push('Result: connection closed');
-  else if (run.forwarded) parts.push('Result: forwarded upstream');
+  else if (run.forwarded_internal) parts.push(`Result: forwarded to the internal endpoint ${run.forwarded_internal}`);
+  else if (run.forwarded && run.client_response) {
+    const r = run.client_response;
+    parts.push(`Result: forwarded upstream; the client gets ${r.status}`, ...Object.entries(r.headers).map(([k, v]) => `  ${k}: ${v}`), ...(r.body ? [`  body: ${JSON.stringify(r.body)}${r.headers['content-encoding'] ? ' (before compression)' : ''}`] : []));
+  } else if (run.forwarded) parts.push('Result: forwarded upstream');
   else {
     const r = run.response!;
     parts.push(`Result: response ${r.status}`, ...Object.entries(r.headers).map(([k, v]) => `  ${k}: ${v}`), ...(r.body ? [`  body: ${JSON.stringify(r.body)}`] : []));
@@ -153,21 +180,51 @@ export function policyCommand(setCode: (code: number) => void, io: () => Io): Co
     .option('--client-ip <ip>', 'the client address (conn.client_ip)', '192.0.2.1')
     .option('--repeat <n>', 'send the request N times and summarise', positiveInt, 1)
     .option('--interval <duration>', 'fake-clock time between repeated requests (500ms, 2s)', interval, 0)
+    .option('--body <text>', 'the request body (read by verify-webhook, request-body-find-replace, req.content_length)')
+    .option('--body-file <path>', 'the request body, from a file')
+    .option('--upstream-status <code>', "the upstream's answer status for on_http_response (default 200)", (v: string) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 100 || n > 599) throw new InvalidArgumentError('It must be an HTTP status from 100 to 599.');
+      return n;
+    })
+    .option('--upstream-header <header>', "a header of the upstream's answer, 'Name: value' (repeatable)", collect, [] as string[])
+    .option('--upstream-body <text>', "the upstream's answer body (response-body-find-replace, compress-response)")
+    .option('--upstream-body-file <path>', "the upstream's answer body, from a file")
     .option('--json', 'print one JSON document')
     .action((file: string, opts: Record<string, any>) => {
       const out = io();
-      try {
-        setCode(runTest(out, file, opts));
-      } catch (e) {
+      return runTest(out, file, opts).then(setCode, (e: unknown) => {
         if (opts.json) out.out(`${JSON.stringify({ error: (e as Error).message })}\n`);
         out.err(`${out.errStyle.red('Error:')} ${(e as Error).message}\n`);
         setCode(e instanceof UsageError ? 2 : 1);
-      }
+      });
     });
   return new Command('policy').description('Work with traffic-policy documents offline.').addCommand(test);
 }
 
-function runTest(out: Io, file: string, opts: Record<string, any>): number {
+function readInput(path: string, what: string): string {
+  try {
+    return fs.readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new UsageError(`cannot read the ${what} ${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
+  }
+}
+
+function upstreamOf(opts: Record<string, any>): HttpResponse {
+  if (opts.upstreamBody !== undefined && opts.upstreamBodyFile !== undefined) throw new UsageError('give --upstream-body or --upstream-body-file, not both');
+  const body: string | undefined = opts.upstreamBody ?? (opts.upstreamBodyFile !== undefined ? readInput(opts.upstreamBodyFile, 'upstream body') : undefined);
+  if (opts.upstreamStatus === undefined && !opts.upstreamHeader.length && body === undefined) return UPSTREAM;
+  const headers: Record<string, string> = {};
+  for (const h of opts.upstreamHeader as string[]) {
+    const i = h.indexOf(':');
+    if (i <= 0) throw new UsageError(`--upstream-header must be 'Name: value', not ${JSON.stringify(h)}`);
+    const name = h.slice(0, i).trim().toLowerCase();
+    headers[name] = headers[name] === undefined ? h.slice(i + 1).trim() : `${headers[name]}, ${h.slice(i + 1).trim()}`;
+  }
+  return { status: opts.upstreamStatus ?? 200, headers, body: body ?? '' };
+}
+
+async function runTest(out: Io, file: string, opts: Record<string, any>): Promise<number> {
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
@@ -181,8 +238,15 @@ function runTest(out: Io, file: string, opts: Record<string, any>): number {
     else out.err(`${problems.text()}\n${out.errStyle.red(`${problems.list.length} problem${problems.list.length === 1 ? '' : 's'} found.`)}\n`);
     return 1;
   }
-  const req = opts.request ? requestOf(opts.request, opts.header) : undefined;
+  const req: PolicyInput['req'] = opts.request ? requestOf(opts.request, opts.header) : undefined;
   if (!req && opts.header.length) throw new UsageError('-H needs --request');
+  if (opts.body !== undefined && opts.bodyFile !== undefined) throw new UsageError('give --body or --body-file, not both');
+  const body: string | undefined = opts.body ?? (opts.bodyFile !== undefined ? readInput(opts.bodyFile, 'request body') : undefined);
+  if (body !== undefined) {
+    if (!req) throw new UsageError('--body needs --request');
+    req.body = body;
+  }
+  const upstream = upstreamOf(opts);
   // Without a request only on_tcp_connect runs: an HTTP policy would print "forwarded upstream"
   // having run none of its rules.
   const http = (['on_http_request', 'on_http_response'] as const).filter((p) => compiled.phases[p]?.length);
@@ -195,7 +259,7 @@ function runTest(out: Io, file: string, opts: Record<string, any>): number {
   const state = new PolicyState();
   const start = Date.now();
   const runs: Run[] = [];
-  for (let i = 0; i < opts.repeat; i++) runs.push(runOnce(compiled, state, base, start + i * opts.interval, i + 1, i * opts.interval));
+  for (let i = 0; i < opts.repeat; i++) runs.push(await runOnce(compiled, state, base, upstream, start + i * opts.interval, i + 1, i * opts.interval));
   const summary = summaryOf(runs);
   if (opts.json) {
     out.out(`${JSON.stringify({ valid: true, requests: runs.map(jsonOf), summary })}\n`);
@@ -221,8 +285,17 @@ function jsonOf(r: Run) {
   return {
     n: r.n,
     at_ms: r.at_ms,
-    phases: Object.fromEntries(Object.entries(r.phases).map(([p, x]) => [p, { rules: x!.rules, outcome: x!.outcome, mutations: x!.mutations }])),
-    result: r.closed ? 'closed' : r.forwarded ? 'forwarded' : 'response',
+    phases: Object.fromEntries(Object.entries(r.phases).map(([p, x]) => [p, { rules: x!.rules, outcome: x!.outcome, mutations: jsonMutations(x!.mutations) }])),
+    result: r.closed ? 'closed' : r.forwarded ? 'forwarded' : r.forwarded_internal ? 'forwarded_internal' : 'response',
     ...(r.response ? { response: r.response } : {}),
+    ...(r.client_response ? { client_response: r.client_response } : {}),
+    ...(r.forwarded_internal ? { forwarded_internal: r.forwarded_internal } : {}),
   };
+}
+
+/** Mutations as JSON: the breakers and compiled patterns the ingress needs are left out, bigints become numbers. */
+function jsonMutations(m: PolicyResult['mutations']) {
+  const { circuit_breakers: _b, ...request } = m.request;
+  const { find_replace: _f, ...response } = m.response;
+  return JSON.parse(JSON.stringify({ ...m, request, response }, (_k, v) => (typeof v === 'bigint' ? Number(v) : v)));
 }

@@ -42,7 +42,9 @@ function refusal(socket: net.Socket, edge: StreamEdgeEntry, table: IngressTable,
   // A policy that no longer compiles refuses rather than lets everyone through.
   if (!policy) return 'traffic_policy_invalid';
   const version = socket instanceof tls.TLSSocket ? socket.getProtocol()?.replace(/^TLSv/, '') : undefined;
-  const r = evaluate(policy, 'on_tcp_connect', { now: deps.now(), conn: { client_ip: ip, server_port: deps.publicPort, ...(version ? { tls_version: version } : {}) } }, deps.policyState);
+  const r = evaluate(policy, 'on_tcp_connect', { now: deps.now(), conn: { client_ip: ip, server_port: deps.publicPort, client_port: socket.remotePort, server_ip: socket.localAddress, ...(version ? { tls_version: version } : {}) }, endpoint: { id: edge.doc.id } }, deps.policyState);
+  // The log action's lines (on_tcp_connect has no action that waits).
+  for (const metadata of r.mutations.logs ?? []) deps.log({ level: 'info', msg: 'traffic policy log action', edge: edge.doc.id, metadata });
   return r.outcome === 'continue' ? undefined : 'traffic_policy';
 }
 

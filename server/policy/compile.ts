@@ -3,13 +3,14 @@
 import { compileTrafficPolicy, type Phase, type PolicyIssue } from '../../provider/catalog/validate/traffic-policy.js';
 import type { CelProgram } from '../../provider/catalog/validate/policy/cel.js';
 import { runnerOf } from './actions/index.js';
+import type { Template } from '../../provider/catalog/validate/policy/template.js';
 import type { Runner } from './actions/run.js';
 
 export interface RunnableRule {
   index: number;
   name?: string;
   expressions: { text: string; program: CelProgram }[];
-  actions: { type: string; run: Runner }[];
+  actions: { type: string; run: Runner; templates: Map<string, Template> }[];
 }
 
 export interface CompiledPolicy {
@@ -28,7 +29,7 @@ export function compilePolicy(text: string, opts: CompileOptions = {}): { proble
   if (!r.ok) return { problems: r.issues };
   const phases: CompiledPolicy['phases'] = {};
   for (const [phase, rules] of Object.entries(r.compiled) as [Phase, NonNullable<(typeof r.compiled)[Phase]>][]) {
-    phases[phase] = rules.map((rule) => ({ ...rule, actions: rule.actions.map((a) => ({ type: a.type, run: runnerOf(a, opts.scope ?? '') })) }));
+    phases[phase] = rules.map((rule) => ({ ...rule, actions: rule.actions.map((a) => ({ type: a.type, run: runnerOf(a, { scope: opts.scope ?? '' }), templates: a.templates })) }));
   }
   return { phases };
 }

@@ -112,7 +112,7 @@ function manifest(version: string): string {
       name: 'policed',
       hostports: ['tcp.example.com:20002'],
       backend: { backend_id: 'TunnelGroupBackend/echo' },
-      traffic_policy: { value: JSON.stringify({ on_tcp_connect: [{ name: 'no loopback', expressions: ["conn.client_ip == '127.0.0.1'"], actions: [{ type: 'deny' }] }] }) },
+      traffic_policy: { value: JSON.stringify({ on_tcp_connect: [{ name: 'no loopback', expressions: ["conn.client_ip == '127.0.0.1'"], actions: [{ type: 'log', config: { metadata: { refused: '${conn.client_ip} to ${conn.server_port}' } } }, { type: 'deny' }] }] }) },
     },
     { kind: 'TLSEdge', name: 'mqtt', hostports: ['mqtt.example.com:8883'], backend: { backend_id: 'TunnelGroupBackend/echo' }, tls_termination: { terminate_at: 'edge' } },
     {
@@ -260,6 +260,14 @@ describe('TCP edges through the agent', () => {
     s.destroy();
     expect(r.closed).toBe(true);
     expect(r.data.length).toBe(0);
+  });
+
+  it("an on_tcp_connect log action's line reaches the server's log, interpolated", async () => {
+    const s = net.connect(ing.port(20002), '127.0.0.1');
+    await exchange(s, 'ping');
+    s.destroy();
+    await until(() => ing.lines().some((l) => l.msg === 'traffic policy log action'), 10_000);
+    expect(ing.lines().find((l) => l.msg === 'traffic policy log action')).toMatchObject({ metadata: { refused: '127.0.0.1 to 20002' } });
   });
 });
 

@@ -94,7 +94,7 @@ describe('edgeform policy test', async () => {
     expect(r.stdout).toBe('');
     const f = file('typo.yaml');
     expect(r.stderr).toContain(`${f}:4: on_http_request[0] (limit) expressions[0] column 5: unknown variable req.pth`);
-    expect(r.stderr).toContain(`${f}:6: on_http_request[0].actions[0].type: unknown action type "rate-limt" (did you mean rate-limit?); supported types: rate-limit, deny, custom-response, add-headers, remove-headers, redirect, url-rewrite, restrict-ips`);
+    expect(r.stderr).toContain(`${f}:6: on_http_request[0].actions[0].type: unknown action type "rate-limt" (did you mean rate-limit?); supported types: rate-limit, deny, custom-response, add-headers, remove-headers, redirect, url-rewrite, restrict-ips, basic-auth, circuit-breaker, close-connection, compress-response, forward-internal, http-request, jwt-validation, log, request-body-find-replace, response-body-find-replace, set-vars, sse-find-replace, verify-webhook, oauth, openid-connect, owasp-crs-request, owasp-crs-response, saml, terminate-tls`);
     expect(r.stderr).toContain(`${f}:19: on_http_request[1].actions[0].config.capacity: capacity 0 is out of range 1..2,000,000,000`);
     expect(r.stderr).toContain('3 problems found.');
   });

@@ -26,7 +26,7 @@ describe('action configs', () => {
     { type: 'deny', config: { status_code: '403' }, path: `${AT}.config.status_code` },
     { type: 'deny', config: { status: 403 }, path: `${AT}.config.status`, says: /unknown deny field "status"; fields are status_code/ },
     // custom-response
-    { type: 'custom-response', config: {}, path: `${AT}.config.status_code`, says: /status_code is required/ },
+    { type: 'custom-response', config: { status_code: 'x' }, path: `${AT}.config.status_code`, says: /status_code "x" must be an integer from 200 to 599/ },
     { type: 'custom-response', config: { status_code: 700 }, path: `${AT}.config.status_code` },
     { type: 'custom-response', config: { status_code: 200, body: 5 }, path: `${AT}.config.body`, says: /body must be a string/ },
     { type: 'custom-response', config: { status_code: 200, headers: ['x'] }, path: `${AT}.config.headers`, says: /map of header names/ },
@@ -56,8 +56,8 @@ describe('action configs', () => {
     { type: 'rate-limit', config: { name: 'x', algorithm: 'sliding_window', capacity: 0, rate: '60s', bucket_key: ['req.host'] }, path: `${AT}.config.capacity`, says: /^capacity 0 is out of range 1\.\.2,000,000,000$/ },
     { type: 'rate-limit', config: { name: 'x', algorithm: 'sliding_window', rate: '60s', bucket_key: ['req.host'] }, path: `${AT}.config.capacity`, says: /^capacity is required: an integer in 1\.\.2,000,000,000$/ },
     // types
-    { type: 'rate-limt', config: {}, path: `${AT}.type`, says: /^unknown action type "rate-limt" \(did you mean rate-limit\?\); supported types: rate-limit, deny, custom-response, add-headers, remove-headers, redirect, url-rewrite, restrict-ips$/ },
-    { type: 'log', config: {}, path: `${AT}.type`, says: /^unknown action type "log"; supported types: / },
+    { type: 'rate-limt', config: {}, path: `${AT}.type`, says: /^unknown action type "rate-limt" \(did you mean rate-limit\?\); supported types: rate-limit, deny, custom-response, add-headers, remove-headers, redirect, url-rewrite, restrict-ips, basic-auth, .*, verify-webhook, oauth, openid-connect, owasp-crs-request, owasp-crs-response, saml, terminate-tls$/ },
+    { type: 'ai-gateway', config: {}, path: `${AT}.type`, says: /^unknown action type "ai-gateway"; supported types: / },
   ])('$type $config: a problem at $path', ({ type, config, path, says }) => {
     const found = problems(type, config);
     expect(found.map((p) => p.path)).toContain(path);

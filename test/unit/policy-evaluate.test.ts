@@ -166,11 +166,11 @@ describe('the other actions', () => {
     expect(run([{ type: 'restrict-ips', config: cfg }]).outcome).toBe('continue');
     expect(run([{ type: 'restrict-ips', config: cfg }], request({ ip: '203.0.113.66' })).outcome).toMatchObject({ response: { status: 403 } });
     expect(run([{ type: 'restrict-ips', config: cfg }], request({ ip: '198.51.100.1' })).outcome).toMatchObject({ response: { status: 403 } });
-    expect(run([{ type: 'restrict-ips', config: cfg }], request({ ip: '2001:db8::5' })).actions.service.restrict_ips).toEqual({ action: 'allow', matched_cidr: '2001:db8::/32' });
+    expect(run([{ type: 'restrict-ips', config: cfg }], request({ ip: '2001:db8::5' })).actions.service.restrict_ips).toEqual({ action: 'allow', matched_cidr: '2001:db8::/32', error: { code: '', message: '' } });
     expect(run([{ type: 'restrict-ips', config: cfg }], request({ ip: '::ffff:203.0.113.9' })).outcome).toBe('continue');
     const soft = run([{ type: 'restrict-ips', config: { ...cfg, enforce: false } }], request({ ip: '198.51.100.1' }));
     expect(soft.outcome).toBe('continue');
-    expect(soft.actions.service.restrict_ips).toEqual({ action: 'deny', matched_cidr: '' });
+    expect(soft.actions.service.restrict_ips).toEqual({ action: 'deny', matched_cidr: '', error: { code: '', message: '' } });
     expect(run([{ type: 'restrict-ips', config: cfg }], { conn: { client_ip: '198.51.100.1', server_port: 22 } }, 'on_tcp_connect').outcome).toBe('close');
   });
 });

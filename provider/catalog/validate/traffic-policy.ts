@@ -5,6 +5,7 @@
 import { parseBoundedYaml } from './bounded-parse.js';
 import { ACTION_TYPES, actionByType } from './policy/actions/index.js';
 import { compileExpression, type CelProgram } from './policy/cel.js';
+import { compileTemplate, hasInterpolation, type Template } from './policy/template.js';
 import { didYouMean } from './suggest.js';
 
 export const PHASES = ['on_http_request', 'on_http_response', 'on_tcp_connect'] as const;
@@ -44,7 +45,12 @@ export interface CompiledRule {
   expressions: { text: string; program: CelProgram }[];
   actions: CompiledAction[];
 }
-export interface CompiledAction { type: string; config: unknown }
+export interface CompiledAction {
+  type: string;
+  config: unknown;
+  /** The compiled `${expr}` strings of its configuration, by their text (the runner expands a field through them). */
+  templates: Map<string, Template>;
+}
 export type CompiledRules = Partial<Record<Phase, CompiledRule[]>>;
 
 export type CompileResult = { ok: true; policy: TrafficPolicy; compiled: CompiledRules } | { ok: false; issues: PolicyIssue[] };
@@ -63,8 +69,25 @@ function compileAction(type: string, config: Record<string, unknown>, path: stri
     issues.push({ path: join(path, 'type'), message: `${type} runs only in ${def.phases.join(' and ')}, not in ${phase}` });
     return undefined;
   }
+  const templates = new Map<string, Template>();
+  const before = issues.length;
+  compileTemplates(config, join(path, 'config'), phase, new Set(def.expressionFields ?? []), templates, issues);
   const typed = def.check({ config, path: join(path, 'config'), issues, type }, phase);
-  return typed === undefined ? undefined : { type, config: typed };
+  return typed === undefined || issues.length > before ? undefined : { type, config: typed, templates };
+}
+
+/** Compiles every `${expr}` in the strings of a configuration (at any depth), but for the fields that are expressions themselves (rate-limit's bucket_key). */
+function compileTemplates(value: unknown, path: string, phase: Phase, skip: Set<string>, out: Map<string, Template>, issues: PolicyIssue[], depth = 0): void {
+  if (typeof value === 'string') {
+    if (!hasInterpolation(value) || out.has(value)) return;
+    const r = compileTemplate(value, phase);
+    if (r.ok) out.set(value, r.template!);
+    else issues.push({ path, message: `${path} column ${r.column}: ${r.message}` });
+    return;
+  }
+  if (depth > 20 || !value || typeof value !== 'object') return;
+  if (Array.isArray(value)) value.forEach((v, i) => compileTemplates(v, join(path, i), phase, skip, out, issues, depth + 1));
+  else for (const [k, v] of Object.entries(value)) if (!(depth === 0 && skip.has(k))) compileTemplates(v, join(path, k), phase, skip, out, issues, depth + 1);
 }
 
 function checkRule(rule: unknown, path: string, issues: PolicyIssue[], phase: Phase, index: number): [PolicyRule, CompiledRule] | undefined {
@@ -141,6 +164,11 @@ export function compileTrafficPolicy(text: string, opts: PolicyOptions = {}): Co
   const policy: TrafficPolicy = {};
   const compiled: CompiledRules = {};
   for (const [key, rules] of Object.entries(value)) {
+    if (key === 'on_event_stream_message') {
+      // The service's phase for sse-find-replace: edgeform runs that action in on_http_response, on each message of an event-stream answer.
+      issues.push({ path: key, message: 'the phase on_event_stream_message is not supported here: put its sse-find-replace actions in on_http_response, where edgeform applies them to each message of a text/event-stream answer (docs/traffic-policy.md)' });
+      continue;
+    }
     if (!(PHASES as readonly string[]).includes(key)) {
       issues.push({ path: key, message: `unknown phase "${key}"; phases are ${phases.join(', ')}` });
       continue;

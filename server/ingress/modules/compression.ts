@@ -2,6 +2,7 @@
 // the final response head. Skipped for bodies already encoded, types that are compressed
 // already (images but SVG, audio, video, archives, fonts), bodies under 1 KiB, ranges, HEAD,
 // and answers with no body. Each write is flushed, so streamed answers keep streaming.
+import type { Transform } from 'node:stream';
 import zlib from 'node:zlib';
 import type { FilterFactory, ResponseHead } from '../types.js';
 
@@ -25,7 +26,7 @@ export function chooseEncoding(accept: string | undefined): 'br' | 'gzip' | unde
   return br >= gzip ? 'br' : 'gzip';
 }
 
-function worthCompressing(head: ResponseHead, method: string): boolean {
+export function worthCompressing(head: ResponseHead, method: string): boolean {
   const h = head.headers;
   if (method === 'HEAD' || head.status < 200 || head.status === 204 || head.status === 206 || head.status === 304) return false;
   if (h['content-encoding'] !== undefined && String(h['content-encoding']).toLowerCase() !== 'identity') return false;
@@ -40,21 +41,27 @@ const addVary = (head: ResponseHead) => {
   if (!list.some((v) => v.toLowerCase() === 'accept-encoding' || v === '*')) head.headers.vary = [...list, 'Accept-Encoding'].join(', ');
 };
 
+/**
+ * The compressor of a response worth compressing, its head changed to say so (content-encoding,
+ * vary, a weak etag); undefined, head left but for vary, otherwise. The route module and the
+ * traffic policy's compress-response action both compress through this.
+ */
+export function compressBody(head: ResponseHead, method: string, encoding: 'br' | 'gzip' | 'deflate' | undefined): Transform | undefined {
+  if (!worthCompressing(head, method)) return undefined;
+  addVary(head);
+  if (!encoding) return undefined;
+  head.headers['content-encoding'] = encoding;
+  delete head.headers['content-length'];
+  if (head.headers.etag !== undefined && !String(head.headers.etag).startsWith('W/')) head.headers.etag = `W/${head.headers.etag}`;
+  if (encoding === 'br') return zlib.createBrotliCompress({ flush: zlib.constants.BROTLI_OPERATION_FLUSH, params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 4 } });
+  return encoding === 'gzip' ? zlib.createGzip({ flush: zlib.constants.Z_SYNC_FLUSH }) : zlib.createDeflate({ flush: zlib.constants.Z_SYNC_FLUSH });
+}
+
 export const compression: FilterFactory = () => ({
   handle(ex, next) {
     const accept = ex.req.headers['accept-encoding'];
     const encoding = chooseEncoding(Array.isArray(accept) ? accept.join(',') : accept);
-    ex.onResponseBody((head) => {
-      if (!worthCompressing(head, ex.method)) return undefined;
-      addVary(head);
-      if (!encoding) return undefined;
-      head.headers['content-encoding'] = encoding;
-      delete head.headers['content-length'];
-      if (head.headers.etag !== undefined && !String(head.headers.etag).startsWith('W/')) head.headers.etag = `W/${head.headers.etag}`;
-      return encoding === 'br'
-        ? zlib.createBrotliCompress({ flush: zlib.constants.BROTLI_OPERATION_FLUSH, params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 4 } })
-        : zlib.createGzip({ flush: zlib.constants.Z_SYNC_FLUSH });
-    });
+    ex.onResponseBody((head) => compressBody(head, ex.method, encoding));
     return next();
   },
 });

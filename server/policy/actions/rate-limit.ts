@@ -4,13 +4,13 @@
 // documented field, default true) an over-capacity request is only reported, not refused.
 import type { RateLimitAction } from '../../../provider/catalog/validate/policy/actions/index.js';
 import { actionOutput, headerOf } from '../context.js';
-import { respond, type Runner, type RunContext } from './run.js';
+import { respond, type MakeContext, type Runner, type RunContext } from './run.js';
 
 const NONE: readonly string[] = [];
 /** The rate-limit has no failing path today: its error variables stay empty (shared, frozen). */
 const NO_ERROR = Object.freeze({ code: '', message: '' });
 
-export function rateLimit(config: RateLimitAction, scope: string): Runner {
+export function rateLimit(config: RateLimitAction, { scope }: MakeContext): Runner {
   // Buckets survive an edit of the policy that keeps the limit's name and rate.
   const prefix = `${scope}\u0000${config.name}\u0000${config.rate}\u0000`;
   const widthMs = config.rate * 1000;

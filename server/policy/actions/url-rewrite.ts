@@ -2,13 +2,13 @@
 // req.path and req.query, and actions.service.url_rewrite.url holds it.
 import type { UrlRewriteAction } from '../../../provider/catalog/validate/policy/actions/index.js';
 import { actionOutput, rewriteUrl } from '../context.js';
-import type { Runner } from './run.js';
+import { expand, type Runner } from './run.js';
 
 export function urlRewrite(config: UrlRewriteAction): Runner {
   return (ctx) => {
     const req = ctx.vars.req!;
-    const rewritten = config.from.replace(req.url, config.to);
-    if (rewritten === req.url) return { did: `url-rewrite: ${req.url} does not match from; unchanged` };
+    const rewritten = config.from.replace(req.url$, expand(ctx, config.to));
+    if (rewritten === req.url$) return { did: `url-rewrite: ${req.url$} does not match from; unchanged` };
     try {
       rewriteUrl(req, rewritten);
     } catch {

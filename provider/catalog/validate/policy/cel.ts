@@ -5,19 +5,16 @@
 import { Environment } from '@marcbachmann/cel-js';
 import { RE2JS } from 're2js';
 import type { Phase } from '../traffic-policy.js';
-import { variablesOf } from './variables.js';
-
-/** The values of one header, its name given in lower case. */
-export type HeaderLookup = (lowerCaseName: string) => readonly string[] | undefined;
+import { registerFunctions } from './functions.js';
+import { celSchema, GEO_PREFIXES, OWN_VALUE, variablesOf, type VarTree } from './variables.js';
 
 /**
- * The headers the macros `getReqHeader('Name')` and `getResHeader('Name')` read. A CEL
- * function sees only its arguments, and evaluation is synchronous, so the engine points
- * these at the message being evaluated just before it runs a phase's expressions.
+ * The request and response the helpers `getReqHeader('Name')`, `getQueryParam`, `getReqCookie`,
+ * ... read (functions.ts). A CEL function sees only its arguments, and evaluation is
+ * synchronous, so the engine points these at the message being evaluated just before it
+ * runs a phase's expressions.
  */
-export const macroHeaders: { req: HeaderLookup; res: HeaderLookup } = { req: () => undefined, res: () => undefined };
-
-const NONE: readonly string[] = Object.freeze([]);
+export { lookups } from './functions.js';
 
 /**
  * `matches` runs on RE2 (re2js), in time linear in the input. The library's own `matches`
@@ -189,26 +186,79 @@ function macroSteps(v: unknown): number {
   return macroSteps(a);
 }
 
+/**
+ * A string-and-object variable (the service's `req.url`, `req.user_agent`,
+ * `conn.tls.client.subject`, ...; a `''` entry in variables.ts) read whole is read as its own
+ * value: `req.url == 'https://a/'` reads the hidden sibling `req.url$` (a name no expression
+ * can spell), while `req.url.path` and `req.url['path']` read the group. The parsed
+ * expression is rewritten before it is checked, so the checker types each use as it is meant.
+ */
+function rewriteOwnValues(root: unknown, tree: VarTree) {
+  const seen = new Set<unknown>();
+  const stack: [unknown, Node | undefined][] = [[root, undefined]];
+  while (stack.length) {
+    const [v, parent] = stack.pop()!;
+    if (Array.isArray(v)) {
+      for (const x of v) stack.push([x, parent]);
+      continue;
+    }
+    if (!v || typeof v !== 'object' || seen.has(v)) continue;
+    seen.add(v);
+    if (!isNode(v)) {
+      if (Object.getPrototypeOf(v) === Object.prototype) for (const x of Object.values(v)) stack.push([x, parent]);
+      continue;
+    }
+    if (v.op === '.' && Array.isArray(v.args) && typeof v.args[1] === 'string') {
+      const group = groupAt(v, tree);
+      const selected = parent && (parent.op === '.' || parent.op === '[]' || parent.op === '.?' || parent.op === '[?]') && Array.isArray(parent.args) && parent.args[0] === v;
+      if (group && typeof group[''] === 'string' && !selected) v.args[1] = `${v.args[1]}${OWN_VALUE}`;
+    }
+    const loop = v.meta?.alternate;
+    if (loop) stack.push([loop, undefined]);
+    if (v.op !== 'value') stack.push([v.args, v]);
+  }
+}
+
+/** The variable group a chain of field selections from a variable names (`req.url`), or undefined. */
+function groupAt(node: Node, tree: VarTree): VarTree | undefined {
+  const names: string[] = [];
+  let n: Node = node;
+  while (n.op === '.' && Array.isArray(n.args) && typeof n.args[1] === 'string' && isNode(n.args[0])) {
+    names.unshift(n.args[1]);
+    n = n.args[0];
+  }
+  if (n.op !== 'id' || typeof n.args !== 'string') return undefined;
+  let t: string | VarTree | undefined = tree[n.args];
+  for (const name of names) t = typeof t === 'object' ? t[name] : undefined;
+  return typeof t === 'object' ? t : undefined;
+}
+
+const trees = new Map<Phase, VarTree>();
+
 /** Parses an expression in an environment of celEnvironment, with `matches` on RE2 and macros on the budget; throws as the library's parse does. */
-export function parseCel(env: Environment, text: string): ReturnType<Environment['parse']> {
+export function parseCel(env: Environment, text: string, phase?: Phase): ReturnType<Environment['parse']> {
   const parsed = env.parse(text);
-  rewrite((parsed as unknown as { ast: unknown }).ast);
+  const ast = (parsed as unknown as { ast: unknown }).ast;
+  rewrite(ast);
+  const p = phase ?? phaseOf.get(env);
+  if (p) rewriteOwnValues(ast, trees.get(p) ?? trees.set(p, variablesOf(p)).get(p)!);
   return parsed;
 }
+
+const phaseOf = new WeakMap<Environment, Phase>();
 
 /** The CEL environment of a phase (the conformance tests run expressions in it too). */
 export function celEnvironment(phase: Phase): Environment {
   const env = new Environment({ homogeneousAggregateLiterals: false, limits: { maxAstNodes: 2000, maxDepth: MAX_DEPTH } });
-  for (const [name, schema] of Object.entries(variablesOf(phase))) env.registerVariable({ name, schema } as never);
+  for (const [name, tree] of Object.entries(variablesOf(phase))) {
+    if (typeof tree === 'string') env.registerVariable(name, tree);
+    else env.registerVariable({ name, schema: celSchema(tree) } as never);
+  }
   env.registerFunction(`string.${RE2_MATCHES}(string): bool`, re2Matches);
   env.registerFunction(`${MACRO_RANGE}(list<A>): list<A>`, chargeRange);
   env.registerFunction(`${MACRO_RANGE}(map<K, V>): map<K, V>`, chargeRange);
-  if (phase !== 'on_tcp_connect') {
-    env.registerFunction('getReqHeader(string): list<string>', (name: string) => macroHeaders.req(name.toLowerCase()) ?? NONE);
-  }
-  if (phase === 'on_http_response') {
-    env.registerFunction('getResHeader(string): list<string>', (name: string) => macroHeaders.res(name.toLowerCase()) ?? NONE);
-  }
+  registerFunctions(env, phase !== 'on_tcp_connect', phase === 'on_http_response');
+  phaseOf.set(env, phase);
   return env;
 }
 
@@ -260,14 +310,20 @@ function nameEndingAt(text: string, end: number): string {
 
 function explain(text: string, error: Error & { range?: { start: number; end: number } }, phase: Phase): { column: number; message: string } {
   const start = error.range?.start ?? 0;
-  let message = error.message.split('\n')[0].replaceAll(RE2_MATCHES, 'matches');
+  let message = error.message.split('\n')[0].replaceAll(RE2_MATCHES, 'matches').replace(/(\w)\$(?=\W|$)/g, '$1');
   const unknown = /^(?:No such key|Unknown variable): /.exec(message);
-  if (unknown) message = `unknown variable ${nameEndingAt(text, error.range?.end ?? start)} in ${phase} (see docs/traffic-policy.md for the variables)`;
+  if (unknown) {
+    const name = nameEndingAt(text, error.range?.end ?? start);
+    const geo = GEO_PREFIXES.find((p) => name === p || name.startsWith(p.endsWith('_') ? p : `${p}.`));
+    message = geo
+      ? `${name} needs a MaxMind-format geography or IP-intelligence database, which this server has not been given (--geoip-db PATH, EDGEFORM_GEOIP_DB); see docs/traffic-policy.md`
+      : `unknown variable ${name} in ${phase} (see docs/traffic-policy.md for the variables)`;
+  }
   return { column: start + 1, message };
 }
 
-/** Parses and type-checks one expression for a phase; it must give a bool. */
-export function compileExpression(text: string, phase: Phase): ExpressionResult {
+/** Parses and type-checks one expression for a phase; it must give a bool (or, with `anyType`, any value: an interpolation). */
+export function compileExpression(text: string, phase: Phase, anyType = false): ExpressionResult {
   const env = envOf(phase);
   const unary = unaryRunStart(text);
   if (unary >= 0) return { ok: false, column: unary + 1, message: `more than ${MAX_DEPTH} unary operators in a row (an expression nests at most ${MAX_DEPTH} deep)` };
@@ -286,6 +342,6 @@ export function compileExpression(text: string, phase: Phase): ExpressionResult 
     return { ok: false, ...explain(text, e as Error, phase) };
   }
   if (!checked.valid) return { ok: false, ...explain(text, checked.error as Error, phase) };
-  if (checked.type !== 'bool' && checked.type !== 'dyn') return { ok: false, column: 1, message: `an expression must give a bool; this one gives ${checked.type}` };
+  if (!anyType && checked.type !== 'bool' && checked.type !== 'dyn') return { ok: false, column: 1, message: `an expression must give a bool; this one gives ${checked.type}` };
   return { ok: true, program: parsed as unknown as CelProgram };
 }

@@ -10,7 +10,7 @@ export const customResponse = defineAction<CustomResponseAction>({
   fields: ['status_code', 'headers', 'body'],
   check(c) {
     onlyFields(c, this.fields);
-    const status = statusCode(c, 'status_code', [200, 599]);
+    const status = statusCode(c, 'status_code', [200, 599], 200);
     const headers = headerMap(c, 'headers', false);
     const body = text(c, 'body') ?? '';
     return status === undefined || headers === undefined || (c.config.body !== undefined && typeof c.config.body !== 'string') ? undefined : { status_code: status, headers, body };

@@ -10,6 +10,8 @@ export interface ActionDef<T> {
   type: string;
   phases: readonly Phase[];
   fields: readonly string[];
+  /** Top-level fields that hold CEL expressions themselves (not `${}` templates). */
+  expressionFields?: readonly string[];
   /** The typed config, or undefined after adding problems to `c.issues`. */
   check(c: ConfigContext, phase: Phase): T | undefined;
 }

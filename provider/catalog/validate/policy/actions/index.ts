@@ -9,12 +9,28 @@ import { redirect } from './redirect.js';
 import { removeHeaders } from './remove-headers.js';
 import { restrictIps } from './restrict-ips.js';
 import { urlRewrite } from './url-rewrite.js';
+import * as service from './service.js';
 
-export const ACTIONS = [rateLimit, deny, customResponse, addHeaders, removeHeaders, redirect, urlRewrite, restrictIps] as const;
+export const ACTIONS = [
+  rateLimit, deny, customResponse, addHeaders, removeHeaders, redirect, urlRewrite, restrictIps,
+  service.basicAuth, service.circuitBreakerAction, service.closeConnection, service.compressResponse, service.forwardInternal,
+  service.httpRequest, service.jwtValidation, service.log, service.requestBodyFindReplace, service.responseBodyFindReplace,
+  service.setVars, service.sseFindReplace, service.verifyWebhook,
+  service.oauthAction, service.openidConnect, service.owaspRequest, service.owaspResponse, service.samlAction, service.terminateTls,
+] as const;
 
 export const ACTION_TYPES = ACTIONS.map((a) => a.type);
 
 export const actionByType = new Map<string, ActionDef<unknown>>(ACTIONS.map((a) => [a.type, a as ActionDef<unknown>]));
+
+/**
+ * Adds an action type (another part of the server defines one: an endpoint's forward-internal
+ * variant): its config check here, its runner with registerRunner in server/policy/actions/.
+ */
+export function registerAction(def: ActionDef<unknown>): void {
+  if (!actionByType.has(def.type)) (ACTION_TYPES as string[]).push(def.type);
+  actionByType.set(def.type, def);
+}
 
 export type { RateLimitAction, BucketKey } from './rate-limit.js';
 export type { DenyAction } from './deny.js';
@@ -24,3 +40,4 @@ export type { RemoveHeadersAction } from './remove-headers.js';
 export type { RedirectAction } from './redirect.js';
 export type { UrlRewriteAction } from './url-rewrite.js';
 export type { RestrictIpsAction } from './restrict-ips.js';
+export type * from './service.js';

@@ -34,6 +34,7 @@ export const rateLimit = defineAction<RateLimitAction>({
   type: 'rate-limit',
   phases: HTTP_PHASES,
   fields: ['name', 'algorithm', 'capacity', 'rate', 'bucket_key', 'enforce'],
+  expressionFields: ['bucket_key'],
   check(c) {
     onlyFields(c, this.fields);
     const { name, algorithm, capacity, rate, bucket_key: entries, enforce } = c.config;
@@ -55,9 +56,10 @@ export const rateLimit = defineAction<RateLimitAction>({
       fail('bucket_key', 'bucket_key is required: a list of 1 to 10 entries');
     } else {
       entries.forEach((k, i) => {
+        // SPEC names the four forms; the service takes any expression (a ternary in its docs), which SPEC does not.
         const key = typeof k === 'string' ? parseBucketKey(k) : undefined;
         if (key) keys.push(key);
-        else c.issues.push({ path: `${c.path}.bucket_key[${i}]`, message: `bucket_key entry ${JSON.stringify(k)} must be req.host, conn.client_ip, req.headers['<name>'] or getReqHeader('<Name>')` }), (ok = false);
+        else c.issues.push({ path: `${c.path}.bucket_key[${i}]`, message: `bucket_key entry ${JSON.stringify(k)} must be req.host, conn.client_ip, req.headers['<name>'] or getReqHeader('<Name>') (SPEC; the service also takes other expressions, edgeform does not)` }), (ok = false);
       });
     }
     return ok ? { name: name as string, capacity: capacity as number, rate: seconds!, bucket_key: entries as string[], keys, enforce: enforce !== false } : undefined;

@@ -12,6 +12,10 @@ export const restrictIps = defineAction<RestrictIpsAction>({
   phases: ALL_PHASES,
   fields: ['enforce', 'allow', 'deny'],
   check(c) {
+    if (c.config.ip_policies !== undefined) {
+      problem(c, 'ip_policies', "ip_policies (references to IP policies) are not resolved by edgeform's policy engine yet; list the CIDRs in allow and deny, or use the route's ip_restriction module, which takes edgeform's IP policies");
+      return undefined;
+    }
     onlyFields(c, this.fields);
     const { enforce = true, allow = [], deny = [] } = c.config;
     let ok = true;
