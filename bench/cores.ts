@@ -123,7 +123,28 @@ async function waitForPort(port: number, deadlineMs = 10_000) {
   }
 }
 
-interface Measured { rps: number; p50: number; p99: number }
+interface Measured { rps: number; p50: number; p99: number; requests: number; cpuUs?: number }
+
+/**
+ * CPU time (user + system) of a process and every process under it (cluster workers, nginx's
+ * workers), in microseconds, from /proc; undefined where there is none. Unlike requests per
+ * second it does not depend on what else the machine runs.
+ */
+const TICK_US = 1e6 / (Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100);
+function cpuTree(pid: number | undefined): number | undefined {
+  if (!pid) return undefined;
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    let us = (Number(f[11]) + Number(f[12])) * TICK_US;
+    for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
+      for (const c of fs.readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) us += cpuTree(Number(c)) ?? 0;
+    }
+    return us;
+  } catch {
+    return undefined;
+  }
+}
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
@@ -146,7 +167,7 @@ function wrk(port: number, p: string, seconds: number, cores: number[]): Measure
   const errors = out.match(/Socket errors: (.*)/)?.[1];
   if (r.status !== 0 || !rps || !p50 || !p99 || bad) throw new Error(`wrk on ${port}${p}: ${bad ? `${bad} non-2xx answers` : 'no figures'}\n${out}${r.stderr}`);
   if (errors) console.log(`  (wrk on ${port}${p}: socket errors ${errors})`);
-  return { rps, p50: wrkMs(p50), p99: wrkMs(p99) };
+  return { rps, p50: wrkMs(p50), p99: wrkMs(p99), requests: Number(out.match(/(\d+) requests in/)?.[1]) };
 }
 
 /** The fallback load generator: this process, CONNECTIONS requests in flight for `seconds`. */
@@ -172,18 +193,19 @@ async function nodeLoad(port: number, ca: string, p: string, seconds: number): P
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
   agent.destroy();
   lat.sort((a, b) => a - b);
-  return { rps: lat.length / secs, p50: pct(lat, 50), p99: pct(lat, 99) };
+  return { rps: lat.length / secs, p50: pct(lat, 50), p99: pct(lat, 99), requests: lat.length };
 }
 
-/** One measurement after a short warm-up. */
-async function measure(port: number, ca: string, p: string, w: number): Promise<Measured> {
+/** One measurement after a short warm-up; `busy`: the processes (with theirs) whose CPU per request is reported. */
+async function measure(port: number, ca: string, p: string, w: number, busy: ChildProcess[]): Promise<Measured> {
   const warm = Math.max(2, Math.min(5, SECONDS / 3));
-  if (WRK) {
-    wrk(port, p, warm, loadCores(w));
-    return wrk(port, p, SECONDS, loadCores(w));
-  }
-  await nodeLoad(port, ca, p, warm);
-  return nodeLoad(port, ca, p, SECONDS);
+  if (WRK) wrk(port, p, warm, loadCores(w));
+  else await nodeLoad(port, ca, p, warm);
+  const before = busy.map((c) => cpuTree(c.pid));
+  const r = WRK ? wrk(port, p, SECONDS, loadCores(w)) : await nodeLoad(port, ca, p, SECONDS);
+  const after = busy.map((c) => cpuTree(c.pid));
+  const used = before.every((b, i) => b !== undefined && after[i] !== undefined) ? after.reduce((a, x, i) => a + x! - before[i]!, 0) : undefined;
+  return { ...r, cpuUs: used === undefined ? undefined : used / r.requests };
 }
 
 /** nginx configured in `dir`: `worker_processes w`, TLS on `port`, `return 200` and `proxy_pass` to the upstream. */
@@ -300,7 +322,7 @@ async function main() {
   const machine = `${os.cpus()[0]?.model ?? 'unknown CPU'}, ${os.availableParallelism()} cores available (using ${CORES}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, Node ${process.version}, ${nginxVersion}, ${os.type()} ${os.release()}`;
   console.log(`machine: ${machine}; load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
   console.log(`load generator: ${WRK ? `wrk (${WRK})` : 'Node in this process (no wrk: apt-get install -y wrk)'}, ${CONNECTIONS} keep-alive TLS connections, ${SECONDS} s per measurement after a warm-up; ${ROUNDS} rounds of edgeform then nginx; servers ${pinned ? 'pinned with taskset' : 'NOT pinned (no taskset)'}\n`);
-  const row = (name: string, r: Measured) => `  ${name.padEnd(40)} ${r.rps.toFixed(0).padStart(8)} req/s   p50 ${r.p50.toFixed(2).padStart(7)} ms   p99 ${r.p99.toFixed(2).padStart(7)} ms`;
+  const row = (name: string, r: Measured) => `  ${name.padEnd(40)} ${r.rps.toFixed(0).padStart(8)} req/s   p50 ${r.p50.toFixed(2).padStart(7)} ms   p99 ${r.p99.toFixed(2).padStart(7)} ms${r.cpuUs ? `   CPU/request ${r.cpuUs.toFixed(0)} µs` : ''}`;
   const results: Record<string, { edge: Measured; nginx: Measured }> = {};
 
   for (const w of workers) {
@@ -329,16 +351,16 @@ async function main() {
     for (const [p, edgeName, nginxName] of figures) {
       const e: Measured[] = [], n: Measured[] = [];
       for (let r = 0; r < ROUNDS; r++) {
-        e.push(await measure(edgePort, caCert.cert, `/${p}`, w));
-        n.push(await measure(nginxPort, caCert.cert, `/${p}`, w));
+        e.push(await measure(edgePort, caCert.cert, `/${p}`, w, p === 'agent' ? [edge.serve, edge.agent] : [edge.serve]));
+        n.push(await measure(nginxPort, caCert.cert, `/${p}`, w, [ngx]));
       }
-      const m = (xs: Measured[]) => ({ rps: med(xs.map((x) => x.rps)), p50: med(xs.map((x) => x.p50)), p99: med(xs.map((x) => x.p99)) });
+      const m = (xs: Measured[]): Measured => ({ rps: med(xs.map((x) => x.rps)), p50: med(xs.map((x) => x.p50)), p99: med(xs.map((x) => x.p99)), requests: med(xs.map((x) => x.requests)), cpuUs: xs.every((x) => x.cpuUs !== undefined) ? med(xs.map((x) => x.cpuUs!)) : undefined });
       const em = m(e), nm = m(n);
       results[`${p}@${w}`] = { edge: em, nginx: nm };
       const target = p === 'fixed' ? 0.8 : 0.5;
       console.log(row(edgeName, em));
       console.log(row(nginxName, nm));
-      console.log(`    edgeform/nginx ${(em.rps / nm.rps).toFixed(2)} of the medians (target at least ${target}; rounds ${e.map((x, i) => (x.rps / n[i].rps).toFixed(2)).join(', ')})`);
+      console.log(`    edgeform/nginx ${(em.rps / nm.rps).toFixed(2)} of the medians (target at least ${target}; rounds ${e.map((x, i) => (x.rps / n[i].rps).toFixed(2)).join(', ')})${em.cpuUs && nm.cpuUs ? `; by CPU per request ${(nm.cpuUs / em.cpuUs).toFixed(2)}` : ''}`);
     }
     }
     console.log('');
