@@ -204,7 +204,7 @@ async function measure(port: number, ca: string, p: string, w: number, busy: Chi
   const before = busy.map((c) => cpuTree(c.pid));
   const r = WRK ? wrk(port, p, SECONDS, loadCores(w)) : await nodeLoad(port, ca, p, SECONDS);
   const after = busy.map((c) => cpuTree(c.pid));
-  const used = before.every((b, i) => b !== undefined && after[i] !== undefined) ? after.reduce((a, x, i) => a + x! - before[i]!, 0) : undefined;
+  const used = before.every((b, i) => b !== undefined && after[i] !== undefined) ? after.reduce((a: number, x, i) => a + x! - before[i]!, 0) : undefined;
   return { ...r, cpuUs: used === undefined ? undefined : used / r.requests };
 }
 
