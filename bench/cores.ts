@@ -1,5 +1,7 @@
 // edgeform against nginx, core for core (issue 34): over TLS with keep-alive,
 //   1. an HTTPS edge answering from an `http_response` backend vs nginx `return 200`;
+//      (with one worker also bare node:https on the same core: what Node itself costs, the
+//      floor under any Node server);
 //   2. a route through `edgeform agent` to a local upstream vs nginx `proxy_pass` to the same
 //      upstream (a keep-alive upstream pool on both sides);
 // each with 1 worker and with every core (`edgeform serve --workers W` beside nginx
@@ -66,6 +68,14 @@ function upstreamServer(port: number) {
   });
   s.keepAliveTimeout = 60_000;
   s.listen(port, '127.0.0.1', () => process.stdout.write('ready\n'));
+}
+
+/** A bare node:https server answering BODY: what Node itself costs per request (the floor under edgeform). */
+function bareHttps(port: number, cert: string, key: string) {
+  https.createServer({ cert, key, keepAliveTimeout: 60_000 }, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.end(BODY);
+  }).listen(port, '127.0.0.1', () => process.stdout.write('ready\n'));
 }
 
 // ---- the measuring side ------------------------------------------------------------------
@@ -199,8 +209,11 @@ async function nodeLoad(port: number, ca: string, p: string, seconds: number): P
 /** One measurement after a short warm-up; `busy`: the processes (with theirs) whose CPU per request is reported. */
 async function measure(port: number, ca: string, p: string, w: number, busy: ChildProcess[]): Promise<Measured> {
   const warm = Math.max(2, Math.min(5, SECONDS / 3));
-  if (WRK) wrk(port, p, warm, loadCores(w));
-  else await nodeLoad(port, ca, p, warm);
+  // A warm-up that got nothing through (a starved machine) is not a figure: the measurement says.
+  try {
+    if (WRK) wrk(port, p, warm, loadCores(w));
+    else await nodeLoad(port, ca, p, warm);
+  } catch { /* measured below */ }
   const before = busy.map((c) => cpuTree(c.pid));
   const r = WRK ? wrk(port, p, SECONDS, loadCores(w)) : await nodeLoad(port, ca, p, SECONDS);
   const after = busy.map((c) => cpuTree(c.pid));
@@ -331,7 +344,10 @@ async function main() {
     const edgePort = await freePort();
     const nginxPort = await freePort();
     const edge = await startEdgeform(wdir, edgePort, upstream, w, leaf, caCert.cert);
-    const ngx = await startNginx(path.join(wdir, 'nginx'), nginxPort, upstream, w, files.cert, files.key).catch((e) => { throw e; });
+    const ngx = await startNginx(path.join(wdir, 'nginx'), nginxPort, upstream, w, files.cert, files.key);
+    // With one worker, bare node:https on the same core: the most a Node server can be.
+    const barePort = w === 1 ? await freePort() : 0;
+    const bare = w === 1 ? await start(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--role', 'bare-https', String(barePort), files.cert, files.key], { ready: 'ready', cores: serverCores(1) }) : undefined;
     console.log(`${w} worker${w > 1 ? 's' : ''}: servers on core${w > 1 ? 's' : ''} ${serverCores(w).join(',')}; load generator, agent and upstream on ${loadCores(w).join(',')}${serverCores(w).includes(loadCores(w)[0]) ? ' (sharing the servers\' cores)' : ''}`);
     const figures: [string, string, string][] = [];
     if (ONLY !== 'agent') figures.push(['fixed', 'edge, http_response backend', 'nginx return 200']);
@@ -349,10 +365,11 @@ async function main() {
     }
     async function runFigures() {
     for (const [p, edgeName, nginxName] of figures) {
-      const e: Measured[] = [], n: Measured[] = [];
+      const e: Measured[] = [], n: Measured[] = [], b: Measured[] = [];
       for (let r = 0; r < ROUNDS; r++) {
         e.push(await measure(edgePort, caCert.cert, `/${p}`, w, p === 'agent' ? [edge.serve, edge.agent] : [edge.serve]));
         n.push(await measure(nginxPort, caCert.cert, `/${p}`, w, [ngx]));
+        if (bare && p === 'fixed') b.push(await measure(barePort, caCert.cert, '/', w, [bare.child]));
       }
       const m = (xs: Measured[]): Measured => ({ rps: med(xs.map((x) => x.rps)), p50: med(xs.map((x) => x.p50)), p99: med(xs.map((x) => x.p99)), requests: med(xs.map((x) => x.requests)), cpuUs: xs.every((x) => x.cpuUs !== undefined) ? med(xs.map((x) => x.cpuUs!)) : undefined });
       const em = m(e), nm = m(n);
@@ -360,11 +377,16 @@ async function main() {
       const target = p === 'fixed' ? 0.8 : 0.5;
       console.log(row(edgeName, em));
       console.log(row(nginxName, nm));
+      if (b.length) {
+        const bm = m(b);
+        console.log(row('bare node:https (Node\'s own floor)', bm));
+        console.log(`    bare node:https/nginx ${(bm.rps / nm.rps).toFixed(2)}${bm.cpuUs && nm.cpuUs ? ` (by CPU per request ${(nm.cpuUs / bm.cpuUs).toFixed(2)})` : ''}; edgeform/bare node:https ${(em.rps / bm.rps).toFixed(2)}${bm.cpuUs && em.cpuUs ? ` (by CPU per request ${(bm.cpuUs / em.cpuUs).toFixed(2)})` : ''}`);
+      }
       console.log(`    edgeform/nginx ${(em.rps / nm.rps).toFixed(2)} of the medians (target at least ${target}; rounds ${e.map((x, i) => (x.rps / n[i].rps).toFixed(2)).join(', ')})${em.cpuUs && nm.cpuUs ? `; by CPU per request ${(nm.cpuUs / em.cpuUs).toFixed(2)}` : ''}`);
     }
     }
     console.log('');
-    await Promise.all([stop(edge.serve), stop(edge.agent), stop(ngx)]);
+    await Promise.all([stop(edge.serve), stop(edge.agent), stop(ngx), ...(bare ? [stop(bare.child)] : [])]);
   }
   if (workers.length > 1) {
     const [lo, hi] = [workers[0], workers[workers.length - 1]];
@@ -383,6 +405,7 @@ if (roleAt > 0) {
   process.once('SIGTERM', () => process.exit(0));
   const [name, ...rest] = process.argv.slice(roleAt + 1);
   if (name === 'upstream') upstreamServer(Number(rest[0]));
+  else if (name === 'bare-https') bareHttps(Number(rest[0]), fs.readFileSync(rest[1], 'utf8'), fs.readFileSync(rest[2], 'utf8'));
 } else {
   try {
     await main();
