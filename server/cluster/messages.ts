@@ -21,7 +21,7 @@ export type ToWorker =
 export type ToPrimary =
   | { t: 'ready'; listeners: string[]; agentTcpPorts: number[] }
   | { t: 'applied'; seq: number }
-  | { t: 'failed'; message: string };
+  | { t: 'failed'; message: string; code?: string; syscall?: string; address?: string; port?: number };
 
 /** The gateway's tunnel maps, read as they are (they are private to it: the ingress's look-ups are its interface). */
 export function tunnelSnapshot(gateway: Gateway): TunnelSnapshot {

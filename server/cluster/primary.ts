@@ -84,7 +84,9 @@ export async function startWorkers(local: RunningIngress, o: ClusterOptions): Pr
         } else if (m.t === 'applied') applied(w.id, m.seq);
         else if (m.t === 'failed') {
           clearTimeout(timer);
-          reject(new Error(`ingress worker ${i}: ${m.message}`));
+          // A listener's failure keeps its code, address and port (a worker's bind is the listen it stands for).
+          const err = Object.assign(new Error(`ingress worker ${i}: ${m.message}`), { code: m.code, syscall: m.syscall === 'bind' ? 'listen' : m.syscall, address: m.address, port: m.port });
+          reject(err);
         }
       });
       w.on('exit', (code, signal) => {

@@ -121,7 +121,9 @@ export async function runIngressWorker(config: ServerConfig): Promise<void> {
     process.on('disconnect', () => void drain(0));
     send({ t: 'ready', listeners: ingress.listeners.map((l) => l.address), agentTcpPorts: ingress.agentTcpPorts });
   } catch (e) {
-    send({ t: 'failed', message: (e as Error).message });
+    // What a listener's failure says (code, address, port) goes along, for serve's one-line reason (bin/serve-errors.ts).
+    const err = e as NodeJS.ErrnoException & { address?: string; port?: number };
+    send({ t: 'failed', message: err.message, code: err.code, syscall: err.syscall, address: err.address, port: err.port });
     flushLogLines();
     process.exit(1);
   }
