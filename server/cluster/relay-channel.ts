@@ -12,13 +12,21 @@
 import fs from 'node:fs';
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import net from 'node:net';
+import { CONNECTION_HEADERS } from '../../agent/protocol.js';
+import { H2_WINDOW, RELAY_WINDOW } from '../gateway/connection.js';
 import type { Gateway } from '../gateway/gateway.js';
 
 /** Headers of a channel stream that name what it is for; removed before the agent sees the rest. */
 const TUNNEL = 'edgeform-holder-tunnel';
 const KIND = 'edgeform-holder-kind';
 const CLIENT = 'edgeform-holder-client';
-const OWN = new Set([TUNNEL, KIND, CLIENT, ':method', ':path', ':scheme', ':authority']);
+/** The request has no body (the agent's stream says so in its HEADERS frame, as gateway.openStream's endStream). */
+const NO_BODY = 'edgeform-holder-no-body';
+const OWN = new Set([TUNNEL, KIND, CLIENT, NO_BODY, ':method', ':path', ':scheme', ':authority']);
+/** What HTTP/2 does not carry (connection-specific); Host goes as :authority and comes back as host. */
+const HOP_BY_HOP = new Set([...CONNECTION_HEADERS, 'host']);
+/** As the agents' connections (gateway/connection.ts): a stream's window bounds what one waits with. */
+const SETTINGS = { initialWindowSize: RELAY_WINDOW, maxHeaderListSize: 64 * 1024, enablePush: false };
 
 export interface RelayRequest { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }
 
@@ -53,9 +61,10 @@ function join(from: ServerHttp2Stream, to: ClientHttp2Stream) {
 export async function serveHolder(socketPath: string, gateway: Gateway, log: (f: Record<string, unknown>) => void): Promise<{ close(): Promise<void> }> {
   fs.rmSync(socketPath, { force: true });
   const sessions = new Set<http2.ServerHttp2Session>();
-  const server = http2.createServer({ settings: { maxConcurrentStreams: 1 << 20 }, maxSessionMemory: 64 });
+  const server = http2.createServer({ settings: { ...SETTINGS, maxConcurrentStreams: 1 << 20 }, maxSessionMemory: 64 });
   server.on('session', (s) => {
     sessions.add(s);
+    s.on('connect', () => { try { s.setLocalWindowSize(H2_WINDOW * 4); } catch { /* closed */ } });
     s.on('close', () => sessions.delete(s));
     s.on('error', () => {});
   });
@@ -66,9 +75,9 @@ export async function serveHolder(socketPath: string, gateway: Gateway, log: (f:
     try {
       if (headers[KIND] === 'tcp') up = gateway.openTcp(tunnel, client);
       else {
-        const rest: Record<string, string | string[] | undefined> = {};
+        const rest: Record<string, string | string[] | undefined> = { host: headers[':authority'] };
         for (const [k, v] of Object.entries(headers)) if (!OWN.has(k)) rest[k] = v as string | string[] | undefined;
-        up = gateway.openStream(tunnel, { method: String(headers[':method']), path: String(headers[':path']), headers: rest, endStream: stream.readableEnded }, client);
+        up = gateway.openStream(tunnel, { method: String(headers[':method']), path: String(headers[':path']), headers: rest, endStream: headers[NO_BODY] === '1' }, client);
       }
     } catch (e) {
       // The tunnel went away between the worker's look and this stream: refused, as a gone agent's.
@@ -99,9 +108,10 @@ export class HolderClient {
     if (this.session && !this.session.closed && !this.session.destroyed) return this.session;
     const s = http2.connect('http://holder.invalid', {
       createConnection: () => net.connect(this.socketPath).setNoDelay(true),
-      settings: { enablePush: false },
+      settings: SETTINGS,
       maxSessionMemory: 64,
     });
+    s.on('connect', () => { try { s.setLocalWindowSize(H2_WINDOW * 4); } catch { /* closed */ } });
     s.on('error', () => {});
     s.on('close', () => { if (this.session === s) this.session = undefined; });
     s.unref();
@@ -111,7 +121,10 @@ export class HolderClient {
 
   openStream(tunnelId: string, req: RelayRequest, client = ''): ClientHttp2Stream {
     const headers: Record<string, string | string[]> = { ':method': req.method, ':path': req.path, [TUNNEL]: tunnelId, [CLIENT]: client };
-    for (const [k, v] of Object.entries(req.headers ?? {})) if (v !== undefined && !k.startsWith(':')) headers[k] = v;
+    const host = req.headers?.host ?? req.headers?.[':authority'];
+    if (host) headers[':authority'] = String(host);
+    if (req.endStream) headers[NO_BODY] = '1';
+    for (const [k, v] of Object.entries(req.headers ?? {})) if (v !== undefined && !k.startsWith(':') && !HOP_BY_HOP.has(k.toLowerCase())) headers[k] = v;
     return this.connection().request(headers, { endStream: req.endStream ?? false });
   }
 

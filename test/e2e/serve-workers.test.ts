@@ -54,7 +54,10 @@ describe('edgeform serve --workers 2', () => {
         held.push(() => res.end('slow answer'));
         return;
       }
-      res.end('from upstream');
+      // What the upstream got: the Host the client sent, and the body.
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => res.end(req.method === 'POST' ? `${req.headers.host} got ${Buffer.concat(chunks).length} bytes` : 'from upstream'));
     });
     await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
     ing = await startIngress([443], {}, ['--workers', '2']);
@@ -92,6 +95,12 @@ describe('edgeform serve --workers 2', () => {
       expect(r.text).toBe('from upstream');
     }
     await until(() => servedBy('/agent/x', from).size === 2, 10_000, () => `served by ${[...servedBy('/agent/x', from)].join(', ')}`);
+    // A request with a body, through either worker: the upstream sees the client's Host and every byte.
+    const body = Buffer.alloc(300_000, 7);
+    for (let i = 0; i < 2; i++) {
+      const r = await edgeRequest({ port: ing.port(443), host: HOST, path: '/agent/post', method: 'POST', body, ca });
+      expect(r.text).toBe(`${HOST} got ${body.length} bytes`);
+    }
   });
 
   it('allows 5 requests in all for a rate limit of 5 per minute, whichever worker serves them', async () => {
