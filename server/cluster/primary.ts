@@ -6,7 +6,7 @@
 //    until each has applied them (as ingress.changed() on one process);
 //  - agents' tunnels: what tunnels are online goes to every worker as it changes, and a worker
 //    reaches a tunnel through the holder channel (relay-channel.ts): one in-memory hop;
-//  - rate limits (traffic policies' rate-limit): one set of buckets, here (shared-windows.ts);
+//  - rate limits (traffic policies' rate-limit) and circuit breakers: one set, here (shared-windows.ts);
 //  - per-client bounds: each worker holds 1/N of `--ingress-connections-per-client` and
 //    `--ingress-relays-per-client` (rounded up), so one client spreading its connections over
 //    the workers gets its share, not N times it;

@@ -18,7 +18,7 @@ import { openDatabase } from '../store/db.js';
 import { configuredKey } from '../store/secret-key.js';
 import type { ToPrimary, ToWorker, TunnelSnapshot } from './messages.js';
 import { HolderClient, type RelayRequest } from './relay-channel.js';
-import { RemoteWindows } from './shared-windows.js';
+import { PrimaryAsker, RemoteBreaker, RemoteWindows } from './shared-windows.js';
 
 /** What the ingress asks of the gateway, answered from the primary's tunnels (a snapshot it keeps current). */
 class RemoteGateway {
@@ -96,8 +96,10 @@ export async function runIngressWorker(config: ServerConfig): Promise<void> {
         ...config.ingressLimits,
       },
     });
-    // Every worker counts against the primary's buckets.
-    (ingress.deps.policyState as { windows: unknown }).windows = new RemoteWindows(process.env.EDGEFORM_WORKER_WINDOWS!);
+    // Every worker counts against the primary's buckets and trips the primary's circuit breakers.
+    const asker = new PrimaryAsker(process.env.EDGEFORM_WORKER_WINDOWS!);
+    (ingress.deps.policyState as { windows: unknown }).windows = new RemoteWindows(asker);
+    ingress.deps.makeBreaker = (key, cfg) => new RemoteBreaker(asker, key, cfg);
     let draining = false;
     const drain = async (deadlineMs: number) => {
       if (draining) return;

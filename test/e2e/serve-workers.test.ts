@@ -4,7 +4,8 @@
 // on fresh connections reach both.
 //  - both workers answer an http_response route and a route through `edgeform agent` (the
 //    agent's connection is held by the primary: the workers reach it over the holder channel);
-//  - a rate limit of 5 per minute allows 5 requests in all, not 5 per worker;
+//  - a rate limit of 5 per minute allows 5 requests in all, not 5 per worker, and a route's
+//    circuit breaker counts the failures every worker saw;
 //  - a change through the API is served by both workers as soon as the API has answered;
 //  - SIGTERM lets a request in flight finish, then every worker and the primary exit.
 import http from 'node:http';
@@ -30,6 +31,12 @@ const MANIFEST = [
     routes: [
       { match_type: 'path_prefix', match: '/', backend: { backend_id: 'HTTPResponseBackend/page' } },
       { match_type: 'path_prefix', match: '/agent', backend: { backend_id: 'TunnelGroupBackend/web' } },
+      {
+        match_type: 'path_prefix',
+        match: '/failing',
+        backend: { backend_id: 'TunnelGroupBackend/web' },
+        circuit_breaker: { enabled: true, tripped_duration: 60, rolling_window: 60, num_buckets: 10, volume_threshold: 4, error_threshold_percentage: 0.5 },
+      },
       { match_type: 'path_prefix', match: '/limited', backend: { backend_id: 'HTTPResponseBackend/page' }, traffic_policy: { value: policy } },
     ],
   },
@@ -50,6 +57,10 @@ describe('edgeform serve --workers 2', () => {
 
   beforeAll(async () => {
     upstream = http.createServer((req, res) => {
+      if (req.url === '/failing') {
+        res.writeHead(500).end('upstream failed');
+        return;
+      }
       if (req.url === '/agent/slow') {
         held.push(() => res.end('slow answer'));
         return;
@@ -111,6 +122,17 @@ describe('edgeform serve --workers 2', () => {
     expect(statuses.filter((s) => s === 429)).toHaveLength(5);
     // The first five were let through by both workers, counting in one set of buckets.
     await until(() => servedBy('/limited', from).size === 2, 10_000, () => 'one worker served every request');
+  });
+
+  it('trips one circuit breaker for the route, counting the failures both workers saw', async () => {
+    const from = ing.lines().length;
+    // Four failures in all (two on each worker) reach the volume threshold of the breaker.
+    for (let i = 0; i < 4; i++) expect((await get('/failing')).status).toBe(500);
+    expect(servedBy('/failing', from).size).toBe(2);
+    const tripped = await get('/failing');
+    expect(tripped.status).toBe(503);
+    expect(tripped.headers['edgeform-error-code']).toBe('ERR_SERVICE_747');
+    expect(Number(tripped.headers['retry-after'])).toBeGreaterThan(0);
   });
 
   it('serves a change made through the API on both workers as soon as the API answers', async () => {
