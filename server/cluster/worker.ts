@@ -8,7 +8,8 @@ import type { ClientHttp2Stream } from 'node:http2';
 import type { ServerConfig } from '../config.js';
 import type { Gateway } from '../gateway/gateway.js';
 import { Metrics } from '../http/metrics.js';
-import { DEFAULT_CONNECTIONS_PER_CLIENT } from '../ingress/listen.js';
+import { DEFAULT_CONNECTIONS_PER_CLIENT, LISTENER_LIMITS } from '../ingress/listen.js';
+import { DEFAULT_BUFFER_MIB, DEFAULT_UNREAD_MIB } from '../ingress/buffer-budget.js';
 import { DEFAULT_RELAYS_PER_CLIENT } from '../ingress/client-relays.js';
 import { startIngress } from '../ingress/start.js';
 import type { FullDoc } from '../ingress/types.js';
@@ -87,10 +88,11 @@ export async function runIngressWorker(config: ServerConfig): Promise<void> {
       relaysPerClient: share(config.ingressRelaysPerClient ?? DEFAULT_RELAYS_PER_CLIENT, workers),
       agentTcpPorts: config.agentTcpPorts,
       upstreamIdleMs: config.ingressUpstreamIdleTimeoutMs,
-      bufferMib: config.ingressBufferMib,
-      unreadMib: config.ingressUnreadMib,
+      // The server-wide bounds are the server's, not each worker's: each holds its share.
+      bufferMib: share(config.ingressBufferMib ?? DEFAULT_BUFFER_MIB, workers),
+      unreadMib: share(config.ingressUnreadMib ?? DEFAULT_UNREAD_MIB, workers),
       limits: {
-        ...(config.ingressMaxConnections ? { maxConnections: config.ingressMaxConnections } : {}),
+        maxConnections: share(config.ingressMaxConnections || LISTENER_LIMITS.maxConnections, workers),
         connectionsPerClient: share(config.ingressConnectionsPerClient ?? DEFAULT_CONNECTIONS_PER_CLIENT, workers),
         ...(config.ingressBodyIdleTimeoutMs !== undefined ? { bodyIdleTimeoutMs: config.ingressBodyIdleTimeoutMs } : {}),
         ...config.ingressLimits,

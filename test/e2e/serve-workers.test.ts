@@ -9,6 +9,7 @@
 //  - a change through the API is served by both workers as soon as the API has answered;
 //  - SIGTERM lets a request in flight finish, then every worker and the primary exit.
 import http from 'node:http';
+import tls from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
@@ -158,5 +159,31 @@ describe('edgeform serve --workers 2', () => {
     expect(r.text).toBe('slow answer');
     expect(await exited).toBe(0);
     for (const pid of workers) expect(() => process.kill(pid, 0)).toThrow();
+  });
+});
+
+describe('edgeform serve --workers 2 --ingress-connections-per-client 2', () => {
+  afterAll(() => {
+    killServers();
+    removeTempDirs();
+  });
+
+  it('holds the bound for the server: each worker takes its share, so a client keeps 2 connections open, not 2 per worker', async () => {
+    const ing = await startIngress([443], {}, ['--workers', '2', '--ingress-connections-per-client', '2']);
+    await ing.apply(MANIFEST);
+    const ca = await ing.ca();
+    const sockets: tls.TLSSocket[] = [];
+    const outcomes: string[] = [];
+    // One after another, each settled (handshaken, or closed at once) before the next: the workers take them in turn.
+    for (let i = 0; i < 4; i++) {
+      outcomes.push(await new Promise<string>((resolve) => {
+        const s = tls.connect({ host: '127.0.0.1', port: ing.port(443), servername: HOST, ca }, () => resolve('open'));
+        sockets.push(s);
+        s.on('error', () => resolve('closed'));
+        s.on('close', () => resolve('closed'));
+      }));
+    }
+    for (const s of sockets) s.destroy();
+    expect(outcomes.filter((o) => o === 'open')).toHaveLength(2);
   });
 });
