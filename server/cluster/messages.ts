@@ -21,6 +21,8 @@ export type ToWorker =
 export type ToPrimary =
   | { t: 'ready'; listeners: string[]; agentTcpPorts: number[] }
   | { t: 'applied'; seq: number }
+  /** Whole log lines of the worker, for the primary to write. */
+  | { t: 'log'; text: string }
   | { t: 'failed'; message: string; code?: string; syscall?: string; address?: string; port?: number };
 
 /** The gateway's tunnel maps, read as they are (they are private to it: the ingress's look-ups are its interface). */

@@ -17,6 +17,7 @@ import os from 'node:os';
 import type { Gateway } from '../gateway/gateway.js';
 import type { RunningIngress } from '../ingress/start.js';
 import type { IngressListenerSpec } from '../ingress/types.js';
+import { flushLogLines } from '../log-lines.js';
 import { serveHolder } from './relay-channel.js';
 import { serveWindows } from './shared-windows.js';
 import { tunnelSnapshot, type ToPrimary, type ToWorker } from './messages.js';
@@ -26,9 +27,16 @@ export interface ClusterOptions {
   listeners: IngressListenerSpec[];
   gateway: Gateway;
   log: (fields: Record<string, unknown>) => void;
+  /** Where the workers' log lines are written (whole lines; default this process's standard output, after its own pending lines). */
+  writeText?: (text: string) => void;
   /** How long a worker may take to start (read the table, listen) before the start fails. */
   startTimeoutMs?: number;
 }
+
+const writeText = (text: string) => {
+  flushLogLines();
+  process.stdout.write(text);
+};
 
 /** The ingress of this process (its table, CA, deps; no listeners) with N workers serving the listeners. */
 export async function startWorkers(local: RunningIngress, o: ClusterOptions): Promise<RunningIngress> {
@@ -82,6 +90,7 @@ export async function startWorkers(local: RunningIngress, o: ClusterOptions): Pr
             resolve();
           }
         } else if (m.t === 'applied') applied(w.id, m.seq);
+        else if (m.t === 'log') (o.writeText ?? writeText)(m.text);
         else if (m.t === 'failed') {
           clearTimeout(timer);
           // A listener's failure keeps its code, address and port (a worker's bind is the listen it stands for).

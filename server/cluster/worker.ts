@@ -13,7 +13,7 @@ import { DEFAULT_BUFFER_MIB, DEFAULT_UNREAD_MIB } from '../ingress/buffer-budget
 import { DEFAULT_RELAYS_PER_CLIENT } from '../ingress/client-relays.js';
 import { startIngress } from '../ingress/start.js';
 import type { FullDoc } from '../ingress/types.js';
-import { flushLogLines, logLine, writeLogLine } from '../log-lines.js';
+import { FLUSH_MS, logLine } from '../log-lines.js';
 import type { ServerContext } from '../resources/context.js';
 import { openDatabase } from '../store/db.js';
 import { configuredKey } from '../store/secret-key.js';
@@ -62,8 +62,26 @@ export async function runIngressWorker(config: ServerConfig): Promise<void> {
   const send = (m: ToPrimary) => process.send?.(m);
   const workers = Number(process.env.EDGEFORM_WORKER_COUNT) || 1;
   const pid = process.pid;
-  // The access log names the worker that served each request: `"worker":<pid>` after the opening brace.
-  const write = (line: string) => writeLogLine(line.startsWith('{') ? `{"worker":${pid},${line.slice(1)}` : line);
+  // Log lines go to the primary, which writes them: one writer of the server's output, so a
+  // line is never cut by another process's (a pipe keeps only writes of 4 KiB whole), batched
+  // as log-lines.ts batches them. Each names the worker: `"worker":<pid>` after the brace.
+  let pending = '';
+  let timer: NodeJS.Timeout | undefined;
+  const flush = () => {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    if (!pending) return Promise.resolve();
+    const text = pending;
+    pending = '';
+    return new Promise<void>((resolve) => {
+      if (!process.send?.({ t: 'log', text } satisfies ToPrimary, undefined, {}, () => resolve())) resolve();
+    });
+  };
+  const write = (line: string) => {
+    pending += `${line.startsWith('{') ? `{"worker":${pid},${line.slice(1)}` : line}\n`;
+    if (pending.length > 64 * 1024) void flush();
+    else timer ??= setTimeout(flush, FLUSH_MS).unref();
+  };
   const logFields = (fields: Record<string, unknown>) => write(logLine(fields));
   // The primary coordinates stopping (a terminal's Ctrl-C reaches every process of the group).
   process.on('SIGINT', () => {});
@@ -109,7 +127,7 @@ export async function runIngressWorker(config: ServerConfig): Promise<void> {
       await ingress.drain(deadlineMs);
       holder.close();
       await db.close();
-      flushLogLines();
+      await flush();
       process.exit(0);
     };
     process.on('message', (m: ToWorker) => {
@@ -127,8 +145,8 @@ export async function runIngressWorker(config: ServerConfig): Promise<void> {
   } catch (e) {
     // What a listener's failure says (code, address, port) goes along, for serve's one-line reason (bin/serve-errors.ts).
     const err = e as NodeJS.ErrnoException & { address?: string; port?: number };
+    await flush();
     send({ t: 'failed', message: err.message, code: err.code, syscall: err.syscall, address: err.address, port: err.port });
-    flushLogLines();
     process.exit(1);
   }
 }
