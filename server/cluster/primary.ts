@@ -13,7 +13,9 @@
 //  - SIGTERM: close() drains every worker (each stops accepting, finishes what is in flight
 //    within the drain deadline, and exits) before the gateway and the database close.
 import cluster, { type Worker } from 'node:cluster';
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import type { Gateway } from '../gateway/gateway.js';
 import type { RunningIngress } from '../ingress/start.js';
 import type { IngressListenerSpec } from '../ingress/types.js';
@@ -40,9 +42,10 @@ const writeText = (text: string) => {
 
 /** The ingress of this process (its table, CA, deps; no listeners) with N workers serving the listeners. */
 export async function startWorkers(local: RunningIngress, o: ClusterOptions): Promise<RunningIngress> {
-  const run = `${os.tmpdir()}/edgeform-${process.pid}`;
-  const holder = await serveHolder(`${run}-holder.sock`, o.gateway, o.log);
-  const windows = await serveWindows(`${run}-windows`, o.workers);
+  // A folder only this user can enter (mkdtemp: 0700) for the channel's socket and the pipes.
+  const run = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-workers-'));
+  const holder = await serveHolder(path.join(run, 'holder.sock'), o.gateway, o.log);
+  const windows = await serveWindows(path.join(run, 'windows'), o.workers);
   const workers: Worker[] = [];
   const ready = new Map<number, Extract<ToPrimary, { t: 'ready' }>>();
   let seq = 0;
@@ -78,7 +81,7 @@ export async function startWorkers(local: RunningIngress, o: ClusterOptions): Pr
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the ingress workers did not start within ${(o.startTimeoutMs ?? 120_000) / 1000} s`)), o.startTimeoutMs ?? 120_000);
     for (let i = 0; i < o.workers; i++) {
-      const w = cluster.fork({ EDGEFORM_WORKER_INDEX: String(i), EDGEFORM_WORKER_HOLDER: `${run}-holder.sock`, EDGEFORM_WORKER_WINDOWS: windows.pathFor(i), EDGEFORM_WORKER_COUNT: String(o.workers) });
+      const w = cluster.fork({ EDGEFORM_WORKER_INDEX: String(i), EDGEFORM_WORKER_HOLDER: path.join(run, 'holder.sock'), EDGEFORM_WORKER_WINDOWS: windows.pathFor(i), EDGEFORM_WORKER_COUNT: String(o.workers) });
       workers.push(w);
       w.on('error', () => {});
       w.on('message', (m: ToPrimary) => {
@@ -114,6 +117,7 @@ export async function startWorkers(local: RunningIngress, o: ClusterOptions): Pr
     for (const w of workers) w.process.kill('SIGKILL');
     await holder.close();
     windows.close();
+    fs.rmSync(run, { recursive: true, force: true });
     throw e;
   });
 
@@ -145,6 +149,7 @@ export async function startWorkers(local: RunningIngress, o: ClusterOptions): Pr
       })));
       await holder.close();
       windows.close();
+      fs.rmSync(run, { recursive: true, force: true });
       await local.drain(deadlineMs);
     },
   };
