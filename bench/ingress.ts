@@ -207,7 +207,7 @@ async function main() {
 
   // The edge: edgeform serve on one core, the agent on the other.
   const ingressPort = await freePort();
-  const serve = await start([BIN, 'serve', '--port', '0', '--data-dir', dir, '--api-rate-limit', '0', '--ingress', `443=127.0.0.1:${ingressPort}`], { EDGEFORM_BOOTSTRAP_TOKEN: TOKEN }, 'listening', SERVER_CORE, 'serve', path.join(dir, 'serve.log'));
+  const serve = await start([BIN, 'serve', '--port', '0', '--data-dir', dir, '--api-rate-limit', '0', '--workers', '1', '--ingress', `443=127.0.0.1:${ingressPort}`], { EDGEFORM_BOOTSTRAP_TOKEN: TOKEN }, 'listening', SERVER_CORE, 'serve', path.join(dir, 'serve.log'));
   const apiUrl = serve.out().match(/"url":"(http:[^"]+)"/)?.[1];
   if (!apiUrl) throw new Error(`edgeform serve printed no URL:\n${serve.out()}`);
   const api = async (method: string, p: string, body?: unknown) => {

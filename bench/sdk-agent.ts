@@ -88,7 +88,7 @@ async function main() {
   const upstream = await freePort();
   await role('upstream', upstream);
   const ingress = await freePort();
-  const serve = await start([BIN, 'serve', '--port', '0', '--data-dir', dir, '--api-rate-limit', '0', '--ingress', `443=127.0.0.1:${ingress}`, '--agent-listen', '127.0.0.1:0'], 'agent listener', { EDGEFORM_BOOTSTRAP_TOKEN: TOKEN });
+  const serve = await start([BIN, 'serve', '--port', '0', '--data-dir', dir, '--api-rate-limit', '0', '--workers', '1', '--ingress', `443=127.0.0.1:${ingress}`, '--agent-listen', '127.0.0.1:0'], 'agent listener', { EDGEFORM_BOOTSTRAP_TOKEN: TOKEN });
   const apiUrl = serve.out().match(/"url":"(http:[^"]+)"/)![1];
   const agentListen = serve.out().match(/"agent_listen":"([^"]+)"/)![1];
   const caFile = path.join(dir, 'ingress-ca.pem');

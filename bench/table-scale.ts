@@ -67,7 +67,7 @@ async function serve(dir: string, opts: { ingress: boolean; probeHost?: string }
   const apiPort = await freePort();
   const ingress = await freePort();
   const t0 = performance.now();
-  const args = [BIN, 'serve', '--port', String(apiPort), '--data-dir', dir, '--api-rate-limit', '0', ...(opts.ingress ? ['--ingress', `443=127.0.0.1:${ingress}`] : [])];
+  const args = [BIN, 'serve', '--port', String(apiPort), '--data-dir', dir, '--api-rate-limit', '0', '--workers', '1', ...(opts.ingress ? ['--ingress', `443=127.0.0.1:${ingress}`] : [])];
   const { child, readyAt, out } = await start(args, opts.ingress ? 'ingress for public port' : 'listening', { EDGEFORM_BOOTSTRAP_TOKEN: TOKEN });
   const ca = opts.ingress ? fs.readFileSync(path.join(dir, 'ingress-ca.pem'), 'utf8') : '';
   const tableMs = /"table_ms":(\d+)/.exec(out())?.[1];

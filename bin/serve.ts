@@ -1,4 +1,5 @@
 // `edgeform serve`: the API server on its embedded SQLite database (or PostgreSQL).
+import cluster from 'node:cluster';
 import { Command, Option } from 'commander';
 import { resolveConfig, type ServerConfig } from '../server/config.js';
 import { startServer, type RunningServer } from '../server/main.js';
@@ -11,6 +12,7 @@ import { DEFAULT_RELAYS_PER_CLIENT } from '../server/ingress/client-relays.js';
 import { DEFAULT_UPSTREAM_IDLE_MS } from '../server/ingress/http/exchange.js';
 import { DEFAULT_BODY_IDLE_MS, DEFAULT_CONNECTIONS_PER_CLIENT } from '../server/ingress/listen.js';
 import { startupProblem } from './serve-errors.js';
+import { runIngressWorker } from '../server/cluster/worker.js';
 import { SecretKeyUnchanged } from '../server/store/secret-key.js';
 
 export function serveCommand(setCode: (code: number) => void) {
@@ -45,6 +47,7 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--ingress-upstream-idle-timeout <seconds>', 'how long an upstream may send nothing (its answer\'s head, the rest of its body, its answer to an upgrade) before 504 or the answer is cut; 0: never for bodies and upgrades').env('EDGEFORM_INGRESS_UPSTREAM_IDLE_TIMEOUT').default(String(DEFAULT_UPSTREAM_IDLE_MS / 1000)))
     .addOption(new Option('--ingress-buffer-mib <n>', 'request bodies (webhook_verification, sign-in callbacks) and partial WebSocket frames the ingress buffers at once, in MiB; past it 503; 0 turns the limit off').env('EDGEFORM_INGRESS_BUFFER_MIB').default(String(DEFAULT_BUFFER_MIB)))
     .addOption(new Option('--ingress-unread-mib <n>', 'relayed answers the ingress holds for clients that do not read them, in MiB; past it the connections holding most are closed; 0 turns the limit off').env('EDGEFORM_INGRESS_UNREAD_MIB').default(String(DEFAULT_UNREAD_MIB)))
+    .addOption(new Option('--workers <n>', 'processes serving the ingress listeners (sharing their sockets; the API, the database and agents\' connections stay in the first); 1: one process (default: the cores available)').env('EDGEFORM_WORKERS'))
     .addOption(new Option('--acme-directory <url>', 'an ACME directory (such as Let\'s Encrypt\'s) that issues certificates for the names HTTPS and TLS edges serve; none by default: the local CA').env('EDGEFORM_ACME_DIRECTORY'))
     .addOption(new Option('--acme-email <address>', 'the contact address of the ACME account').env('EDGEFORM_ACME_EMAIL'))
     .addOption(new Option('--acme-ca-file <path>', 'PEM file of a root to trust for the ACME directory besides the system\'s (a test directory such as Pebble)').env('EDGEFORM_ACME_CA_FILE'))
@@ -72,9 +75,13 @@ Environment only:
         process.stderr.write(`Error: ${(e as Error).message} (run "edgeform serve --help" for the settings)\n`);
         return setCode(2);
       }
+      // An ingress worker of `--workers N` (server/cluster/): it serves the listeners and nothing else.
+      if (cluster.isWorker) return runIngressWorker(config);
+      // Workers serve ingress listeners; ACME's challenges are answered by the process that orders (one process with ACME, for now).
+      const forkWorkers = (config.workers ?? 1) > 1 && !!config.ingress?.length && !config.acme;
       let server: RunningServer;
       try {
-        server = await startServer(config);
+        server = await startServer({ ...config, forkWorkers });
       } catch (e) {
         process.stderr.write(`Error: ${startupProblem(e, config)}\n`);
         // The previous key is the current one: a setting to change, like a bad flag (exit 2).
@@ -84,6 +91,8 @@ Environment only:
       const info = (msg: string, extra: object = {}) => writeLogLine(logLine({ msg, ...extra }));
       if (server.db.migrated.length) info(`applied migrations: ${server.db.migrated.join(', ')}`);
       info(`edgeform listening on ${server.listening}`, { url: server.url, database: server.db.where });
+      if (server.ingress?.workers) info(`ingress served by ${server.ingress.workers.length} worker processes`, { workers: server.ingress.workers });
+      else if ((config.workers ?? 1) > 1 && config.ingress?.length && config.acme) info('ingress served by this process alone: --workers above 1 is not yet combined with --acme-directory', { workers: 1 });
       for (const l of server.ingress?.listeners ?? []) {
         if (l.plain) info(`ingress (plain HTTP) for public port ${l.publicPort} listening on ${l.address}`, { public_port: l.publicPort, address: l.address, plain_http: true });
         else info(`ingress for public port ${l.publicPort} listening on ${l.address}`, { public_port: l.publicPort, address: l.address, ca: server.ingress!.caFile });

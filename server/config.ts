@@ -1,4 +1,5 @@
 // Server settings: flags win over environment variables, which win over defaults.
+import os from 'node:os';
 import path from 'node:path';
 import type { DrainOptions } from './http/drain.js';
 import { DELIVERY_DEFAULTS, type DeliveryOptions } from './events/delivery.js';
@@ -86,6 +87,15 @@ export interface ServerConfig {
   ingressBufferMib?: number;
   /** Relayed answers the ingress holds for clients that do not read, in MiB (`--ingress-unread-mib`); 0 turns the server-wide bound off. */
   ingressUnreadMib?: number;
+  /**
+   * Processes serving the ingress listeners (`--workers`, EDGEFORM_WORKERS; default the cores
+   * available, os.availableParallelism()); 1: the ingress in this process, as before. Only
+   * `edgeform serve` starts workers (bin/serve.ts, server/cluster/); startServer in-process
+   * serves the ingress itself whatever this says.
+   */
+  workers?: number;
+  /** Set by `edgeform serve` (bin/serve.ts) only: start `workers` ingress worker processes (node:cluster) when above 1. */
+  forkWorkers?: boolean;
   /** The pace of cancels toward agents and its backlog bounds (gateway/reset-pacer.ts); tests make them small. */
   agentResetPace?: Partial<import('./gateway/reset-pacer.js').ResetPace>;
   /** Listener bounds (handshake, header and idle timeouts, header size); tests shorten them. */
@@ -131,6 +141,7 @@ export interface ServeFlags {
   ingressUpstreamIdleTimeout?: string | number;
   ingressBufferMib?: string | number;
   ingressUnreadMib?: string | number;
+  workers?: string | number;
   acmeDirectory?: string;
   acmeEmail?: string;
   acmeCaFile?: string;
@@ -275,6 +286,7 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     ingressUnreadMib: int('--ingress-unread-mib / EDGEFORM_INGRESS_UNREAD_MIB', pick(flags.ingressUnreadMib, env.EDGEFORM_INGRESS_UNREAD_MIB), DEFAULT_UNREAD_MIB, 0, 1_000_000),
     acme: acmeSettings(pick(flags.acmeDirectory, env.EDGEFORM_ACME_DIRECTORY), pick(flags.acmeEmail, env.EDGEFORM_ACME_EMAIL), optionalPath(pick(flags.acmeCaFile, env.EDGEFORM_ACME_CA_FILE)), int('EDGEFORM_ACME_RETRY_SECONDS', pick(env.EDGEFORM_ACME_RETRY_SECONDS), 60, 1, 86_400)),
     dataDir,
+    workers: int('--workers / EDGEFORM_WORKERS', pick(flags.workers, env.EDGEFORM_WORKERS), os.availableParallelism(), 1, 1024),
   };
   for (const l of resolved.ingressHttp ?? []) {
     if (resolved.ingress?.some((t) => t.publicPort === l.publicPort)) throw new Error(`public port ${l.publicPort} is named by --ingress (TLS) and --ingress-http (plain HTTP); one listener serves each public port`);

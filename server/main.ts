@@ -9,6 +9,7 @@ import { buildApp } from './http/app.js';
 import { authFailureCounter } from './http/rate-limit.js';
 import { Metrics } from './http/metrics.js';
 import { startIngress, type RunningIngress } from './ingress/start.js';
+import { startWorkers } from './cluster/primary.js';
 import { V2Gateway } from './gateway/v2/listener.js';
 import { SshGateway } from './gateway/ssh/listener.js';
 import { drainable, DRAIN_DEFAULTS } from './http/drain.js';
@@ -122,8 +123,10 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     worker.start();
     if (config.ingress?.length || config.ingressHttp?.length) {
       try {
+        // `edgeform serve --workers N`: this process keeps the table, CA and buckets; N workers serve the listeners (server/cluster/).
+        const forked = !!config.forkWorkers && (config.workers ?? 1) > 1;
         ingress = await startIngress({
-          listeners: [...(config.ingress ?? []), ...(config.ingressHttp ?? [])],
+          listeners: forked ? [] : [...(config.ingress ?? []), ...(config.ingressHttp ?? [])],
           ctx: server,
           databaseUrl: config.databaseUrl,
           dataDir: config.dataDir ?? 'data',
@@ -132,7 +135,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           log: logFields,
           writeLine: log,
           relaysPerClient: config.ingressRelaysPerClient,
-          agentTcpPorts: config.agentTcpPorts,
+          agentTcpPorts: forked ? undefined : config.agentTcpPorts,
           upstreamIdleMs: config.ingressUpstreamIdleTimeoutMs,
           bufferMib: config.ingressBufferMib,
           unreadMib: config.ingressUnreadMib,
@@ -144,6 +147,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           },
           acme: config.acme,
         });
+        if (forked) {
+          const local = ingress;
+          ingress = await startWorkers(local, { workers: config.workers!, listeners: [...(config.ingress ?? []), ...(config.ingressHttp ?? [])], gateway, log: logFields }).catch(async (e) => {
+            await local.drain(0);
+            throw e;
+          });
+        }
       } catch (e) {
         await gateway.stop();
         await app.close();

@@ -128,6 +128,8 @@ export class Gateway {
   private tlsEndpoints = new Set<string>();
   /** The proto (http, https, tls, tcp) of each endpoint's tunnel online here: a plain-HTTP listener serves http ones only. */
   private endpointProtos = new Map<string, string>();
+  /** Called when the tunnels online here change (ingress workers are told, server/cluster/primary.ts). */
+  onTunnelsChanged?: () => void;
 
   constructor(private ctx: ServerContext, private opts: GatewayOptions) {
     this.bus = busFor(ctx.db, opts.databaseUrl, this.instanceId, (msg) => opts.log({ level: 'warn', msg }));
@@ -308,6 +310,7 @@ export class Gateway {
       if (prefix !== undefined) this.plainHttp.set(r.id, prefix);
       if (r.endpoint) this.addEndpoint(r.id, r.endpoint.publicUrl, r.proto);
     }
+    this.onTunnelsChanged?.();
     this.opts.log({ level: 'info', msg: 'agent session started', session: sessionId, credential: credential.credentialId, ip, tunnels: rows.length, refused: results.filter((r) => r.error).length });
     const bound: Bound = { session_id: sessionId, tunnels: results };
     await conn.control(CONTROL.bound, bound, this.opts.helloTimeoutMs).catch(() => conn.destroy());
@@ -505,6 +508,7 @@ export class Gateway {
     if (t.route) this.endpointRoutes.set(tunnelId, t.route);
     if (t.labels) this.labeled.set(tunnelId, t.labels);
     if (t.publicUrl) this.addEndpoint(tunnelId, t.publicUrl, t.proto);
+    this.onTunnelsChanged?.();
   }
 
   private addEndpoint(tunnelId: string, publicUrl: string, proto?: string) {
@@ -525,6 +529,7 @@ export class Gateway {
     const host = this.hostOf.get(tunnelId);
     if (host !== undefined && this.endpointHosts.get(host) === tunnelId) this.endpointHosts.delete(host);
     this.hostOf.delete(tunnelId);
+    this.onTunnelsChanged?.();
   }
 
   /** The online tunnel of this instance whose endpoint has this hostname (lower case), if any. */

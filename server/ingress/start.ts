@@ -50,6 +50,8 @@ export interface RunningIngress {
   listeners: (IngressListenerSpec & { address: string })[];
   /** The ports of agents' TCP endpoints listened on (--agent-tcp-ports). */
   agentTcpPorts: number[];
+  /** The pids of the processes serving the listeners (`--workers` above 1, server/cluster/); absent: this process. */
+  workers?: number[];
   /** The local CA's certificate (`<data>/ingress-ca.pem`), for clients to trust. */
   caFile: string;
   table: LiveTable;

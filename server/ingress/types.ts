@@ -103,6 +103,8 @@ export interface IngressDeps {
   signInTimeoutMs?: number;
   /** The server's public base URL: a SAML route's entity id and ACS are under it (auth/saml-metadata.ts). */
   publicUrl?: string;
+  /** An ingress worker's circuit breakers (`--workers`): the primary's, by route and settings; absent: this process's own. */
+  makeBreaker?: (key: string, cfg: import('./modules/circuit-state.js').BreakerConfig) => Pick<import('./modules/circuit-state.js').CircuitBreaker, 'allow' | 'retryAfter' | 'record'>;
 }
 
 /** An answer produced at the edge (module refusal, http_response backend, error page). */

@@ -1,16 +1,17 @@
 // circuit_breaker: wraps the upstream call (MODULE_ORDER puts it after every refusal, so a
 // refusal is never an upstream error). An upstream failure (refused, timed out, no tunnel)
 // or a 5xx answer counts as an error; while tripped the route answers 503 with retry-after.
-// State lives per ingress server and route, and survives reloads of the table while the
+// State lives per ingress server (with --workers, in the primary for every worker) and route, and survives reloads of the table while the
 // module's settings are unchanged.
 import { edgeError } from '../http/exchange.js';
 import type { FilterFactory, IngressDeps } from '../types.js';
 import { breakerConfig, CircuitBreaker } from './circuit-state.js';
 
 /** Per ingress server, per route: the breaker of the route's current settings (an edit replaces it). */
-const breakers = new WeakMap<IngressDeps, Map<string, { settings: string; breaker: CircuitBreaker }>>();
+type Breaker = Pick<CircuitBreaker, 'allow' | 'retryAfter' | 'record'>;
+const breakers = new WeakMap<IngressDeps, Map<string, { settings: string; breaker: Breaker }>>();
 
-function breakerFor(deps: IngressDeps, routeId: string, settings: string, make: () => CircuitBreaker) {
+function breakerFor(deps: IngressDeps, routeId: string, settings: string, make: () => Breaker) {
   let byRoute = breakers.get(deps);
   if (!byRoute) breakers.set(deps, (byRoute = new Map()));
   let held = byRoute.get(routeId);
@@ -20,7 +21,9 @@ function breakerFor(deps: IngressDeps, routeId: string, settings: string, make: 
 
 export const circuitBreaker: FilterFactory = (config, route, deps) => {
   const cfg = breakerConfig(config);
-  const breaker = breakerFor(deps, route.id, JSON.stringify(cfg), () => new CircuitBreaker(cfg));
+  const settings = JSON.stringify(cfg);
+  // An ingress worker's breakers are the primary's (`--workers`, server/cluster/): one per route for the server.
+  const breaker = breakerFor(deps, route.id, settings, () => deps.makeBreaker?.(`${route.id}\u0000${settings}`, cfg) ?? new CircuitBreaker(cfg));
   return {
     async handle(ex, next) {
       const now = deps.now();
