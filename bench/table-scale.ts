@@ -154,6 +154,12 @@ async function paced(until: () => boolean, one: (i: number) => Promise<unknown>)
 const fmt = (m: { p50: number; p99: number; n: number; statuses: Record<string, number>; side?: number }, rest?: { p50: number }) =>
   `p50 ${m.p50.toFixed(2)} ms, p99 ${m.p99.toFixed(2)} ms (${m.n} requests, statuses ${JSON.stringify(m.statuses)}${m.side !== undefined ? `, ${m.side} side calls` : ''})${rest ? `; p50 ${(m.p50 / rest.p50).toFixed(2)}x the figure at rest` : ''}`;
 
+/** CPU seconds (user + system) a process has used, from /proc. */
+const cpuSeconds = (pid: number) => {
+  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
+
 const rssMb = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 
 /** Clones rows of the SQLite file: `count` copies of the sample resources (with their references and unique keys), each string value rewritten by `rewrite(i)`. */
@@ -264,7 +270,7 @@ async function rulesBench() {
   const seeded = path.join(dir, 'seeded.json');
   const { policyId } = fs.existsSync(seeded) ? (JSON.parse(fs.readFileSync(seeded, 'utf8')) as { policyId: string }) : await seedRules(dir);
   const policy = { id: policyId };
-  const s = await serve(dir, { ingress: true, probeHost: 'guarded.example.com' });  console.log(`start with ${RULES} rules: the routing table read in ${((s.tableMs ?? NaN) / 1000).toFixed(2)} s; ingress listening ${(s.startedMs / 1000).toFixed(2)} s and first ingress answer ${(s.firstAnswerMs! / 1000).toFixed(2)} s after the process started; RSS ${rssMb(s.child.pid!).toFixed(0)} MB`);
+  const s = await serve(dir, { ingress: true, probeHost: 'guarded.example.com' });  console.log(`start with ${RULES} rules: the routing table read in ${((s.tableMs ?? NaN) / 1000).toFixed(2)} s; ingress listening ${(s.startedMs / 1000).toFixed(2)} s and first ingress answer ${(s.firstAnswerMs! / 1000).toFixed(2)} s after the process started; ${cpuSeconds(s.child.pid!).toFixed(2)} CPU s by then; RSS ${rssMb(s.child.pid!).toFixed(0)} MB; load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
   if (START_ONLY) {
     await stop(s);
     return;
