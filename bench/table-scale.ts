@@ -31,6 +31,10 @@ const EDGES = Number(arg('edges', '10000'));
 const RULES = Number(arg('rules', '1000000'));
 const SECONDS = Number(arg('seconds', '10'));
 const ONLY = arg('only', '');
+/** --rules-dir DIR: seed the million rules into DIR once and start from it again on later runs (the seeding takes minutes). */
+const RULES_DIR = arg('rules-dir', '');
+/** --start-only: the rules part measures the start (table read, first answer, RSS) and stops. */
+const START_ONLY = process.argv.includes('--start-only');
 const here = path.dirname(fileURLToPath(import.meta.url));
 const BIN = path.join(here, '..', 'bin', 'edgeform.js');
 const TOKEN = 'benchtoken0123456789abcdefghijklmnopqrstuvwxy';
@@ -150,6 +154,12 @@ async function paced(until: () => boolean, one: (i: number) => Promise<unknown>)
 const fmt = (m: { p50: number; p99: number; n: number; statuses: Record<string, number>; side?: number }, rest?: { p50: number }) =>
   `p50 ${m.p50.toFixed(2)} ms, p99 ${m.p99.toFixed(2)} ms (${m.n} requests, statuses ${JSON.stringify(m.statuses)}${m.side !== undefined ? `, ${m.side} side calls` : ''})${rest ? `; p50 ${(m.p50 / rest.p50).toFixed(2)}x the figure at rest` : ''}`;
 
+/** CPU seconds (user + system) a process has used, from /proc. */
+const cpuSeconds = (pid: number) => {
+  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
+
 const rssMb = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 
 /** Clones rows of the SQLite file: `count` copies of the sample resources (with their references and unique keys), each string value rewritten by `rewrite(i)`. */
@@ -216,9 +226,9 @@ async function edgesBench() {
   fs.rmSync(dir, { recursive: true, force: true });
 }
 
-async function rulesBench() {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-bench-rules-'));
-  let s = await serve(dir, { ingress: false });
+/** Makes the sample through the API and clones it into the SQLite file (RULES rules in one policy guarding a route); remembers that it did. */
+async function seedRules(dir: string): Promise<{ policyId: string }> {
+  const s = await serve(dir, { ingress: false });
   const backend = await api(s, 'POST', '/backends/http_response', { body: 'guarded', status_code: 200 });
   const policy = await api(s, 'POST', '/ip_policies', {});
   const sample = await api(s, 'POST', '/ip_policy_rules', { ip_policy_id: policy.id, cidr: '10.0.0.0/32', action: 'deny' });
@@ -251,8 +261,20 @@ async function rulesBench() {
   db.close();
   console.log(`${RULES} IP policy rules seeded into the SQLite file in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
-  s = await serve(dir, { ingress: true, probeHost: 'guarded.example.com' });
-  console.log(`start with ${RULES} rules: the routing table read in ${((s.tableMs ?? NaN) / 1000).toFixed(2)} s; ingress listening ${(s.startedMs / 1000).toFixed(2)} s and first ingress answer ${(s.firstAnswerMs! / 1000).toFixed(2)} s after the process started; RSS ${rssMb(s.child.pid!).toFixed(0)} MB`);
+  fs.writeFileSync(path.join(dir, 'seeded.json'), JSON.stringify({ policyId: policy.id, rules: RULES }));
+  return { policyId: policy.id };
+}
+
+async function rulesBench() {
+  const dir = RULES_DIR || fs.mkdtempSync(path.join(os.tmpdir(), 'edgeform-bench-rules-'));
+  const seeded = path.join(dir, 'seeded.json');
+  const { policyId } = fs.existsSync(seeded) ? (JSON.parse(fs.readFileSync(seeded, 'utf8')) as { policyId: string }) : await seedRules(dir);
+  const policy = { id: policyId };
+  const s = await serve(dir, { ingress: true, probeHost: 'guarded.example.com' });  console.log(`start with ${RULES} rules: the routing table read in ${((s.tableMs ?? NaN) / 1000).toFixed(2)} s; ingress listening ${(s.startedMs / 1000).toFixed(2)} s and first ingress answer ${(s.firstAnswerMs! / 1000).toFixed(2)} s after the process started; ${cpuSeconds(s.child.pid!).toFixed(2)} CPU s by then; RSS ${rssMb(s.child.pid!).toFixed(0)} MB; load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+  if (START_ONLY) {
+    await stop(s);
+    return;
+  }
   const first = await get(s, 'guarded.example.com');
   const added = await api(s, 'POST', '/ip_policy_rules', { ip_policy_id: policy.id, cidr: '127.0.0.1/32', action: 'deny' });
   const t1 = performance.now();
@@ -275,7 +297,7 @@ async function rulesBench() {
   global.gc?.();
   console.log(`RSS of edgeform serve with ${RULES} rules after the writes: ${rssMb(s.child.pid!).toFixed(0)} MB`);
   await stop(s);
-  fs.rmSync(dir, { recursive: true, force: true });
+  if (!RULES_DIR) fs.rmSync(dir, { recursive: true, force: true });
 }
 
 console.log(`bench/table-scale: ${os.cpus()[0].model}, ${os.cpus().length} cores, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, Node ${process.version}; load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);

@@ -109,7 +109,7 @@ export function targetOf(opts: Record<string, any>): Target {
   if (!/^https?:\/\/[^/]/i.test(opts.apiUrl) || !URL.canParse(opts.apiUrl)) throw new UsageError(`--api-url / EDGEFORM_API_URL must be the server's http(s) base URL, such as http://127.0.0.1:8080, not ${JSON.stringify(opts.apiUrl)}`);
   if (opts.stack !== undefined && !STACK_PATTERN.test(opts.stack)) throw new UsageError(`stack name "${opts.stack}" must be 1-64 letters, digits, '.', '_' or '-'`);
   const chosen = stackOf(opts);
-  return { apiUrl: opts.apiUrl, apiKey: opts.apiKey, stack: chosen.stack, parallelism: opts.parallelism ? Number(opts.parallelism) : undefined };
+  return { apiUrl: opts.apiUrl, apiKey: opts.apiKey, stack: chosen.stack, parallelism: opts.parallelism ? Number(opts.parallelism) : undefined, batchSize: opts.batchSize ? Number(opts.batchSize) : undefined };
 }
 
 /** The run's stack: --stack, else the edgeform.yaml beside the manifests, else the implicit default. */
@@ -205,7 +205,7 @@ async function runPlanned(io: Io, plan: Plan, t: Target, opts: Record<string, an
     else if (e.type === 'still') write(`${progressStill(e.change, e.seconds)}\n`);
   };
   run.interrupts.phase = 'executing';
-  const result = await execute(client, plan, { parallelism: t.parallelism ?? 10, onProgress: progress, stillEvery: io.stillEvery, signal: run.interrupts.signal });
+  const result = await execute(client, plan, { parallelism: t.parallelism ?? 10, batchSize: t.batchSize, onProgress: progress, stillEvery: io.stillEvery, signal: run.interrupts.signal });
   run.interrupts.phase = 'finishing';
   if (seen) seen.result = result;
   if (json) io.out(`${JSON.stringify(applyJson(plan, result, client.calls))}\n`);
@@ -220,6 +220,12 @@ export function parallelismOption(cmd: Command) {
       const n = Number(v);
       // A usage error (exit 2), as commander reports other bad options.
       if (!Number.isInteger(n) || n < 1 || n > 256) throw new InvalidArgumentError("It must be an integer from 1 to 256.");
+      return String(n);
+    }),
+  ).addOption(
+    new Option('--batch-size <n>', 'writes sent together in one request at most (POST /_edgeform/batch; 1: one request per write)').default('100').argParser((v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 1 || n > 100) throw new InvalidArgumentError('It must be an integer from 1 to 100.');
       return String(n);
     }),
   );

@@ -24,6 +24,8 @@ export interface Target {
   stack: string;
   /** Requests in flight at once (apply's --parallelism). */
   parallelism?: number;
+  /** Writes per batch at most (apply's --batch-size; 1: one request per write). */
+  batchSize?: number;
 }
 
 export function clientFor(t: Target): ApiClient {

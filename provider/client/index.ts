@@ -23,6 +23,25 @@ export interface ClientOptions {
 
 type Doc = Record<string, any>;
 
+/** The server's batch endpoint (docs/api.md, "Batches"). */
+export const BATCH_PATH = '/_edgeform/batch';
+/** Operations per batch at most (the server's bound). */
+export const BATCH_MAX_OPERATIONS = 100;
+
+/** One operation of a batch: the request it stands for. */
+export interface BatchOperation {
+  method: 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  path: string;
+  body?: Doc;
+}
+
+/** One operation's answer: the status and body the request alone would have had. */
+export interface BatchResult {
+  status: number;
+  operation_id: string;
+  body?: Doc;
+}
+
 /** Network errors after which the request certainly never reached the server. */
 const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN']);
 const TRANSIENT = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT']);
@@ -184,6 +203,23 @@ export class ApiClient {
       if (e instanceof ApiClientError && e.notFound()) return false;
       throw e;
     }
+  }
+
+  /**
+   * Up to BATCH_MAX_OPERATIONS writes in one request (POST /_edgeform/batch), each answered on
+   * its own, in order. The request as a whole is retried as any POST is (a 429 waits for
+   * Retry-After); its operations' errors are results, not thrown (operationError reads one).
+   */
+  async batch(operations: BatchOperation[]): Promise<BatchResult[]> {
+    const answer = await this.call<{ results: BatchResult[] }>('POST', BATCH_PATH, { operations });
+    if (answer?.results?.length !== operations.length) throw new Error(`POST ${BATCH_PATH}: the server answered ${answer?.results?.length ?? 'no'} results for ${operations.length} operations`);
+    return answer.results;
+  }
+
+  /** A batch operation's error result as the error its request alone would have thrown. */
+  operationError(op: BatchOperation, r: BatchResult): ApiClientError {
+    const body = r.body ?? {};
+    return new ApiClientError(op.method, op.path, r.status, body.error_code, body.msg ?? `HTTP ${r.status}`, body.details?.operation_id ?? r.operation_id, body.details ?? {});
   }
 
   /** Every item of a kind's list, following next_page_uri (100 per page). */

@@ -110,7 +110,7 @@ export async function reconcileOnce(opts: RunOptions): Promise<RunReport> {
     // Never a plan with problems: nothing of it is carried out.
     if (planned.problems.length) throw new Error(`the plan cannot be carried out: ${planned.problems.join('; ')}`);
     if (!opts.dryRun && active.length) {
-      const result = await execute(client, planned.plan, { parallelism: opts.target.parallelism ?? 10, signal: stop.signal });
+      const result = await execute(client, planned.plan, { parallelism: opts.target.parallelism ?? 10, batchSize: opts.target.batchSize, signal: stop.signal });
       report.applied = summarize(result.done);
       for (const f of result.failures) report.errors.push(`${f.address}: ${f.message}`);
       if (result.notDone?.length && !report.errors.length) report.errors.push(`not done: ${result.notDone.join(', ')}`);

@@ -3,7 +3,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { authenticate, inactiveBotKey, invalidKey, type Authenticated } from '../resources/accounts.js';
 import type { Ctx, ServerContext } from '../resources/context.js';
-import type { ApiRoute, Method } from '../resources/routes.js';
+import type { ApiRoute, Method, NestedOperations } from '../resources/routes.js';
 import { newIdBody } from '../store/ids.js';
 import { ApiError } from './errors.js';
 import type { Metrics } from './metrics.js';
@@ -88,6 +88,15 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   });
   answerProtocolErrors(app);
   const limiter = new RateLimiter(opts.apiRateLimit, opts.apiRateWindowMs);
+  /** Counts `n` requests for the key, or throws the 429 (or, for a weight no window can ever hold, the 400 saying so). */
+  const limit = (keyId: string, n: number) => {
+    const capacity = limiter.capacity;
+    if (capacity !== undefined && n > capacity) {
+      throw new ApiError('ERR_SERVICE_229', `this request counts as ${n} requests against the API rate limit, more than the ${capacity} a key may make in its window (--api-rate-limit / EDGEFORM_API_RATE_LIMIT); send a smaller batch`, { weight: n, limit: capacity });
+    }
+    const wait = limiter.take(keyId, Date.now(), n);
+    if (wait > 0) throw new ApiError('ERR_SERVICE_226', `too many requests for this API key; retry in ${wait} s`, { retry_after: wait }, { 'Retry-After': String(wait) });
+  };
   const diskFull = opts.diskFull ?? new DiskFullState();
   const failures = opts.authFailures ?? authFailureCounter(opts.authFailureLimit ?? 0, opts.apiRateWindowMs);
   /** A presented token that did not authenticate: 401, or 429 once the address has failed too often. */
@@ -141,8 +150,8 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     const version = request.headers[VERSION_HEADER];
     if (version === undefined) throw new ApiError('ERR_SERVICE_218', 'the Service-Version header is missing; send Service-Version: 2');
     if (version !== '2') throw new ApiError('ERR_SERVICE_217', `Service-Version ${quoteStart(version)} is not supported; send Service-Version: 2`);
-    const wait = limiter.take(found.keyId);
-    if (wait > 0) throw new ApiError('ERR_SERVICE_226', `too many requests for this API key; retry in ${wait} s`, { retry_after: wait }, { 'Retry-After': String(wait) });
+    // A route that counts more than one request (the batch) takes its weight once its body is read.
+    if (!(request.routeOptions.config as { weighted?: boolean } | undefined)?.weighted) limit(found.keyId, 1);
     request.ctx = contextOf(found);
     // Which key this is, so a client can avoid deleting the key it runs on (docs/api.md).
     reply.header(API_KEY_HEADER, found.keyId);
@@ -198,17 +207,20 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     done();
   });
 
-  app.setErrorHandler((error, request, reply) => {
-    if (error instanceof ApiError) return sendError(request, reply, error);
+  /** The API error a thrown error is answered with; a database outage or a fault is logged (to stderr) with the operation id. */
+  const errorOf = (error: unknown, operationId: string): ApiError => {
+    if (error instanceof ApiError) return error;
     const mapped = fromFrameworkError(error as { code?: string; statusCode?: number; message: string });
-    if (mapped) return sendError(request, reply, mapped);
+    if (mapped) return mapped;
     const unavailable = diskFull.classify(error) ?? fromDatabaseError(error);
     // A database outage is one condition, not a fault per request: a warning without the stack.
     const described = describeError(error);
-    const line = unavailable ? { level: 'warn', operation_id: request.id, msg: 'the database is unavailable; answered 503', error: { name: described.name, code: described.code, reason: described.reason } } : { level: 'error', operation_id: request.id, error: described };
+    const line = unavailable ? { level: 'warn', operation_id: operationId, msg: 'the database is unavailable; answered 503', error: { name: described.name, code: described.code, reason: described.reason } } : { level: 'error', operation_id: operationId, error: described };
     process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...line })}\n`);
-    return sendError(request, reply, unavailable ?? internalError());
-  });
+    return unavailable ?? internalError();
+  };
+
+  app.setErrorHandler((error, request, reply) => sendError(request, reply, errorOf(error, request.id)));
 
   app.setNotFoundHandler((request, reply) =>
     sendError(request, reply, new ApiError('ERR_SERVICE_301', `no such path: ${request.method} ${request.url.split('?')[0]}`)),
@@ -235,6 +247,17 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     return reply.type(contentType).send(text);
   });
 
+  /** Operations a request carries out (a batch's), each answered, logged and counted in the metrics as a request of its own. */
+  const nestedFor = (request: FastifyRequest): NestedOperations => ({
+    operationId: request.id,
+    errorOf,
+    done: (method, path, template, status, ms, operationId) => {
+      opts.metrics?.observeApi(method, template, status, ms / 1000);
+      const line = requestLogLine(status >= 500 ? 'error' : 'info', method, path, status, ms, operationId);
+      log(`${line.slice(0, -1)},"batch_operation_id":${JSON.stringify(request.id)}}`);
+    },
+  });
+
   const byPath = new Map<string, Set<Method>>();
   for (const route of opts.routes) {
     const url = fastifyPath(route.path);
@@ -242,6 +265,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
     app.route({
       method: route.method,
       url,
+      ...(route.weight ? { config: { weighted: true } } : {}),
       // Without a content type or length Fastify reads no body, so none can be refused.
       ...(route.ignoresBody ? { preParsing: async (request: FastifyRequest) => {
         for (const h of ['content-type', 'content-length', 'transfer-encoding']) delete request.headers[h];
@@ -255,7 +279,13 @@ export function buildApp(opts: AppOptions): FastifyInstance {
           throw new ApiError('ERR_SERVICE_104', `unknown query parameter ${unknown.map((q) => `"${q}"`).join(', ')}; supported: ${route.query.join(', ') || 'none'}`, { field: unknown[0] });
         }
         const ctx = request.ctx!;
-        const out = await route.handle(ctx, { params: request.params as Record<string, string>, query, body: route.method === 'GET' || route.method === 'DELETE' ? undefined : request.body });
+        if (route.weight) limit(ctx.caller.keyId, route.weight(request.body, ctx));
+        const out = await route.handle(ctx, {
+          params: request.params as Record<string, string>,
+          query,
+          body: route.method === 'GET' || route.method === 'DELETE' ? undefined : request.body,
+          ...(route.weight ? { nested: nestedFor(request) } : {}),
+        });
         reply.code(route.status);
         return route.status === 204 ? reply.send() : out;
       },

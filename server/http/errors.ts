@@ -14,6 +14,7 @@ export const ERRORS = {
   ERR_SERVICE_109: { status: 400, summary: 'The request is not valid HTTP, or its path cannot be read (bad percent-encoding, a segment over 100 characters).' },
   // The agent gateway (server/gateway): what an agent is told when its hello or a bind is refused.
   ERR_SERVICE_110: { status: 400, summary: 'The agent\'s hello is malformed (see docs/agents.md for its shape).' },
+  ERR_SERVICE_114: { status: 400, summary: 'This operation cannot be part of a batch (POST /_edgeform/batch): only creates, updates and deletes of resources and their modules can; send it as a request of its own.' },
   ERR_SERVICE_120: { status: 400, summary: 'A TLS edge has mutual_tls while its tls_termination.terminate_at is agent or upstream: only the edge checks client certificates, so the protection would be enforced nowhere. Terminate at the edge, or remove mutual_tls.' },
   ERR_SERVICE_111: { status: 413, summary: 'An agent control message is larger than 256 KiB.' },
   ERR_SERVICE_112: { status: 400, summary: 'An agent (version-2 protocol) asked for something on its endpoint that this server does not provide there, such as a protection (basic auth, OAuth, IP restriction...) or a TCP endpoint; the bind is refused rather than published without it (docs/agents.md).' },
@@ -27,6 +28,7 @@ export const ERRORS = {
   ERR_SERVICE_218: { status: 400, summary: 'The Service-Version header is missing.' },
   ERR_SERVICE_226: { status: 429, summary: 'Too many requests for this API key; retry after Retry-After seconds.' },
   ERR_SERVICE_227: { status: 429, summary: 'Too many failed authentications from this client address; retry after Retry-After seconds.' },
+  ERR_SERVICE_229: { status: 400, summary: 'The request counts as more requests against the API rate limit than a key may make in a whole window (`--api-rate-limit`, default 600 a minute): a batch of n operations counts n / 10, rounded up (POST /_edgeform/batch); send fewer operations at once.' },
   ERR_SERVICE_228: { status: 429, summary: 'Too many secret fingerprints asked for with this API key (POST /_edgeform/fingerprints); retry after Retry-After seconds.' },
   ERR_SERVICE_300: { status: 404, summary: 'No resource has this id.' },
   ERR_SERVICE_301: { status: 404, summary: 'No such path.' },

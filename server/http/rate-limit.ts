@@ -14,10 +14,15 @@ export class RateLimiter {
     this.windows = new SlidingWindows(maxKeys);
   }
 
-  /** Records a request; returns 0 when allowed, else the seconds until one would be. */
-  take(key: string, now = Date.now()): number {
+  /** Records a request (counting `n`, a batch's weight: docs/api.md); returns 0 when allowed, else the seconds until it would be. */
+  take(key: string, now = Date.now(), n = 1): number {
     if (this.perMinute <= 0) return 0;
-    return this.windows.take(key, this.perMinute, this.windowMs, now);
+    return this.windows.take(key, this.perMinute, this.windowMs, now, n);
+  }
+
+  /** The most a request may count and ever be allowed (undefined: no limit). */
+  get capacity(): number | undefined {
+    return this.perMinute > 0 ? this.perMinute : undefined;
   }
 
   /** Keys tracked (for tests); idle ones go as new ones arrive, and at most `maxKeys` are held. */

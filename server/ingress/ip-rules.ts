@@ -1,7 +1,7 @@
 // One IP policy's rules as the routing table holds them: compact (typed arrays, no object per
 // rule), answered by binary search, and changed one rule at a time without a rebuild.
 //
-// Each rule is a range [start, end] of addresses (IPv4 as numbers in Float64Arrays, IPv6 as
+// Each rule is a range [start, end] of addresses (IPv4 as numbers in Uint32Arrays, IPv6 as
 // bigints), sorted by start (the wider of two equal starts first). CIDR ranges never partly
 // overlap, so the ranges holding an address are a chain of nested ones: the last range that
 // starts at or before the address, then its enclosing ranges (parent links, computed once per
@@ -44,14 +44,23 @@ export const OVERLAY_MAX = 1024;
 
 /** Two independent 32-bit FNV-1a hashes of an id (a rule is found again by both). */
 export function idHashes(id: string): [number, number] {
+  hashRange(id, 0, id.length);
+  return [H1, H2];
+}
+
+/** The hashes of text[from, to) (idHashes of that id), left in H1 and H2: no array per rule while a million are read. */
+let H1 = 0;
+let H2 = 0;
+function hashRange(text: string, from: number, to: number) {
   let a = 0x811c9dc5 | 0;
   let b = 0x01000193 ^ 0x5bd1e995;
-  for (let i = 0; i < id.length; i++) {
-    const c = id.charCodeAt(i);
+  for (let i = from; i < to; i++) {
+    const c = text.charCodeAt(i);
     a = Math.imul(a ^ c, 0x01000193);
     b = Math.imul(b ^ c, 0x5bd1e995) ^ (b >>> 13);
   }
-  return [a | 0, b | 0];
+  H1 = a | 0;
+  H2 = b | 0;
 }
 
 /** An IPv4-mapped IPv6 rule (::ffff:10.0.0.0/104) also covers the IPv4 addresses it maps: a dual-stack listener reports a client either way. */
@@ -90,27 +99,35 @@ function v4Number(addr: string): number {
   return n * 256 + part;
 }
 
+/** Room for `n` starts or ends: IPv4 addresses fit 32 bits unsigned (4 bytes each), IPv6 ones are bigints. */
+const keys = <K extends Key>(n: number, big: boolean) => (big ? new Array<bigint>(n) : new Uint32Array(n)) as unknown as Sorted<K>['starts'];
+
 function emptySorted<K extends Key>(big: boolean): Sorted<K> {
-  return { n: 0, starts: (big ? [] : new Float64Array(0)) as never, ends: (big ? [] : new Float64Array(0)) as never, deny: new Uint8Array(0), parent: new Int32Array(0), h1: new Int32Array(0), h2: new Int32Array(0), alive: new Uint8Array(0), dead: 0 };
+  return withParents<K>(0, keys(0, big), keys(0, big), new Uint8Array(0), new Int32Array(0), new Int32Array(0));
 }
 
-/** Sorted arrays from loose rules already in order (start ascending, end descending), with their enclosing ranges. */
-function sortedOf<K extends Key>(items: Loose<K>[] | { get(i: number): Loose<K>; n: number }, big: boolean): Sorted<K> {
-  const n = Array.isArray(items) ? items.length : items.n;
-  const at = Array.isArray(items) ? (i: number) => items[i] : (i: number) => items.get(i);
-  const starts = (big ? new Array<bigint>(n) : new Float64Array(n)) as unknown as Sorted<K>['starts'];
-  const ends = (big ? new Array<bigint>(n) : new Float64Array(n)) as unknown as Sorted<K>['ends'];
-  const deny = new Uint8Array(n), parent = new Int32Array(n), h1 = new Int32Array(n), h2 = new Int32Array(n);
-  const alive = new Uint8Array(n).fill(1);
+/** The sorted part from columns already in order (start ascending, end descending): each range's enclosing one found. */
+function withParents<K extends Key>(n: number, starts: Sorted<K>['starts'], ends: Sorted<K>['ends'], deny: Uint8Array, h1: Int32Array, h2: Int32Array): Sorted<K> {
+  const parent = new Int32Array(n);
   const stack: number[] = [];
   for (let i = 0; i < n; i++) {
-    const r = at(i);
-    starts[i] = r.start; ends[i] = r.end; deny[i] = r.deny ? 1 : 0; h1[i] = r.h1; h2[i] = r.h2;
-    while (stack.length && ends[stack[stack.length - 1]] < r.start) stack.pop();
+    while (stack.length && ends[stack[stack.length - 1]] < starts[i]) stack.pop();
     parent[i] = stack.length ? stack[stack.length - 1] : -1;
     stack.push(i);
   }
-  return { n, starts, ends, deny, parent, h1, h2, alive, dead: 0 };
+  return { n, starts, ends, deny, parent, h1, h2, alive: new Uint8Array(n).fill(1), dead: 0 };
+}
+
+/** Sorted arrays from loose rules already in order (start ascending, end descending), with their enclosing ranges. */
+function sortedOf<K extends Key>(items: Loose<K>[], big: boolean): Sorted<K> {
+  const n = items.length;
+  const starts = keys<K>(n, big), ends = keys<K>(n, big);
+  const deny = new Uint8Array(n), h1 = new Int32Array(n), h2 = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    const r = items[i];
+    starts[i] = r.start; ends[i] = r.end; deny[i] = r.deny ? 1 : 0; h1[i] = r.h1; h2[i] = r.h2;
+  }
+  return withParents(n, starts, ends, deny, h1, h2);
 }
 
 const byRange = <K extends Key>(a: Loose<K>, b: Loose<K>) => (a.start < b.start ? -1 : a.start > b.start ? 1 : a.end > b.end ? -1 : a.end < b.end ? 1 : 0);
@@ -171,16 +188,23 @@ class Family<K extends Key> {
   rebuilt(): Family<K> {
     const s = this.sorted;
     const loose = [...this.loose].sort(byRange);
-    const merged: Loose<K>[] = [];
+    // Merged column by column (no object per rule: at a million rules this runs while requests wait).
+    const n = s.n - s.dead + loose.length;
+    const starts = keys<K>(n, this.big), ends = keys<K>(n, this.big);
+    const deny = new Uint8Array(n), h1 = new Int32Array(n), h2 = new Int32Array(n);
+    let k = 0;
+    const putLoose = (r: Loose<K>) => {
+      starts[k] = r.start; ends[k] = r.end; deny[k] = r.deny ? 1 : 0; h1[k] = r.h1; h2[k] = r.h2; k++;
+    };
     let j = 0;
     for (let i = 0; i < s.n; i++) {
       if (!s.alive[i]) continue;
-      const r = { start: s.starts[i], end: s.ends[i], deny: s.deny[i] === 1, h1: s.h1[i], h2: s.h2[i] };
-      while (j < loose.length && byRange(loose[j], r) < 0) merged.push(loose[j++]);
-      merged.push(r);
+      const start = s.starts[i], end = s.ends[i];
+      while (j < loose.length && (loose[j].start < start || (loose[j].start === start && loose[j].end > end))) putLoose(loose[j++]);
+      starts[k] = start; ends[k] = end; deny[k] = s.deny[i]; h1[k] = s.h1[i]; h2[k] = s.h2[i]; k++;
     }
-    while (j < loose.length) merged.push(loose[j++]);
-    return new Family(sortedOf(merged, this.big), [], this.big);
+    while (j < loose.length) putLoose(loose[j++]);
+    return new Family(withParents(n, starts, ends, deny, h1, h2), [], this.big);
   }
 }
 
@@ -252,24 +276,116 @@ export class IpRuleSet {
   }
 }
 
-/** Gathers a policy's rules as they are read in batches (no object kept per rule but a small range record) and makes the set once. */
+/**
+ * Gathers a policy's rules as they are read and makes the set once. IPv4 rules (nearly all, at
+ * a million) go into growing typed columns, no object per rule, and are ordered by a radix
+ * sort of their (start, prefix length); others keep a small record each.
+ */
 export class IpRuleSetBuilder {
-  private readonly v4: Loose<number>[] = [];
+  private n4 = 0;
+  private starts = new Uint32Array(0);
+  private ends = new Uint32Array(0);
+  private deny = new Uint8Array(0);
+  private h1 = new Int32Array(0);
+  private h2 = new Int32Array(0);
   private readonly v6: Loose<bigint>[] = [];
   private allows = 0;
 
   add(r: IpRuleInput) {
-    const [h1, h2] = idHashes(r.id);
+    hashRange(r.id, 0, r.id.length);
     const deny = r.action === 'deny';
     const ranges = rangesOf(r.cidr);
-    if (ranges.v4) this.v4.push({ start: ranges.v4[0], end: ranges.v4[1], deny, h1, h2 });
-    if (ranges.v6) this.v6.push({ start: ranges.v6[0], end: ranges.v6[1], deny, h1, h2 });
+    if (ranges.v4) this.push4(ranges.v4[0], ranges.v4[1], deny);
+    if (ranges.v6) this.v6.push({ start: ranges.v6[0], end: ranges.v6[1], deny, h1: H1, h2: H2 });
     if (!deny) this.allows++;
   }
 
-  build(): IpRuleSet {
-    return IpRuleSet.fromFamilies(Family.of(this.v4, false), Family.of(this.v6, true), this.allows);
+  /**
+   * The rule whose id is text[idFrom, idTo) and CIDR text[cidrFrom, cidrTo), read in place
+   * (the start's batched read hands over one text per batch): an IPv4 CIDR is parsed without
+   * making a string; anything else goes through add.
+   */
+  addText(text: string, idFrom: number, idTo: number, cidrFrom: number, cidrTo: number, deny: boolean) {
+    let addr = 0, part = 0, digits = 0, dots = 0, len = 32, i = cidrFrom;
+    for (; i < cidrTo; i++) {
+      const c = text.charCodeAt(i);
+      if (c >= 48 && c <= 57 && digits < 3) { part = part * 10 + (c - 48); digits++; }
+      else if (c === 46 && digits && dots < 3 && part < 256) { addr = addr * 256 + part; part = 0; digits = 0; dots++; }
+      else break;
+    }
+    let ok = dots === 3 && digits > 0 && part < 256;
+    if (ok && i < cidrTo) {
+      // "/len": one or two digits, at most 32.
+      ok = text.charCodeAt(i) === 47 && cidrTo - i >= 2 && cidrTo - i <= 3;
+      len = 0;
+      for (let k = i + 1; ok && k < cidrTo; k++) {
+        const c = text.charCodeAt(k);
+        ok = c >= 48 && c <= 57;
+        len = len * 10 + (c - 48);
+      }
+      ok &&= len <= 32;
+    }
+    if (!ok) {
+      this.add({ id: text.slice(idFrom, idTo), cidr: text.slice(cidrFrom, cidrTo), action: deny ? 'deny' : 'allow' });
+      return;
+    }
+    addr = addr * 256 + part;
+    const size = 2 ** (32 - len);
+    const start = addr - (addr % size);
+    hashRange(text, idFrom, idTo);
+    this.push4(start, start + size - 1, deny);
+    if (!deny) this.allows++;
   }
+
+  /** One IPv4 range, with the id hashes in H1 and H2. */
+  private push4(start: number, end: number, deny: boolean) {
+    if (this.n4 === this.starts.length) this.grow(Math.max(1024, this.n4 * 2));
+    const i = this.n4++;
+    this.starts[i] = start; this.ends[i] = end; this.deny[i] = deny ? 1 : 0; this.h1[i] = H1; this.h2[i] = H2;
+  }
+
+  private grow(cap: number) {
+    const more = <T extends Uint32Array | Uint8Array | Int32Array>(a: T, make: new (n: number) => T) => { const b = new make(cap); b.set(a); return b; };
+    this.starts = more(this.starts, Uint32Array); this.ends = more(this.ends, Uint32Array); this.deny = more(this.deny, Uint8Array);
+    this.h1 = more(this.h1, Int32Array); this.h2 = more(this.h2, Int32Array);
+  }
+
+  build(): IpRuleSet {
+    return IpRuleSet.fromFamilies(this.buildV4(), Family.of(this.v6, true), this.allows);
+  }
+
+  /** The IPv4 columns in order: start ascending, then the wider range first (the shorter prefix). */
+  private buildV4(): Family<number> {
+    const n = this.n4;
+    const order = radixOrder(n, this.starts, this.ends);
+    const starts = new Uint32Array(n), ends = new Uint32Array(n), deny = new Uint8Array(n), h1 = new Int32Array(n), h2 = new Int32Array(n);
+    for (let k = 0; k < n; k++) {
+      const i = order[k];
+      starts[k] = this.starts[i]; ends[k] = this.ends[i]; deny[k] = this.deny[i]; h1[k] = this.h1[i]; h2[k] = this.h2[i];
+    }
+    return new Family(withParents<number>(n, starts, ends, deny, h1, h2), [], false);
+  }
+}
+
+/**
+ * The order of n IPv4 ranges by start, wider first among equal starts: three stable counting
+ * passes (prefix length, then the start's low and high 16 bits), linear in n.
+ */
+function radixOrder(n: number, starts: Uint32Array, ends: Uint32Array): Uint32Array {
+  let a = new Uint32Array(n);
+  let b = new Uint32Array(n);
+  for (let i = 0; i < n; i++) a[i] = i;
+  const count = new Uint32Array(65537);
+  for (let pass = 0; pass < 3; pass++) {
+    count.fill(0);
+    // The key: Math.clz32(size - 1) is the prefix length (0-32); then start & 0xffff; then start >>> 16.
+    const key = pass === 0 ? (i: number) => Math.clz32(ends[i] - starts[i]) : pass === 1 ? (i: number) => starts[i] & 0xffff : (i: number) => starts[i] >>> 16;
+    for (let k = 0; k < n; k++) count[key(a[k]) + 1]++;
+    for (let k = 1; k < 65537; k++) count[k] += count[k - 1];
+    for (let k = 0; k < n; k++) { const i = a[k]; b[count[key(i)]++] = i; }
+    [a, b] = [b, a];
+  }
+  return a;
 }
 
 export interface AddressKey { version: 4 | 6; value: number | bigint }

@@ -21,19 +21,17 @@ export const MAX_IDS = 5000;
 /** PostgreSQL's NOTIFY payload is at most 8000 bytes; past this the other instances reload whole. */
 const MAX_PAYLOAD = 7000;
 
-/** Reads the whole state: documents, then IP policy rules in batches, each policy's set made once. */
+/** Reads the whole state: documents, then IP policy rules in batches of text (loadRules), each policy's set made once. */
 export async function buildState(ctx: ServerContext, version: number, log?: (fields: Record<string, unknown>) => void): Promise<TableState> {
   const t0 = performance.now();
   const docs = await loadSnapshot(ctx);
   const st = TableState.build(docs, version);
   const builders = new Map<string, IpRuleSetBuilder>();
-  const rules = await loadRules(ctx, (batch) => {
-    for (const r of batch) {
-      if (!st.hasPolicy(r.policyId)) continue;
-      let b = builders.get(r.policyId);
-      if (!b) builders.set(r.policyId, (b = new IpRuleSetBuilder()));
-      b.add(r);
-    }
+  const rules = await loadRules(ctx, (policyId) => {
+    if (!st.hasPolicy(policyId)) return undefined;
+    let b = builders.get(policyId);
+    if (!b) builders.set(policyId, (b = new IpRuleSetBuilder()));
+    return b;
   });
   for (const [id, b] of builders) st.setRules(id, b.build());
   log?.({ level: 'info', msg: `ingress: routing table read in ${Math.round(performance.now() - t0)} ms (${docs.length} resources, ${rules} IP policy rules)`, table_ms: Math.round(performance.now() - t0), resources: docs.length, ip_rules: rules });
@@ -136,7 +134,7 @@ export class LiveTable {
   /** A policy read again whole (two of its rule ids share their hashes, so a removal could not tell them apart). */
   private async rereadPolicy(state: TableState, policyId: string) {
     const b = new IpRuleSetBuilder();
-    await loadRules(this.ctx, (batch) => { for (const r of batch) b.add(r); }, policyId);
+    await loadRules(this.ctx, () => b, policyId);
     state.replaceRules(policyId, b.build(), ++this.version);
   }
 

@@ -8,4 +8,5 @@ import './edge-ports.js';
 import '../extensions/stack-locks.js';
 import '../extensions/fingerprints.js';
 import '../extensions/stack-kinds.js';
+import '../extensions/batch.js';
 import '../gateway/read-forms.js';

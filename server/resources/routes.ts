@@ -14,6 +14,18 @@ export interface RouteRequest {
   params: Record<string, string>;
   query: Record<string, string | string[] | undefined>;
   body: unknown;
+  /** For a route that carries out other routes' operations (the batch): given by the app, not the client. */
+  nested?: NestedOperations;
+}
+
+/** How the app answers and records operations a route carries out, each as if it were a request of its own. */
+export interface NestedOperations {
+  /** The carrying request's operation id. */
+  operationId: string;
+  /** The API error a thrown error is answered with, as a request's would be (a fault is logged, with `operationId`). */
+  errorOf(e: unknown, operationId: string): ApiError;
+  /** One operation's request-log line and metrics, as a request's (its line also names the carrying request). */
+  done(method: string, path: string, template: string, status: number, ms: number, operationId: string): void;
 }
 
 export interface ApiRoute {
@@ -33,6 +45,10 @@ export interface ApiRoute {
   /** Response key of list envelopes. */
   envelope?: string;
   tag: string;
+  /** A create, update or delete of a resource or module: may be one operation of a batch (server/extensions/batch.ts). */
+  batchable?: boolean;
+  /** How many requests this one counts against the API rate limit, from its body (default 1; the batch: docs/api.md). */
+  weight?(body: unknown, ctx: Ctx): number;
   handle(ctx: Ctx, req: RouteRequest): Promise<unknown>;
 }
 
@@ -73,7 +89,7 @@ function kindRoutes(kind: KindEntry): ApiRoute[] {
   const k = label(kind);
   const aK = withArticle(k);
   const add = (r: Omit<ApiRoute, 'kind' | 'tag' | 'query'> & { query?: readonly string[] }) =>
-    routes.push({ kind, tag, query: [], ...r, handle: (ctx, req) => { checkIds(kind, req.params); return r.handle(ctx, req); } });
+    routes.push({ kind, tag, query: [], ...r, batchable: r.method !== 'GET', handle: (ctx, req) => { checkIds(kind, req.params); return r.handle(ctx, req); } });
   if (ops.has('create')) {
     add({ method: 'POST', path: kind.path, summary: `Create ${aK}`, request: kind.create, status: 201, response: kind.read, handle: (ctx, req) => createResource(ctx, kind, req.body, req.params) });
   }

@@ -2,7 +2,7 @@
 // driver adapter holds (db.ts). Outside a transaction each sees committed rows only.
 // Timestamps are read as RFC 3339 text in UTC, as Prisma writes them (no time zone).
 import type { Pool } from 'pg';
-import { TextRow, type HotReads, type ResourceRow } from './hot-reads.js';
+import { IP_RULE_KIND, TextRow, type HotReads, type ResourceRow } from './hot-reads.js';
 
 // to_char, not ::text, whose form follows the session's DateStyle.
 const ISO = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`;
@@ -10,6 +10,9 @@ export const SELECT = `SELECT "id", "kind", "parentId", to_char("createdAt", ${I
 export type Raw = Omit<ResourceRow, 'createdAt' | 'updatedAt'> & { createdAt: string; updatedAt: string };
 
 export const toRow = (r: Raw): ResourceRow => new TextRow(r.id, r.kind, r.parentId, r.createdAt, r.updatedAt, r.data, r.sealed);
+
+/** A batch of IP policy rules as one text (HotReads.ipRuleLines): the fields out of the JSONB and the lines joined by PostgreSQL. */
+const ruleLines = (policy: boolean) => `SELECT coalesce(string_agg("id" || E'\\t' || coalesce("parentId", '') || E'\\t' || coalesce("data"->'body'->>'cidr', '') || E'\\t' || coalesce("data"->'body'->>'action', ''), E'\\n'), '') AS "text", coalesce(max("id"), '') AS "last", count(*)::int AS "n" FROM (SELECT "id", "parentId", "data" FROM "Resource" WHERE "kind" = $1 AND "id" > $2${policy ? ' AND "parentId" = $4' : ''} ORDER BY "id" LIMIT $3) AS "batch"`;
 
 export function hotReadsPg(pool: Pool): HotReads {
   const run = async (name: string, text: string, values: unknown[]) => ((await pool.query({ name, text, values })).rows as Raw[]).map(toRow);
@@ -28,6 +31,12 @@ export function hotReadsPg(pool: Pool): HotReads {
     },
     children(kind, parentIds) {
       return run('edgeform_hot_children', `${SELECT} WHERE "kind" = $1 AND "parentId" = ANY($2) ORDER BY "id"`, [kind, parentIds]);
+    },
+    async ipRuleLines(afterId, limit, policyId) {
+      const { rows } = policyId === undefined
+        ? await pool.query({ name: 'edgeform_hot_rules', text: ruleLines(false), values: [IP_RULE_KIND, afterId, limit] })
+        : await pool.query({ name: 'edgeform_hot_policy_rules', text: ruleLines(true), values: [IP_RULE_KIND, afterId, limit, policyId] });
+      return rows[0] as { text: string; last: string; n: number };
     },
     async tokenHolder(digest) {
       const [row] = await run('edgeform_hot_token', `${SELECT} WHERE "id" = (SELECT "resourceId" FROM "Token" WHERE "digest" = $1)`, [digest]);

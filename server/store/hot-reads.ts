@@ -50,7 +50,26 @@ export interface HotReads {
   ofKind(kind: string): Promise<ResourceRow[]>;
   /** The row (an API key, a credential) holding the token with this SHA-256 digest. */
   tokenHolder(digest: string): Promise<ResourceRow | undefined>;
+  /**
+   * Up to `limit` IP policy rules (of one policy when given) with ids above `afterId`, in id
+   * order, as one text the database puts together: a line per rule, `id TAB policy id TAB
+   * cidr TAB action`, lines joined by LF (in no particular order), and the last id and how
+   * many. A million rules are read at start this way in 20 statements, with no object per
+   * rule (ingress/table.ts loadRules).
+   */
+  ipRuleLines(afterId: string, limit: number, policyId?: string): Promise<RuleLines>;
 }
+
+/** A batch of IP policy rules as text (HotReads.ipRuleLines). */
+export interface RuleLines {
+  text: string;
+  /** The greatest id in the batch ('' when it is empty). */
+  last: string;
+  n: number;
+}
+
+/** The rules' kind, as stored (catalog/ip-policies.ts ipPolicyRule.kind). */
+export const IP_RULE_KIND = 'IPPolicyRule';
 
 /** What finding a token's holder reads: the hot reads outside a transaction, Prisma's inside one (prisma-rows.ts). */
 export type TokenRows = Pick<HotReads, 'tokenHolder' | 'resource'>;

@@ -6,6 +6,7 @@ import https from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, startAgent } from '../helpers/agent.js';
 import { edgeRequest, ingressPort, localCa } from '../helpers/ingress-client.js';
+import { addressKey, IpRuleSetBuilder } from '../../server/ingress/ip-rules.js';
 import { loadRules } from '../../server/ingress/table.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -105,9 +106,15 @@ describe('a restart', () => {
     expect((await edgeRequest({ port, host: 'denied.example.com', ca })).status).toBe(403);
     expect((await edgeRequest({ port, host: 'open.example.com', ca })).text).toBe('kept');
     // One policy's rules read again (what the table does when two rule ids share their hashes).
-    const read: string[] = [];
-    await loadRules({ db: s.server.db } as never, (batch) => read.push(...batch.map((r) => `${r.policyId === deny.body.id} ${r.cidr} ${r.action}`)), deny.body.id);
-    expect(read.sort()).toEqual(['true 127.0.0.1/32 deny', 'true 2001:db8::/32 deny']);
+    const asked: string[] = [];
+    const b1 = new IpRuleSetBuilder();
+    expect(await loadRules({ db: s.server.db } as never, (policyId) => { asked.push(policyId); return b1; }, deny.body.id)).toBe(2);
+    expect(new Set(asked)).toEqual(new Set([deny.body.id]));
+    const set = b1.build();
+    expect(set.size).toBe(2);
+    expect(set.holds(addressKey('127.0.0.1')!, 'deny')).toBe(true);
+    expect(set.holds(addressKey('2001:db8::1')!, 'deny')).toBe(true);
+    expect(set.holds(addressKey('192.0.2.1')!, 'deny')).toBe(false);
   });
 });
 

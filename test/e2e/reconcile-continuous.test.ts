@@ -219,7 +219,8 @@ describe('edgeform reconcile', () => {
     proxies.push(gate);
     const docs = Array.from({ length: 6 }, (_, i) => ({ kind: 'IPPolicy', name: `p${i}`, description: `p${i}` }));
     const dir = manifestDir({ 'p.yaml': toYaml(docs) });
-    const r = service({ url: gate.url, token: s.token }, ['-f', dir, '--stack', 'web', '--interval', '1h', '--parallelism', '2']);
+    // One request per create (--batch-size 1), so that the gate holds some of them.
+    const r = service({ url: gate.url, token: s.token }, ['-f', dir, '--stack', 'web', '--interval', '1h', '--parallelism', '2', '--batch-size', '1']);
     await r.proc.waitFor('"reconcile started"');
     // Creates are held at the gate: the run is mid-apply.
     const deadline = Date.now() + 60_000;

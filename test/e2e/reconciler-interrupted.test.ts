@@ -53,15 +53,16 @@ describe('reconciler: an interrupted apply finishes on the next run', () => {
   it('when responses to creates are lost after the server made them: each is looked up before it is sent again, so the run finishes', async () => {
     const s = await startTestServer();
     servers.push(s);
-    const proxy = await lossyProxy(s.url, 30);
+    // The apply's first POST is its first batch (36 creates, answered); the answer to the second (64) is lost.
+    const proxy = await lossyProxy(s.url, 1);
     try {
       const dir = manifestDir({ 'big.yaml': bigManifest() });
       const cut = stackRunner(s, { EDGEFORM_API_URL: proxy.url });
       const first = await cut.run(['apply', '-f', dir, '--auto-approve']);
       expect(first.code, first.stdout + first.stderr).toBe(0);
-      expect(proxy.state.dropped).toBeGreaterThan(10);
+      expect(proxy.state.dropped).toBeGreaterThan(0);
       expect(first.stdout).toContain(`Apply complete! Resources: ${DECLARED} added, 0 changed, 0 destroyed.`);
-      // Nothing made twice, although every create after the 30th went unanswered.
+      // Nothing made twice, although every create after the first batch went unanswered.
       expect(await census(s)).toEqual(complete);
       proxy.state.dropping = false;
       const second = await cut.run(['apply', '-f', dir, '--auto-approve']);

@@ -22,14 +22,14 @@ afterEach(async () => {
   for (const s of servers.splice(0)) await s.close();
 });
 
-/** An apply of bigManifest through a proxy that lets 20 creates through and holds the rest: mid-run, with calls in flight. */
+/** An apply of bigManifest through a proxy that lets 20 creates through and holds the rest: mid-run, with calls in flight (one request per write: --batch-size 1). */
 async function applyHeldMidway(lease?: number): Promise<{ s: TestServer; gate: TestProxy; run: CliProcess; dir: string }> {
   const s = await startTestServer(lease ? { stackLockLeaseSeconds: lease } : {});
   servers.push(s);
   const gate = await startProxy(s.url, { passFirst: 20 });
   proxies.push(gate);
   const dir = manifestDir({ 'big.yaml': bigManifest() });
-  const run = startCli(['apply', '-f', dir, '--auto-approve', '--parallelism', '4'], { EDGEFORM_API_URL: gate.url, EDGEFORM_API_KEY: s.token });
+  const run = startCli(['apply', '-f', dir, '--auto-approve', '--parallelism', '4', '--batch-size', '1'], { EDGEFORM_API_URL: gate.url, EDGEFORM_API_KEY: s.token });
   await until(() => gate.posts > 20, 60_000, () => 'never: creates held at the gate');
   return { s, gate, run, dir };
 }

@@ -132,7 +132,8 @@ describe('a run whose lock another run took', () => {
     const s = await server(3);
     const gate = await proxyTo(s, { passFirst: 10 });
     const dir = manifestDir({ 'big.yaml': bigManifest() });
-    const first = startCli(['apply', '-f', dir, '--auto-approve', '--parallelism', '2'], env(gate.url, s));
+    // One request per create (--batch-size 1), so that the gate holds some of them.
+    const first = startCli(['apply', '-f', dir, '--auto-approve', '--parallelism', '2', '--batch-size', '1'], env(gate.url, s));
     const holder = await lockHeld(s);
     await first.waitFor(/Creation complete/);
     const r = stackRunner(s);
