@@ -36,6 +36,7 @@ export const ERRORS = {
   ERR_SERVICE_315: { status: 417, summary: 'The Expect header names an expectation the server does not support (only 100-continue).' },
   ERR_SERVICE_320: { status: 409, summary: 'A unique value is already taken.' },
   ERR_SERVICE_321: { status: 409, summary: 'The resource is still referenced and cannot be deleted.' },
+  ERR_SERVICE_362: { status: 409, summary: 'The endpoint is an agent endpoint (type agent): its agent made it and it goes when the agent does; it cannot be changed or deleted through the API (stop the agent or its session instead).' },
   // SPEC's four reasons an agent update fails, one code each (DECISIONS: "a code per reason").
   ERR_SERVICE_322: { status: 409, summary: 'The agent cannot update: no update is available.' },
   ERR_SERVICE_323: { status: 409, summary: 'The agent cannot update: its configuration disables update checks.' },

@@ -9,3 +9,4 @@ import '../extensions/stack-locks.js';
 import '../extensions/fingerprints.js';
 import '../extensions/stack-kinds.js';
 import '../gateway/read-forms.js';
+import './endpoints.js';
