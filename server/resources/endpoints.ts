@@ -45,8 +45,10 @@ async function checkUrl(tx: Writes, id: string, body: Doc) {
 }
 
 behaviour(cloudEndpoint.kind, {
-  prepare: async ({ id, body, prior, tx }) => {
-    if (prior && isAgentEndpoint(prior)) throw readOnly(id);
+  changing: ({ row }) => {
+    if (isAgentEndpoint(row)) throw readOnly(row.id);
+  },
+  prepare: async ({ id, body, tx }) => {
     if (tx) await checkUrl(tx, id, body);
   },
   created: async ({ id, body, tx }) => {

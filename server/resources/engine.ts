@@ -505,6 +505,7 @@ async function listFiltered(ctx: Ctx, kind: KindEntry, limit: number, beforeId: 
 async function rewrite(ctx: Ctx, kind: KindEntry, id: string, parentId: string | undefined, change: (full: Doc) => Doc, basePath: (string | number)[] = []) {
   return transact(ctx, kind, async (w) => {
     const prior = await loadLocked(ctx, w, kind, id, parentId, 'NO KEY UPDATE');
+    behaviourOf(kind.kind).changing?.({ kind, row: prior, ctx });
     const full = mergeSecrets(prior.body, prior.secretFields);
     const parsed = parseInput(kind.create, change(full), basePath);
     const prepared = (await behaviourOf(kind.kind).prepare?.({ kind, id, body: parsed, prior, ctx, tx: w })) ?? {};
