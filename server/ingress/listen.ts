@@ -13,6 +13,7 @@ import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Metrics } from '../http/metrics.js';
 import { anyEndpoints, endpointTunnelFor, passThroughTls } from './agent-endpoints.js';
+import { anyCloudEndpoints } from './cloud-endpoints.js';
 import { readClientHello } from './client-hello.js';
 import { ClientRelays } from './client-relays.js';
 import { handleHttpsRequest, handleHttpsUpgrade, type HttpsContext } from './http/handler.js';
@@ -311,7 +312,7 @@ export class IngressListener {
     const held = table.ports.get(this.spec.publicPort);
     // ACME validation (acme/intercept.ts) on the listeners for ports 80 and 443, unless a TCP edge holds the port whole.
     if (this.d.acme && held?.kind !== 'tcp' && (await this.d.acme.take(socket, this.spec.publicPort))) return this.count('acme_challenge');
-    if (!held && !anyEndpoints(this.d.deps)) {
+    if (!held && !anyEndpoints(this.d.deps) && !anyCloudEndpoints(table)) {
       this.count('refused_no_edge');
       return void socket.destroy();
     }
@@ -338,7 +339,8 @@ export class IngressListener {
       return passThroughTls(socket, endpoint, this.d.deps, clientIpOf(socket));
     }
     // HTTPS and TLS edges share a port: the server name's edge decides which it is.
-    if ((entry?.kind === 'https' && edge?.kind !== 'tls') || endpoint) {
+    // A cloud endpoint's name is answered as HTTPS too (its policy answers; cloud-endpoints.ts).
+    if ((entry?.kind === 'https' && edge?.kind !== 'tls') || endpoint || (!edge && now.cloudEndpoints?.has(hello.servername.toLowerCase()))) {
       this.count('https');
       // An unknown name still gets a handshake (a local-CA certificate) and then a 404 page.
       const t = edge ? terminationOf(edge.doc) : DEFAULT_TERMINATION;

@@ -1,0 +1,65 @@
+// Cloud endpoints at the ingress (issue 36): an endpoint's traffic policy answers every
+// request at its URL. Consulted when no edge and no agent's endpoint serves the name (edges
+// win, as they do over agents' endpoints). An internal endpoint (.internal) is never served
+// from outside. Several endpoints at one URL with pooling form a pool: each request goes to
+// the next member in turn, and a deleted member is out of the next table at once.
+import { cloudEndpoint } from '../../provider/catalog/endpoints.js';
+import { parseEndpointUrl, type EndpointUrl } from '../../provider/catalog/validate/endpoint-url.js';
+import { errorAnswer } from './http/error-page.js';
+import { trafficPolicy } from './modules/traffic-policy.js';
+import type { SnapshotRow } from './table.js';
+import type { CloudEndpointEntry, Exchange, HttpFilter, IngressDeps, IngressTable } from './types.js';
+
+export const isCloudEndpointRow = (r: Pick<SnapshotRow, 'kind' | 'parentId'>) => r.kind === cloudEndpoint.kind && r.parentId === null;
+
+/** The endpoints by lower-case host, members of a pool oldest first. Pure. */
+export function compileCloudEndpoints(rows: Iterable<SnapshotRow>): Map<string, CloudEndpointEntry[]> {
+  const out = new Map<string, CloudEndpointEntry[]>();
+  const sorted = [...rows].sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : 1));
+  for (const r of sorted) {
+    const u = parseEndpointUrl(String(r.doc.url));
+    if (typeof u === 'string') continue;
+    const entry: CloudEndpointEntry = { id: r.id, url: u as EndpointUrl, pooling: r.doc.pooling_enabled === true, trafficPolicy: String(r.doc.traffic_policy ?? '') };
+    const list = out.get(u.host);
+    if (list) list.push(entry);
+    else out.set(u.host, [entry]);
+  }
+  return out;
+}
+
+/** Turns per URL for the pools' rotation (per instance; a URL's members change with the table). */
+const turns = new Map<string, number>();
+
+/**
+ * The member that serves a request from outside for `host`, when a public http or https cloud
+ * endpoint has it: internal ones are left out (reachable only through forward-internal).
+ */
+export function publicCloudEndpoint(table: IngressTable, host: string): CloudEndpointEntry | undefined {
+  const members = table.cloudEndpoints?.get(host)?.filter((e) => !e.url.internal && (e.url.scheme === 'https' || e.url.scheme === 'http'));
+  if (!members?.length) return undefined;
+  if (members.length === 1) return members[0];
+  const key = members[0].url.url;
+  const turn = turns.get(key) ?? 0;
+  turns.set(key, (turn + 1) % 1_000_000);
+  return members[turn % members.length];
+}
+
+/** Whether any cloud endpoint is served from outside (a listener with no edge still takes connections then). */
+export const anyCloudEndpoints = (table: IngressTable) => !!table.cloudEndpoints?.size;
+
+/** Each entry's policy filter, compiled once per entry (a table change makes new entries). */
+const filters = new WeakMap<CloudEndpointEntry, HttpFilter>();
+export function cloudEndpointFilter(entry: CloudEndpointEntry, deps: IngressDeps): HttpFilter {
+  let f = filters.get(entry);
+  if (!f) filters.set(entry, (f = trafficPolicy({ value: entry.trafficPolicy }, { id: entry.id }, deps)));
+  return f;
+}
+
+/**
+ * What a request gets when no rule of its endpoint's policy ended it (the API refuses such a
+ * policy, but one written before a change of the language, or a rule whose expression failed,
+ * can still let one through): the service's answer for a non-terminating cloud endpoint policy.
+ */
+export async function fellThrough(ex: Exchange): Promise<void> {
+  ex.answer(errorAnswer('ERR_SERVICE_760', `the traffic policy of cloud endpoint ${ex.route.id} ended no action for this request`));
+}
