@@ -95,4 +95,5 @@ export const cloudEndpoint = defineKind({
   },
   refine: refineEndpoint,
   normalize: normalizeEndpoint,
+  madeByAgents: (read) => read.type === 'agent',
 });
