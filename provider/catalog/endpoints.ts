@@ -4,7 +4,7 @@
 // under `.internal` binds an endpoint `internal`: reachable only through forward-internal.
 import { z } from 'zod';
 import { defineKind, type Refinement } from './define.js';
-import { description, metadata, ref, replaceable } from './fields.js';
+import { description, following, metadata, ref, stable } from './fields.js';
 import { decidingPhase, parseEndpointUrl } from './validate/endpoint-url.js';
 import { fallThrough } from './validate/terminating.js';
 import { parseTrafficPolicy } from './validate/traffic-policy.js';
@@ -70,7 +70,7 @@ export const cloudEndpoint = defineKind({
   summary: 'An endpoint: a cloud endpoint, whose traffic policy answers every request at its URL (internal when bound under .internal), or the read-only record of an agent\'s endpoint (type agent).',
   naturalKey: 'url',
   body: {
-    type: replaceable(z.literal('cloud', { error: 'only cloud endpoints are made through the API; agents make agent endpoints' }).default('cloud'))
+    type: z.literal('cloud', { error: 'only cloud endpoints are made through the API; agents make agent endpoints' }).default('cloud')
       .describe('cloud (the default; agent endpoints are listed with type agent, made by agents).'),
     url: endpointUrl().describe('Where the endpoint listens: https://host, http://host, tls://host or tcp://host:PORT (a port when not the scheme\'s default). A host under .internal makes an internal endpoint.'),
     traffic_policy: policyText().describe('The traffic policy, as YAML or JSON text. It must end every request (or connection) with a terminating action: deny, custom-response, redirect or forward-internal.'),
@@ -86,12 +86,18 @@ export const cloudEndpoint = defineKind({
     traffic_policy: z.string().nullable(),
   },
   computed: {
-    public_url: z.string().describe('The URL (the service\'s older name for it).'),
-    proto: z.string().describe('The URL\'s scheme.'),
-    hostport: z.string().describe('host:port.'),
-    upstream_url: z.string().nullable().describe('Where an agent endpoint forwards (null for cloud endpoints).'),
-    tunnel: ref().nullable().describe('The tunnel of an agent endpoint (null for cloud endpoints).'),
-    tunnel_session: ref().nullable().describe('The agent session of an agent endpoint (null for cloud endpoints).'),
+    // Derived from the URL alone: a plan that leaves the URL keeps them.
+    ...following(['url'], {
+      public_url: z.string().describe('The URL (the service\'s older name for it).'),
+      proto: z.string().describe('The URL\'s scheme.'),
+      hostport: z.string().describe('host:port.'),
+    }),
+    // Null for every cloud endpoint, the only kind a plan manages.
+    ...stable({
+      upstream_url: z.string().nullable().describe('Where an agent endpoint forwards (null for cloud endpoints).'),
+      tunnel: ref().nullable().describe('The tunnel of an agent endpoint (null for cloud endpoints).'),
+      tunnel_session: ref().nullable().describe('The agent session of an agent endpoint (null for cloud endpoints).'),
+    }),
   },
   refine: refineEndpoint,
   normalize: normalizeEndpoint,

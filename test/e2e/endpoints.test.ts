@@ -104,7 +104,7 @@ describe('cloud endpoints', () => {
     const r = await s.post('/endpoints', { url: `https://${host()}`, traffic_policy: ANSWER });
     expectInvalid(await s.request('PATCH', `/endpoints/${r.body.id}`, { traffic_policy: JSON.stringify({ on_http_request: [] }) }), 'traffic_policy');
     expectInvalid(await s.request('PATCH', `/endpoints/${r.body.id}`, { url: 'tcp://x.endpoints.example:9100' }), 'traffic_policy');
-    expectError(await s.request('PATCH', `/endpoints/${r.body.id}`, { type: 'cloud' }), 400, 'ERR_SERVICE_106');
+    expectInvalid(await s.request('PATCH', `/endpoints/${r.body.id}`, { type: 'agent' }), 'type');
   });
 });
 
