@@ -5,12 +5,15 @@ import type { Phase, TrafficPolicy } from './traffic-policy.js';
 
 /**
  * Actions that always end what they run on. rate-limit ends only what is over its limit, so
- * it is not one; forward-internal is one unless its on_error is `continue`.
+ * it is not one; redirect is one unless it has `from` (it then ends only the URLs that match);
+ * forward-internal is one unless its on_error is `continue`.
  */
 export const TERMINATING_ACTIONS = ['deny', 'custom-response', 'redirect', 'forward-internal', 'close-connection'] as const;
 
 const ends = (a: { type: string; config?: Record<string, unknown> }) =>
-  (TERMINATING_ACTIONS as readonly string[]).includes(a.type) && !(a.type === 'forward-internal' && a.config?.on_error === 'continue');
+  (TERMINATING_ACTIONS as readonly string[]).includes(a.type)
+  && !(a.type === 'redirect' && a.config?.from !== undefined)
+  && !(a.type === 'forward-internal' && a.config?.on_error === 'continue');
 
 /**
  * Where a request can fall through `phase` without a terminating action: undefined when some
