@@ -60,6 +60,34 @@ export function cloudEndpointFilter(entry: CloudEndpointEntry, deps: IngressDeps
  * policy, but one written before a change of the language, or a rule whose expression failed,
  * can still let one through): the service's answer for a non-terminating cloud endpoint policy.
  */
-export async function fellThrough(ex: Exchange): Promise<void> {
-  ex.answer(errorAnswer('ERR_SERVICE_760', `the traffic policy of cloud endpoint ${ex.route.id} ended no action for this request`));
+export async function fellThrough(ex: Exchange, endpointId = ex.route.id): Promise<void> {
+  ex.answer(errorAnswer('ERR_SERVICE_760', `the traffic policy of cloud endpoint ${endpointId} ended no action for this request`));
+}
+
+/** How many internal endpoints one request may pass through (a policy forwarding to itself, or two to each other, stops here). */
+export const MAX_FORWARDS = 8;
+
+/** The member of the internal endpoint (or pool) at `url` that takes the next request. */
+function internalMember(table: IngressTable, url: string): CloudEndpointEntry | undefined {
+  const u = parseEndpointUrl(url);
+  if (typeof u === 'string') return undefined;
+  const members = table.cloudEndpoints?.get(u.host)?.filter((e) => e.url.internal && e.url.url === u.url);
+  if (!members?.length) return undefined;
+  const turn = turns.get(u.url) ?? 0;
+  turns.set(u.url, (turn + 1) % 1_000_000);
+  return members[turn % members.length];
+}
+
+/**
+ * forward-internal at the ingress: the request goes to the internal endpoint at `url` (a pool
+ * member in turn), whose policy answers it as its own. None there: 502 ERR_SERVICE_761; more
+ * than MAX_FORWARDS hops: 502 ERR_SERVICE_762.
+ */
+export async function forwardInternal(ex: Exchange, url: string, deps: IngressDeps): Promise<void> {
+  const hops = (ex.locals.forwardInternal as number | undefined) ?? 0;
+  if (hops >= MAX_FORWARDS) return ex.answer(errorAnswer('ERR_SERVICE_762', `forward-internal passed through ${MAX_FORWARDS} endpoints without an answer (a loop?); the last went to ${url}`));
+  ex.locals.forwardInternal = hops + 1;
+  const member = internalMember(ex.table, url);
+  if (!member) return ex.answer(errorAnswer('ERR_SERVICE_761', `no internal endpoint is at ${url}`));
+  await cloudEndpointFilter(member, deps).handle(ex, () => fellThrough(ex, member.id));
 }

@@ -74,6 +74,43 @@ describe('a cloud endpoint', () => {
     for (let i = 0; i < 5; i++) expect((await edgeRequest({ port, host: 'pool.example.com', ca })).text).toBe('b');
   });
 
+  it('forward-internal hands a request to an internal endpoint (a pool, in turn), whose policy answers', async () => {
+    const fwd = (url: string) => ({ type: 'forward-internal', config: { url } });
+    const a = await s.post('/endpoints', { url: 'https://users.internal', pooling_enabled: true, traffic_policy: policy({ actions: [answer('users a', 200, { 'x-member': 'a' })] }) });
+    const b = await s.post('/endpoints', { url: 'https://users.internal', pooling_enabled: true, traffic_policy: policy({ actions: [answer('users b', 200, { 'x-member': 'b' })] }) });
+    expect([a.status, b.status]).toEqual([201, 201]);
+    const front = await s.post('/endpoints', {
+      url: 'https://front.example.com',
+      traffic_policy: policy(
+        { expressions: ["req.path.startsWith('/users')"], actions: [fwd('https://users.internal')] },
+        { expressions: ["req.path.startsWith('/missing')"], actions: [fwd('https://missing.internal')] },
+        { expressions: ["req.path.startsWith('/loop')"], actions: [fwd('https://loop.internal')] },
+        { actions: [answer('front')] },
+      ),
+    });
+    expect(front.status, front.text).toBe(201);
+    await s.post('/endpoints', { url: 'https://loop.internal', traffic_policy: policy({ actions: [fwd('https://loop.internal')] }) });
+    const users = [await edgeRequest({ port, host: 'front.example.com', path: '/users/1', ca }), await edgeRequest({ port, host: 'front.example.com', path: '/users/2', ca })];
+    expect(users.map((r) => r.status)).toEqual([200, 200]);
+    expect(users.map((r) => r.text).sort()).toEqual(['users a', 'users b']);
+    expect((await edgeRequest({ port, host: 'front.example.com', path: '/', ca })).text).toBe('front');
+    const missing = await edgeRequest({ port, host: 'front.example.com', path: '/missing', ca });
+    expect([missing.status, missing.headers['edgeform-error-code']]).toEqual([502, 'ERR_SERVICE_761']);
+    const loop = await edgeRequest({ port, host: 'front.example.com', path: '/loop', ca });
+    expect([loop.status, loop.headers['edgeform-error-code']]).toEqual([502, 'ERR_SERVICE_762']);
+    // A member gone leaves the pool on the next request.
+    await s.del(`/endpoints/${a.body.id}`);
+    for (let i = 0; i < 3; i++) expect((await edgeRequest({ port, host: 'front.example.com', path: '/users', ca })).text).toBe('users b');
+    // Still never reachable from outside.
+    expect((await edgeRequest({ port, host: 'users.internal', path: '/users', ca })).status).toBe(404);
+  });
+
+  it('forward-internal goes only to internal URLs (refused at create otherwise)', async () => {
+    const r = await s.post('/endpoints', { url: 'https://bad-forward.example.com', traffic_policy: policy({ actions: [{ type: 'forward-internal', config: { url: 'https://public.example.com' } }] }) });
+    expect(r.status).toBe(400);
+    expect(r.body.msg).toMatch(/forward-internal goes to an internal endpoint/);
+  });
+
   it('an edge created later at the same name wins (edges before endpoints, as with agents\' endpoints)', async () => {
     const made = await s.post('/endpoints', { url: 'https://both.example.com', traffic_policy: policy({ actions: [answer('endpoint')] }) });
     expect(made.status).toBe(201);

@@ -11,7 +11,7 @@ import { hasTerraform, workspace } from '../helpers/terraform.js';
 import { TYPO_POLICY } from '../helpers/policies.js';
 
 const EXPRESSION = /on_http_request\[0\] \(limit\) expressions\[0\] column 5: unknown variable req\.pth/;
-const TYPE = 'unknown action type "rate-limt" (did you mean rate-limit?); supported types: rate-limit, deny, custom-response, add-headers, remove-headers, redirect, url-rewrite, restrict-ips';
+const TYPE = 'unknown action type "rate-limt" (did you mean rate-limit?); supported types: rate-limit, deny, custom-response, add-headers, remove-headers, redirect, url-rewrite, restrict-ips, forward-internal';
 const CAPACITY = 'capacity 0 is out of range 1..2,000,000,000';
 
 const indent = (text: string, spaces: number) => text.trimEnd().split('\n').map((l) => `${' '.repeat(spaces)}${l}`).join('\n');

@@ -56,7 +56,7 @@ describe('action configs', () => {
     { type: 'rate-limit', config: { name: 'x', algorithm: 'sliding_window', capacity: 0, rate: '60s', bucket_key: ['req.host'] }, path: `${AT}.config.capacity`, says: /^capacity 0 is out of range 1\.\.2,000,000,000$/ },
     { type: 'rate-limit', config: { name: 'x', algorithm: 'sliding_window', rate: '60s', bucket_key: ['req.host'] }, path: `${AT}.config.capacity`, says: /^capacity is required: an integer in 1\.\.2,000,000,000$/ },
     // types
-    { type: 'rate-limt', config: {}, path: `${AT}.type`, says: /^unknown action type "rate-limt" \(did you mean rate-limit\?\); supported types: rate-limit, deny, custom-response, add-headers, remove-headers, redirect, url-rewrite, restrict-ips$/ },
+    { type: 'rate-limt', config: {}, path: `${AT}.type`, says: /^unknown action type "rate-limt" \(did you mean rate-limit\?\); supported types: rate-limit, deny, custom-response, add-headers, remove-headers, redirect, url-rewrite, restrict-ips, forward-internal$/ },
     { type: 'log', config: {}, path: `${AT}.type`, says: /^unknown action type "log"; supported types: / },
   ])('$type $config: a problem at $path', ({ type, config, path, says }) => {
     const found = problems(type, config);

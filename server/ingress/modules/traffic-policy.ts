@@ -4,6 +4,7 @@
 // answer the client would get and may change or replace it. Buckets are scoped by route id.
 import { compilePolicy, evaluate, isCompiled, type Mutations, type PolicyResult } from '../../policy/index.js';
 import type { TLSSocket } from 'node:tls';
+import { forwardInternal } from '../cloud-endpoints.js';
 import type { Exchange, FilterFactory } from '../types.js';
 
 const PHASES = ['on_http_request', 'on_http_response'] as const;
@@ -61,6 +62,9 @@ export const trafficPolicy: FilterFactory = (config, route, deps) => {
       if (onRequest) {
         const r = evaluate(policy, 'on_http_request', { now: deps.now(), conn, req: requestInput(ex) }, deps.policyState);
         actions = r.actions;
+        // forward-internal: the internal endpoint's policy answers instead (cloud-endpoints.ts).
+        const forward = typeof r.outcome === 'object' ? r.outcome.response.forward_internal : undefined;
+        if (forward) return forwardInternal(ex, forward, deps);
         if (ended(ex, r)) return;
         applyRequest(ex, r.mutations.request);
         applyResponse(ex, r.mutations.response);

@@ -3,6 +3,7 @@ import type { CompiledAction } from '../../../provider/catalog/validate/traffic-
 import { addHeaders } from './add-headers.js';
 import { customResponse } from './custom-response.js';
 import { deny } from './deny.js';
+import { forwardInternal } from './forward-internal.js';
 import { rateLimit } from './rate-limit.js';
 import { redirect } from './redirect.js';
 import { removeHeaders } from './remove-headers.js';
@@ -19,6 +20,8 @@ const RUNNERS: Record<string, (config: any, scope: string) => Runner> = {
   redirect,
   'url-rewrite': urlRewrite,
   'restrict-ips': restrictIps,
+  // Cloud endpoints (issue 36): the ingress forwards; see forward-internal.ts.
+  'forward-internal': forwardInternal,
 };
 
 export function runnerOf(action: CompiledAction, scope: string): Runner {

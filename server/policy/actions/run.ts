@@ -4,7 +4,13 @@ import type { Phase } from '../../../provider/catalog/validate/traffic-policy.js
 import type { CelVariables } from '../context.js';
 import type { PolicyState } from '../state.js';
 
-export interface HttpResponse { status: number; headers: Record<string, string>; body: string }
+export interface HttpResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  /** Set by forward-internal: the internal endpoint's URL, which the ingress hands the request to instead of sending this response. */
+  forward_internal?: string;
+}
 
 export type Ended = { response: HttpResponse } | 'close';
 

@@ -4,13 +4,14 @@ import { addHeaders } from './add-headers.js';
 import { customResponse } from './custom-response.js';
 import type { ActionDef } from './define.js';
 import { deny } from './deny.js';
+import { forwardInternal } from './forward-internal.js';
 import { rateLimit } from './rate-limit.js';
 import { redirect } from './redirect.js';
 import { removeHeaders } from './remove-headers.js';
 import { restrictIps } from './restrict-ips.js';
 import { urlRewrite } from './url-rewrite.js';
 
-export const ACTIONS = [rateLimit, deny, customResponse, addHeaders, removeHeaders, redirect, urlRewrite, restrictIps] as const;
+export const ACTIONS = [rateLimit, deny, customResponse, addHeaders, removeHeaders, redirect, urlRewrite, restrictIps, forwardInternal] as const;
 
 export const ACTION_TYPES = ACTIONS.map((a) => a.type);
 
