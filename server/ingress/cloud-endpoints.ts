@@ -27,21 +27,28 @@ export function compileCloudEndpoints(rows: Iterable<SnapshotRow>): Map<string, 
   return out;
 }
 
-/** Turns per URL for the pools' rotation (per instance; a URL's members change with the table). */
-const turns = new Map<string, number>();
+/**
+ * The pools' rotation, per host list of a table (per instance): the counters go with the table
+ * that made the list, so a deleted URL leaves none behind; a new table starts its turns over.
+ */
+const turns = new WeakMap<CloudEndpointEntry[], Map<string, number>>();
+function nextOf(list: CloudEndpointEntry[], url: string, members: CloudEndpointEntry[]): CloudEndpointEntry {
+  let byUrl = turns.get(list);
+  if (!byUrl) turns.set(list, (byUrl = new Map()));
+  const turn = byUrl.get(url) ?? 0;
+  byUrl.set(url, (turn + 1) % 1_000_000);
+  return members[turn % members.length];
+}
 
 /**
  * The member that serves a request from outside for `host`, when a public http or https cloud
  * endpoint has it: internal ones are left out (reachable only through forward-internal).
  */
 export function publicCloudEndpoint(table: IngressTable, host: string): CloudEndpointEntry | undefined {
-  const members = table.cloudEndpoints?.get(host)?.filter((e) => !e.url.internal && (e.url.scheme === 'https' || e.url.scheme === 'http'));
+  const list = table.cloudEndpoints?.get(host);
+  const members = list?.filter((e) => !e.url.internal && (e.url.scheme === 'https' || e.url.scheme === 'http'));
   if (!members?.length) return undefined;
-  if (members.length === 1) return members[0];
-  const key = members[0].url.url;
-  const turn = turns.get(key) ?? 0;
-  turns.set(key, (turn + 1) % 1_000_000);
-  return members[turn % members.length];
+  return members.length === 1 ? members[0] : nextOf(list!, members[0].url.url, members);
 }
 
 /** Whether any cloud endpoint is served from outside (a listener with no edge still takes connections then). */
@@ -71,11 +78,10 @@ export const MAX_FORWARDS = 8;
 function internalMember(table: IngressTable, url: string): CloudEndpointEntry | undefined {
   const u = parseEndpointUrl(url);
   if (typeof u === 'string') return undefined;
-  const members = table.cloudEndpoints?.get(u.host)?.filter((e) => e.url.internal && e.url.url === u.url);
+  const list = table.cloudEndpoints?.get(u.host);
+  const members = list?.filter((e) => e.url.internal && e.url.url === u.url);
   if (!members?.length) return undefined;
-  const turn = turns.get(u.url) ?? 0;
-  turns.set(u.url, (turn + 1) % 1_000_000);
-  return members[turn % members.length];
+  return members.length === 1 ? members[0] : nextOf(list!, u.url, members);
 }
 
 /**
