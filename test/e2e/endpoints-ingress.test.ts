@@ -103,6 +103,12 @@ describe('a cloud endpoint', () => {
     for (let i = 0; i < 3; i++) expect((await edgeRequest({ port, host: 'front.example.com', path: '/users', ca })).text).toBe('users b');
     // Still never reachable from outside.
     expect((await edgeRequest({ port, host: 'users.internal', path: '/users', ca })).status).toBe(404);
+    // An edge route's traffic_policy forwards the same way (a step in moving an edge onto endpoints).
+    const e = await s.post('/edges/https', { hostports: ['edge-forward.example.com:443'] });
+    const route = await s.post(`/edges/https/${e.body.id}/routes`, { match_type: 'path_prefix', match: '/', traffic_policy: { value: policy({ actions: [fwd('https://users.internal')] }) } });
+    expect(route.status, route.text).toBe(201);
+    const viaEdge = await edgeRequest({ port, host: 'edge-forward.example.com', path: '/users', ca });
+    expect([viaEdge.status, viaEdge.text, viaEdge.headers['x-member']]).toEqual([200, 'users b', 'b']);
   });
 
   it('forward-internal goes only to internal URLs (refused at create otherwise)', async () => {
