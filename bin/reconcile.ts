@@ -16,6 +16,7 @@ import { failureText, progressDone, progressFailed, progressStart, progressStill
 import { isNoop, type Plan } from '../reconciler/plan/types.js';
 import { clientFor, loadDesired, planWith, readPlan, savePlan, checkSavedPlan, splitExcludes, withSecretsBack, type Target } from '../reconciler/session.js';
 import { exportManifests } from '../reconciler/export.js';
+import { exportAsEndpoints } from '../reconciler/export-endpoints.js';
 import { INTERRUPTED, stdoutState } from './interrupts.js';
 import { applyNotification, notify, notifyOptions, notifyTargetOf, type ApplySeen } from './notify.js';
 import { commandLine, LockError, lockOptions, startRun, type Run } from './lock.js';
@@ -420,6 +421,7 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
     .description('Write manifests for live resources, so that plan on them right away shows no changes.')
     .option('--kind <kind>', `only this kind (repeatable): ${manifestKinds.map((k) => k.kind).join(', ')}`, collect, [] as string[])
     .option('--adopt', 'stamp the exported resources into the stack, so it manages them from now on')
+    .option('--as-endpoints', 'write HTTPS edges as the cloud endpoints that serve the same requests (docs/endpoints.md)')
     .option('-o, --output <file>', 'write to this file instead of stdout')
     .action(
       wrap(async (opts) => {
@@ -428,7 +430,8 @@ export function reconcileCommands(setCode: (code: number) => void, io: () => Io)
         for (const k of opts.kind ?? []) if (!manifestKind(k)) throw new UsageError(`unknown kind ${k}; one of ${manifestKinds.map((m) => m.kind).join(', ')}`);
         const client = clientFor(t);
         try {
-          const result = await exportManifests(client, { stack: t.stack, kinds: opts.kind ?? [], adopt: !!opts.adopt });
+          if (opts.asEndpoints && (opts.adopt || opts.kind?.length)) throw new UsageError('--as-endpoints writes new documents from HTTPS edges: it takes neither --adopt nor --kind');
+          const result = opts.asEndpoints ? await exportAsEndpoints(client, { stack: t.stack }) : await exportManifests(client, { stack: t.stack, kinds: opts.kind ?? [], adopt: !!opts.adopt });
           if (opts.output) {
             fs.mkdirSync(path.dirname(path.resolve(opts.output)), { recursive: true });
             fs.writeFileSync(opts.output, result.yaml);

@@ -54,6 +54,11 @@ export interface KindSpec {
   omitUnset?: boolean;
   /** Emits `<type>_created|updated|deleted.v0` events. */
   events?: boolean;
+  /**
+   * Read forms of the kind's list that the API never changes (made by agents, not callers):
+   * the reconciler, export and the Terraform provider leave them alone.
+   */
+  madeByAgents?: (read: Record<string, unknown>) => boolean;
 }
 
 export interface ModuleEntry {

@@ -68,6 +68,9 @@ export const replaceable = <T extends z.ZodType>(schema: T) => withTraits(schema
 export const secret = <T extends z.ZodType>(schema: T, read: 'null' | 'omit' = 'null') => withTraits(schema, { writeOnly: read });
 /** Server-set: in the read form only (JSON Schema `readOnly`, so documents show it is never sent). */
 export const computed = <T extends z.ZodType>(schema: T) => withTraits(schema.meta({ readOnly: true }) as T, { computed: true });
+/** Marks each server-set field of a kind's `computed` shape as derived from these body fields alone (plans keep it while they stay). */
+export const following = <T extends z.ZodRawShape>(fields: readonly string[], shape: T): T =>
+  Object.fromEntries(Object.entries(shape).map(([k, v]) => [k, withTraits(v as z.ZodType, { follows: fields })])) as unknown as T;
 /** Marks each server-set field of a kind's `computed` shape as one that no in-place update changes. */
 export const stable = <T extends z.ZodRawShape>(shape: T): T =>
   Object.fromEntries(Object.entries(shape).map(([k, v]) => [k, withTraits(v as z.ZodType, { stable: true })])) as unknown as T;

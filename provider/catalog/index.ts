@@ -6,7 +6,8 @@ import type { KindEntry } from './define.js';
 import { httpsEdge, httpsEdgeRoute, tcpEdge, tlsEdge } from './edges.js';
 import { eventDestination, eventSubscription, eventTypes } from './events.js';
 import { ipPolicy, ipPolicyRule } from './ip-policies.js';
-import { endpoint, tunnel, tunnelSession } from './tunnels.js';
+import { cloudEndpoint } from './endpoints.js';
+import { tunnel, tunnelSession } from './tunnels.js';
 
 export const catalog: readonly KindEntry[] = [
   user,
@@ -31,7 +32,7 @@ export const catalog: readonly KindEntry[] = [
   eventSubscription,
   tunnelSession,
   tunnel,
-  endpoint,
+  cloudEndpoint,
 ];
 
 const byKind = new Map(catalog.map((k) => [k.kind, k]));

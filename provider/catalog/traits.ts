@@ -35,6 +35,8 @@ export interface Traits {
   computed?: true;
   /** A server-set value no in-place update changes (derived from fields that force replacement, or constant): plans keep it from state. */
   stable?: true;
+  /** A server-set value derived from these body fields alone: plans keep it from state while they do not change. */
+  follows?: readonly string[];
   /** Returned once (in the creation response) and null afterwards. */
   once?: true;
   /** Optional input whose default the server picks at creation (a timestamp, say); plans ignore it when unset. */

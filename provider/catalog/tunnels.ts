@@ -49,13 +49,5 @@ export const tunnel = defineKind({
   },
 });
 
-export const endpoint = defineKind({
-  kind: 'Endpoint',
-  type: 'endpoint',
-  prefix: 'ep',
-  path: '/endpoints',
-  envelope: 'endpoints',
-  operations: ['read', 'list'],
-  summary: 'An ephemeral endpoint of an agent-initiated tunnel (read-only).',
-  computed: { public_url: z.string(), proto: z.string() },
-});
+/** Agents' endpoints are rows of the one endpoint collection (endpoints.ts), with type agent. */
+export { cloudEndpoint as endpoint } from './endpoints.js';

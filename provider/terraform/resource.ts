@@ -137,7 +137,8 @@ function planObject(node: ObjectNode, config: Doc, prior: Doc | null, norm: Doc 
   for (const a of node.attributes) {
     if (a.role !== 'computed') continue;
     // What the server sets is unknown until it has answered, and may change with any change.
-    out[a.name] = prior && (a.stable || a.keep === 'prior' || !changed) ? (prior[a.name] ?? null) : unknown;
+    const kept = a.stable || a.keep === 'prior' || !changed || (a.follows !== undefined && prior != null && a.follows.every((f) => equal(out[f], prior[f])));
+    out[a.name] = prior && kept ? (prior[a.name] ?? null) : unknown;
   }
   return out;
 }

@@ -43,6 +43,8 @@ export interface AttrNode {
   serverDefault?: boolean;
   /** No in-place update changes it (id, uri, created_at, and computed fields with the `stable` trait). */
   stable?: boolean;
+  /** Changes only with these attributes (computed fields with the `follows` trait). */
+  follows?: readonly string[];
   /**
    * Terraform 1.11 write-only arguments for a secret X: `X_wo` (never in the plan or state;
    * sent as X) and `X_wo_version` (in the state; a change sends X_wo again). Names X.
@@ -130,6 +132,7 @@ export function computedAttr(name: string, schema: z.ZodType, extra: Partial<Att
     readKey: name,
     ...(t.once ? { keep: 'prior' as const } : {}),
     ...(t.stable ? { stable: true } : {}),
+    ...(t.follows ? { follows: t.follows } : {}),
     ...extra,
   };
 }

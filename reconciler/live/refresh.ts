@@ -57,7 +57,9 @@ export async function refresh(client: ApiClient, kinds: readonly KindEntry[]): P
         }
         return byParent;
       });
-      const resources = items.map((read): LiveResource => {
+      // Agents' rows of a collection (agent endpoints among cloud ones) are no manifest's to manage.
+      const agents = entry.spec.madeByAgents;
+      const resources = (agents ? items.filter((read) => !agents(read)) : items).map((read): LiveResource => {
         const children: Record<string, LiveChild[]> = {};
         specs.forEach((s, i) => {
           // Oldest first, as embedded children are; lists are newest first.

@@ -26,8 +26,6 @@ export function endpointChain(deps: IngressDeps, tunnelId: string): { route?: Fu
   return { route, chain };
 }
 
-/** Whether a connection without an edge for its server name may still be an endpoint's. */
-export const anyEndpoints = (deps: IngressDeps) => deps.gateway.hasEndpoints;
 
 /**
  * A tls endpoint's connection: the client's TLS (ClientHello included, still unread by the

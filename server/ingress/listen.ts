@@ -383,8 +383,9 @@ export class IngressListener {
       return passThroughTls(socket, endpoint, this.d.deps, clientIpOf(socket));
     }
     // HTTPS and TLS edges share a port: the server name's edge decides which it is. A port with
-    // no edges yet answers like a port of HTTPS edges: a handshake, then the 404 page.
-    if (((!entry || entry.kind === 'https') && edge?.kind !== 'tls') || endpoint) {
+    // no edges yet answers like a port of HTTPS edges: a handshake, then the 404 page. A cloud
+    // endpoint's name is answered as HTTPS too (its policy answers; cloud-endpoints.ts).
+    if (((!entry || entry.kind === 'https') && edge?.kind !== 'tls') || endpoint || (!edge && now.cloudEndpoints?.has(hello.servername.toLowerCase()))) {
       this.count('https');
       // An unknown name still gets a handshake (a local-CA certificate) and then a 404 page.
       const t = edge ? terminationOf(edge.doc) : DEFAULT_TERMINATION;

@@ -4,10 +4,12 @@
 import { httpResponseBackend, tunnelGroupBackend, weightedBackend } from '../../provider/catalog/backends.js';
 import { certificateAuthority, tlsCertificate } from '../../provider/catalog/certificates.js';
 import { httpsEdge, httpsEdgeRoute, tcpEdge, tlsEdge } from '../../provider/catalog/edges.js';
+import { cloudEndpoint } from '../../provider/catalog/endpoints.js';
 import { ipPolicy, ipPolicyRule } from '../../provider/catalog/ip-policies.js';
 import { mergeSecrets } from '../../provider/catalog/walk.js';
 import type { ServerContext } from '../resources/context.js';
 import { toStored, type Row } from '../resources/engine.js';
+import { compileCloudEndpoints, isCloudEndpointRow } from './cloud-endpoints.js';
 import { IpRuleSet, IpRuleSetBuilder, type IpAction } from './ip-rules.js';
 import type { CertificateEntry, EdgeEntry, EdgeKind, FullDoc, IngressTable } from './types.js';
 
@@ -24,10 +26,10 @@ export interface SnapshotRow {
 const EDGE_KINDS: Record<string, EdgeKind> = { [httpsEdge.kind]: 'https', [tcpEdge.kind]: 'tcp', [tlsEdge.kind]: 'tls' };
 const BACKEND_KINDS = new Set([httpResponseBackend.kind, tunnelGroupBackend.kind, weightedBackend.kind]);
 /** Every kind the table is compiled from. */
-export const TABLE_KINDS = [...Object.keys(EDGE_KINDS), httpsEdgeRoute.kind, ...BACKEND_KINDS, ipPolicy.kind, ipPolicyRule.kind, tlsCertificate.kind, certificateAuthority.kind];
+export const TABLE_KINDS = [...Object.keys(EDGE_KINDS), httpsEdgeRoute.kind, ...BACKEND_KINDS, ipPolicy.kind, ipPolicyRule.kind, tlsCertificate.kind, certificateAuthority.kind, cloudEndpoint.kind];
 
 /** The id prefixes of those kinds: a write of no such id cannot change the table. */
-const TABLE_PREFIXES = new Set([httpsEdge, tcpEdge, tlsEdge, httpsEdgeRoute, httpResponseBackend, tunnelGroupBackend, weightedBackend, ipPolicy, ipPolicyRule, tlsCertificate, certificateAuthority].map((k) => k.prefix));
+const TABLE_PREFIXES = new Set([httpsEdge, tcpEdge, tlsEdge, httpsEdgeRoute, httpResponseBackend, tunnelGroupBackend, weightedBackend, ipPolicy, ipPolicyRule, tlsCertificate, certificateAuthority, cloudEndpoint].map((k) => k.prefix));
 export const isTableId = (id: string) => TABLE_PREFIXES.has(id.slice(0, id.indexOf('_')));
 
 /** The public port of a canonical hostport (`name:port`, `[v6]:port`). */
@@ -62,6 +64,8 @@ export class TableState {
   private readonly edges = new Map<string, EdgeRecord>();
   private readonly routeEdge = new Map<string, string>();
   private readonly portEdges = new Map<number, Set<string>>();
+  /** Cloud endpoints' rows by id (agents' endpoints, rows of the same kind with a tunnel for parent, are the gateway's). */
+  private readonly endpointRows = new Map<string, SnapshotRow>();
   table: IngressTable;
 
   private constructor(version: number) {
@@ -85,7 +89,9 @@ export class TableState {
       else if (r.kind === certificateAuthority.kind) t.certificateAuthorities.set(r.id, r.doc.ca_pem as string);
       else if (r.kind === tlsCertificate.kind) t.certificates.push(certificateOf(r));
       else if (r.kind === ipPolicy.kind) t.ipPolicies.set(r.id, IpRuleSet.EMPTY);
+      else if (isCloudEndpointRow(r)) st.endpointRows.set(r.id, r);
     }
+    t.cloudEndpoints = compileCloudEndpoints(st.endpointRows.values());
     for (const e of st.edges.values()) for (const p of portsOf(e.row)) st.portSet(p).add(e.row.id);
     for (const p of st.portEdges.keys()) st.placePort(t.ports, p);
     const rules = rows.filter((x) => x.kind === ipPolicyRule.kind).map((r) => ({ id: r.id, policyId: r.doc.ip_policy_id ?? r.parentId, cidr: r.doc.cidr, action: r.doc.action }));
@@ -133,6 +139,7 @@ export class TableState {
     let certificates: IngressTable['certificates'] | undefined;
     let policies: IngressTable['ipPolicies'] | undefined;
     const reread = new Set<string>();
+    let endpointsTouched = false;
     const touchedPorts = new Set<number>();
     const touchedEdges = new Set<string>();
     const edgeGone = (id: string) => {
@@ -152,7 +159,8 @@ export class TableState {
       }
     };
     for (const id of change.gone) {
-      if (this.edges.has(id)) edgeGone(id);
+      if (this.endpointRows.delete(id)) endpointsTouched = true;
+      else if (this.edges.has(id)) edgeGone(id);
       else if (this.routeEdge.has(id)) {
         const edgeId = this.routeEdge.get(id)!;
         this.routeEdge.delete(id);
@@ -165,7 +173,10 @@ export class TableState {
       else if (id.startsWith(`${ipPolicyRule.prefix}_`)) removeRule(id);
     }
     for (const r of change.rows) {
-      if (EDGE_KINDS[r.kind]) {
+      if (isCloudEndpointRow(r)) {
+        this.endpointRows.set(r.id, r);
+        endpointsTouched = true;
+      } else if (EDGE_KINDS[r.kind]) {
         const old = this.edges.get(r.id);
         // The same hostports (a route added, a module set): the new entry takes the old one's
         // places, and the ports are not placed again (a port may hold 10,000 edges).
@@ -222,6 +233,7 @@ export class TableState {
       backends: backends ?? t.backends,
       ipPolicies: policies ?? t.ipPolicies,
       certificateAuthorities: cas ?? t.certificateAuthorities,
+      cloudEndpoints: endpointsTouched ? compileCloudEndpoints(this.endpointRows.values()) : t.cloudEndpoints,
     };
     return { table: this.table, rereadPolicies: [...reread] };
   }

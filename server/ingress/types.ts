@@ -70,6 +70,17 @@ export interface IngressTable {
   ipPolicies: Map<string, import('./ip-rules.js').IpRuleSet>;
   /** CertificateAuthority id -> PEM, for mutual TLS. */
   certificateAuthorities: Map<string, string>;
+  /** Cloud endpoints by lower-case host, pool members oldest first (cloud-endpoints.ts); absent in tables made without them. */
+  cloudEndpoints?: ReadonlyMap<string, CloudEndpointEntry[]>;
+}
+
+/** A cloud endpoint as the ingress serves it. */
+export interface CloudEndpointEntry {
+  id: string;
+  url: import('../../provider/catalog/validate/endpoint-url.js').EndpointUrl;
+  pooling: boolean;
+  /** The policy's text, compiled once per entry by the ingress (cloud-endpoints.ts). */
+  trafficPolicy: string;
 }
 
 export interface IngressDeps {

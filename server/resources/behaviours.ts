@@ -37,6 +37,8 @@ export interface Behaviour {
   prepare?(args: { kind: KindEntry; id: string; body: Doc; prior?: StoredResource; ctx: Ctx; tx?: Writes }): Promise<Prepared | void> | Prepared | void;
   /** After the row is written, in the same transaction. Returns fields shown only in the creation response. */
   created?(args: { kind: KindEntry; id: string; body: Doc; ctx: Ctx; tx: Writes }): Promise<Doc | void>;
+  /** Checks before a resource is changed in place (PATCH, module PUT or DELETE), before its new document is validated, in the write transaction. */
+  changing?(args: { kind: KindEntry; row: StoredResource; ctx: Ctx }): void;
   /** Checks before a resource is deleted by a caller (not when it goes with a deleted parent or owner), in the delete transaction. */
   deleting?(args: { kind: KindEntry; row: StoredResource; ctx: Ctx; tx: Writes }): Promise<void> | void;
   /**

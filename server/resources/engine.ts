@@ -467,11 +467,34 @@ export async function getResource(ctx: Ctx, kind: KindEntry, id: string, parentI
   return (await present(ctx, db, kind, [stored]))[0];
 }
 
-export async function listResources(ctx: Ctx, kind: KindEntry, limit: number, beforeId?: string) {
+export async function listResources(ctx: Ctx, kind: KindEntry, limit: number, beforeId?: string, filter?: (item: Doc) => boolean) {
   const db = ctx.db.hot;
+  if (filter) return listFiltered(ctx, kind, limit, beforeId, filter);
   const rows = await ctx.db.hot.page(kind.kind, limit + 1, beforeId || undefined);
   const page = rows.slice(0, limit).map((r) => toStored(ctx, r));
   return { items: await present(ctx, db, kind, page), more: rows.length > limit, lastId: page.at(-1)?.id };
+}
+
+/**
+ * A list with the service's `filter`: the collection is read a page at a time, newest first,
+ * each item shaped and kept when the filter holds, until `limit` are kept and one more is
+ * known to follow (the next page's before_id is the last kept item's id).
+ */
+async function listFiltered(ctx: Ctx, kind: KindEntry, limit: number, beforeId: string | undefined, filter: (item: Doc) => boolean) {
+  const db = ctx.db.hot;
+  const kept: Doc[] = [];
+  let cursor = beforeId || undefined;
+  for (;;) {
+    const rows = await db.page(kind.kind, 100, cursor);
+    const shaped = await present(ctx, db, kind, rows.map((r) => toStored(ctx, r)));
+    for (const item of shaped) {
+      if (!filter(item)) continue;
+      if (kept.length === limit) return { items: kept, more: true, lastId: kept.at(-1)?.id as string | undefined };
+      kept.push(item);
+    }
+    if (rows.length < 100) return { items: kept, more: false, lastId: kept.at(-1)?.id as string | undefined };
+    cursor = rows.at(-1)!.id;
+  }
 }
 
 /**
@@ -482,6 +505,7 @@ export async function listResources(ctx: Ctx, kind: KindEntry, limit: number, be
 async function rewrite(ctx: Ctx, kind: KindEntry, id: string, parentId: string | undefined, change: (full: Doc) => Doc, basePath: (string | number)[] = []) {
   return transact(ctx, kind, async (w) => {
     const prior = await loadLocked(ctx, w, kind, id, parentId, 'NO KEY UPDATE');
+    behaviourOf(kind.kind).changing?.({ kind, row: prior, ctx });
     const full = mergeSecrets(prior.body, prior.secretFields);
     const parsed = parseInput(kind.create, change(full), basePath);
     const prepared = (await behaviourOf(kind.kind).prepare?.({ kind, id, body: parsed, prior, ctx, tx: w })) ?? {};

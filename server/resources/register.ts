@@ -10,3 +10,4 @@ import '../extensions/fingerprints.js';
 import '../extensions/stack-kinds.js';
 import '../extensions/batch.js';
 import '../gateway/read-forms.js';
+import './endpoints.js';

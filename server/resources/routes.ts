@@ -3,6 +3,7 @@
 import type { z } from 'zod';
 import { catalog, type KindEntry } from '../../provider/catalog/index.js';
 import { ApiError } from '../http/errors.js';
+import { filterOf } from '../http/list-filter.js';
 import { envelope, LIST_QUERY, pageOf } from '../http/paging.js';
 import { isIdOf } from '../store/ids.js';
 import type { Ctx } from './context.js';
@@ -98,14 +99,18 @@ function kindRoutes(kind: KindEntry): ApiRoute[] {
       method: 'GET',
       path: kind.path,
       summary: `List ${plural(k)}, newest first`,
-      query: LIST_QUERY,
+      query: [...LIST_QUERY, 'filter'],
       status: 200,
       response: kind.read,
       envelope: kind.envelope,
       handle: async (ctx, req) => {
         const { limit, beforeId } = pageOf(req.query, kind.prefix);
-        const page = await listResources(ctx, kind, limit, beforeId);
-        return envelope(kind.envelope!, page.items, `${ctx.publicUrl}${kind.path}`, page.more, page.lastId, limit);
+        const filter = filterOf(req.query);
+        const page = await listResources(ctx, kind, limit, beforeId, filter);
+        const next = envelope(kind.envelope!, page.items, `${ctx.publicUrl}${kind.path}`, page.more, page.lastId, limit);
+        // The next page keeps the filter.
+        if (filter && typeof next.next_page_uri === 'string') next.next_page_uri += `&filter=${encodeURIComponent(req.query.filter as string)}`;
+        return next;
       },
     });
   }

@@ -1,5 +1,6 @@
-// Tunnel sessions, tunnels and endpoints: read-only views of what agents create. With no
-// agent connected the lists are empty and every id is unknown (agents: agent-*.test.ts).
+// Tunnel sessions and tunnels: read-only views of what agents create. With no agent
+// connected the lists are empty and every id is unknown (agents: agent-*.test.ts; the
+// endpoints collection, where agents' endpoints are listed with cloud ones: endpoints.test.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError, unknownId } from '../helpers/api.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -11,7 +12,6 @@ afterAll(async () => { await s.close(); });
 describe.each([
   { path: '/tunnel_sessions', envelope: 'tunnel_sessions', prefix: 'ts' },
   { path: '/tunnels', envelope: 'tunnels', prefix: 'tn' },
-  { path: '/endpoints', envelope: 'endpoints', prefix: 'ep' },
 ])('$path', ({ path, envelope, prefix }) => {
   it('lists in its envelope', async () => {
     const r = await s.get(path);

@@ -93,6 +93,19 @@ describe('ephemeral tunnels', () => {
     expect(t).not.toHaveProperty('backends');
     const ep = (await s.get(`/endpoints/${t.endpoint.id}`)).body;
     expect(ep).toMatchObject({ id: t.endpoint.id, uri: t.endpoint.uri, public_url: t.public_url, proto: 'http' });
+    // In the one endpoint collection with cloud endpoints (issue 36): type agent, read-only.
+    expect(ep).toMatchObject({
+      type: 'agent', url: t.public_url, upstream_url: 'http://localhost:3000', bindings: ['public'], pooling_enabled: false, traffic_policy: null,
+      tunnel: { id: t.id, uri: t.uri }, tunnel_session: t.tunnel_session,
+    });
+    const agents = (await s.get(`/endpoints?filter=${encodeURIComponent('obj.type == "agent"')}`)).body.endpoints;
+    expect(agents).toEqual([ep]);
+    expect((await s.get(`/endpoints?filter=${encodeURIComponent('obj.type == "cloud"')}`)).body.endpoints).toEqual([]);
+    for (const r of [await s.request('PATCH', `/endpoints/${ep.id}`, { description: 'x' }), await s.request('DELETE', `/endpoints/${ep.id}`)]) {
+      expect(r.status, r.text).toBe(409);
+      expect(r.body.error_code).toBe('ERR_SERVICE_362');
+    }
+    expect((await s.get(`/endpoints/${ep.id}`)).body).toEqual(ep);
   });
 
   it('a config file with several tunnels, each with its own metadata', async () => {

@@ -43,6 +43,7 @@ const samples: Record<string, () => Promise<Record<string, unknown>>> = {
   TCPEdge: async () => ({ hostports: [freshHostport()] }),
   TLSEdge: async () => ({ hostports: [freshHostport()] }),
   HTTPSEdgeRoute: async () => ({ match_type: 'path_prefix', match: `/r${++counter}` }),
+  CloudEndpoint: async () => ({ url: `https://ep${++counter}.limits.example`, traffic_policy: '{"on_http_request":[{"actions":[{"type":"deny"}]}]}' }),
 };
 const CHARS = new Set(['EventSubscription']);
 

@@ -93,6 +93,11 @@ describe('reconciler: every kind and every module', () => {
       { kind: 'TCPEdge', name: 'ssh-min', hostports: ['tcp.example.com:22023'], ...edgeModules('TCPEdge', 'minimal') },
       { kind: 'TLSEdge', name: 'tls', hostports: ['tls.example.com:8443'], ...edgeModules('TLSEdge', 'full') },
       { kind: 'TLSEdge', name: 'tls-min', hostports: ['tls2.example.com:8443'], ...edgeModules('TLSEdge', 'minimal') },
+      // type left out, as the service's Terraform resource allows; the URL's case and default port are the server's to canonicalise.
+      { kind: 'CloudEndpoint', name: 'site', url: 'https://Site.Example.com:443', description: 'answers from its policy', traffic_policy: 'on_http_request:\n  - expressions: ["req.path == \'/health\'"]\n    actions: [{type: custom-response, config: {status_code: 200, body: ok}}]\n  - actions: [{type: deny, config: {status_code: 404}}]\n' },
+      { kind: 'CloudEndpoint', name: 'api-a', url: 'https://api.internal', pooling_enabled: true, traffic_policy: '{"on_http_request":[{"actions":[{"type":"custom-response","config":{"status_code":200,"body":"a"}}]}]}' },
+      { kind: 'CloudEndpoint', name: 'api-b', type: 'cloud', url: 'https://api.internal', bindings: ['internal'], pooling_enabled: true, traffic_policy: '{"on_http_request":[{"actions":[{"type":"custom-response","config":{"status_code":200,"body":"b"}}]}]}' },
+      { kind: 'CloudEndpoint', name: 'raw', url: 'tcp://raw.example.com:9000', traffic_policy: 'on_tcp_connect: [{actions: [{type: deny}]}]' },
       { kind: 'EventDestination', name: 'hook', target: { http: { url: 'https://hooks.example.com/edgeform', secret: 'hook-signing-secret' } } },
       { kind: 'EventDestination', name: 'log', target: { log: {} } },
       { kind: 'EventSubscription', name: 'changes', sources: [{ type: 'ip_policy_created.v0' }, { type: 'https_edge_updated.v0' }], destination_ids: ['EventDestination/hook', 'EventDestination/log'] },

@@ -55,6 +55,7 @@ describe('reconciler: export', () => {
     await post('/edges/tcp', { hostports: ['tcp.example.com:22022'], backend: { backend_id: ids.agents }, ip_restriction: { ip_policy_ids: [ids.office] }, traffic_policy: { value: TCP_POLICY } });
     await post('/edges/tls', { hostports: ['tls.example.com:8443'], backend: { backend_id: ids.split }, tls_termination: { terminate_at: 'agent' } });
     await post('/event_destinations', { description: 'hook', target: { http: { url: 'https://hooks.example.com/x', secret: SECRETS.hook } } });
+    ids.site = await post('/endpoints', { url: 'https://site.example.com', description: 'site', traffic_policy: 'on_http_request:\n  - actions: [{type: custom-response, config: {status_code: 200, body: ok}}]\n' });
     // Another stack's resource: export leaves it to that stack.
     const theirs = manifestDir({ 'theirs.yaml': 'kind: IPPolicy\nname: theirs\ndescription: theirs\n' });
     await stackRunner(s, { EDGEFORM_STACK: 'other' }).apply(['-f', theirs]);
@@ -74,7 +75,7 @@ describe('reconciler: export', () => {
     docs = parseAllDocuments(exported).map((d) => d.toJS());
     expect(docs.map((d) => d.kind).sort()).toEqual(
       // The API key is the server's first one, which these requests use.
-      ['APIKey', 'CertificateAuthority', 'EventDestination', 'HTTPResponseBackend', 'HTTPSEdge', 'IPPolicy', 'IPPolicy', 'TCPEdge', 'TLSCertificate', 'TLSEdge', 'TunnelGroupBackend', 'WeightedBackend', 'WeightedBackend'].sort(),
+      ['APIKey', 'CertificateAuthority', 'CloudEndpoint', 'EventDestination', 'HTTPResponseBackend', 'HTTPSEdge', 'IPPolicy', 'IPPolicy', 'TCPEdge', 'TLSCertificate', 'TLSEdge', 'TunnelGroupBackend', 'WeightedBackend', 'WeightedBackend'].sort(),
     );
     expect(res.stderr).toMatch(/ipp_\w+ is managed by stack "other" \(as IPPolicy\/theirs\); export it from there/);
     const byId = new Map(docs.map((d) => [d.id, d]));
@@ -82,6 +83,9 @@ describe('reconciler: export', () => {
     expect(byId.get(ids.office)).toMatchObject({ description: 'Office networks', metadata: '{"team":"net"}', rules: [{ cidr: '203.0.113.0/24', action: 'allow', description: 'HQ' }, { cidr: '2001:db8::/48', action: 'deny' }] });
     expect(byId.get(ids.split)!.backends).toEqual({ [addr(ids.agents)]: 90, [addr(ids.page)]: 10 });
     expect(byId.get(ids.outer)!.backends).toEqual({ [addr(ids.split)]: 1 });
+    // type and pooling at their defaults are left out, as a written manifest would.
+    expect(byId.get(ids.site)).toMatchObject({ kind: 'CloudEndpoint', name: 'https-site.example.com', url: 'https://site.example.com', description: 'site', traffic_policy: expect.stringContaining('custom-response') });
+    expect(byId.get(ids.site)).not.toHaveProperty('type');
     const edge = byId.get(ids.edge)!;
     expect(edge.mutual_tls).toMatchObject({ certificate_authority_ids: [addr(ids.ca)] });
     expect(edge.routes.map((x: Doc) => x.match)).toEqual(['/', '/hooks']);
@@ -127,8 +131,8 @@ describe('reconciler: export', () => {
   it('with --adopt stamps the resources into the stack, which then manages them: plans, updates, prunes', async () => {
     const res = await r.run(['export', '--adopt', '--stack', 'web', '-o', path.join(manifestDir({}), 'web.yaml')]);
     expect(res.code, res.stderr).toBe(0);
-    expect(res.stderr).toContain('Adopted 13 resources into stack "web".');
-    const file = res.stderr.match(/Wrote 13 documents to (\S+)\./)![1];
+    expect(res.stderr).toContain('Adopted 14 resources into stack "web".');
+    const file = res.stderr.match(/Wrote 14 documents to (\S+)\./)![1];
     const adopted = fs.readFileSync(file, 'utf8');
     // The stamp identifies them now: no id lines.
     expect(adopted).not.toMatch(/^id: /m);

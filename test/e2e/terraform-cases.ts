@@ -53,6 +53,12 @@ const RATE_LIMIT = `on_http_request:
           bucket_key: [conn.client_ip]
 `;
 
+const CLOUD_POLICY = `on_http_request:
+  - actions:
+      - type: custom-response
+        config: {status_code: 200, body: ok}
+`;
+
 export const cases: Case[] = [
   {
     type: 'edgeform_bot_user', name: 'ci', why: 'a kind without description',
@@ -324,5 +330,14 @@ saml {
       v2: 'destination_ids = [edgeform_event_destination.log.id]\nsources {\n  type = "ip_policy_created.v0"\n}\nsources {\n  type = "ip_policy_deleted.v0"\n}',
     },
     outOfBand: describe('changed by hand'),
+  },
+  {
+    type: 'edgeform_cloud_endpoint', name: 'site', why: 'type left out, as the service\'s resource allows; bindings follow the host; a policy as YAML text',
+    hcl: {
+      v1: `url = "https://site.example.com"\ntraffic_policy = ${q(CLOUD_POLICY)}`,
+      v2: `url = "https://site.example.com"\ntraffic_policy = ${q(CLOUD_POLICY)}\ndescription = "the site"\npooling_enabled = true`,
+    },
+    outOfBand: describe('changed by hand'),
+    checkLive: (live) => expect(live).toMatchObject({ type: 'cloud', bindings: ['public'] }),
   },
 ];

@@ -9,7 +9,7 @@ import { hasTerraform, workspace } from '../helpers/terraform.js';
 describe('data source types', () => {
   it('cover every kind that can be read, with the natural key as a lookup', () => {
     const names = dataSourceTypes.map((d) => d.typeName);
-    for (const t of ['edgeform_ip_policy', 'edgeform_ip_policy_rule', 'edgeform_https_edge', 'edgeform_https_edge_route', 'edgeform_tcp_edge', 'edgeform_tls_edge', 'edgeform_bot_user', 'edgeform_tunnel', 'edgeform_tunnel_session', 'edgeform_endpoint', 'edgeform_weighted_backend']) expect(names).toContain(t);
+    for (const t of ['edgeform_ip_policy', 'edgeform_ip_policy_rule', 'edgeform_https_edge', 'edgeform_https_edge_route', 'edgeform_tcp_edge', 'edgeform_tls_edge', 'edgeform_bot_user', 'edgeform_tunnel', 'edgeform_tunnel_session', 'edgeform_cloud_endpoint', 'edgeform_weighted_backend']) expect(names).toContain(t);
     expect(dataSourceTypes.find((d) => d.typeName === 'edgeform_https_edge')!.lookups).toEqual(['id', 'hostports', 'metadata']);
     expect(dataSourceTypes.find((d) => d.typeName === 'edgeform_https_edge_route')!.parent).toBe('edge_id');
     // Every attribute is computed; only lookups may be set.

@@ -69,6 +69,8 @@ const samples: [reason: string, doc: Json][] = [
   ['an event destination with its secret from the environment', { kind: 'EventDestination', name: 'hook', target: { http: { url: 'https://hooks.example.com/in', secret: '${env:HOOK_SECRET}' } } }],
   ['an event subscription', { kind: 'EventSubscription', name: 'edges', sources: [{ type: 'https_edge_created.v0' }], destination_ids: ['EventDestination/hook'] }],
   ['an enum given by interpolation', { kind: 'SSHCertificateAuthority', name: 'ssh2', private_key_type: '${env:KEY_TYPE}' }],
+  ['a cloud endpoint, type left out', { kind: 'CloudEndpoint', name: 'site', url: 'https://app.example.com', traffic_policy: 'on_http_request:\n  - actions: [{type: deny}]\n' }],
+  ['an internal pooled cloud endpoint', { kind: 'CloudEndpoint', name: 'api', type: 'cloud', url: 'https://api.internal', bindings: ['internal'], pooling_enabled: true, traffic_policy: '{"on_http_request":[{"actions":[{"type":"deny"}]}]}' }],
 ];
 
 describe('the manifest JSON Schema accepts', () => {
@@ -101,6 +103,7 @@ const mistakes: [reason: string, doc: Json, blamed: string][] = [
   ['an unknown kind', { kind: 'Edge', name: 'x' }, '/kind'],
   ['a kind that is not a document (children nest)', { kind: 'IPPolicyRule', name: 'x', cidr: '10.0.0.0/8', action: 'allow' }, '/kind'],
   ['a read-only kind', { kind: 'User', name: 'x' }, '/kind'],
+  ['a cloud endpoint of type agent (agents make those)', { kind: 'CloudEndpoint', name: 'x', type: 'agent', url: 'https://a.example.com', traffic_policy: 'on_http_request: []' }, '/type'],
   ['no name', { kind: 'IPPolicy' }, ''],
   ['a name with a slash (it would break Kind/name)', { kind: 'IPPolicy', name: 'a/b' }, '/name'],
   ['a name starting with a dot', { kind: 'IPPolicy', name: '.x' }, '/name'],

@@ -3,6 +3,7 @@
 export * as apiKey from './api-key/index.js';
 export * as botUser from './bot-user/index.js';
 export * as certificateAuthority from './certificate-authority/index.js';
+export * as cloudEndpoint from './cloud-endpoint/index.js';
 export * as credential from './credential/index.js';
 export * as eventDestination from './event-destination/index.js';
 export * as eventSubscription from './event-subscription/index.js';
@@ -22,8 +23,8 @@ export * as weightedBackend from './weighted-backend/index.js';
 export * as dataEdgeformApiKey from './data-edgeform-api-key/index.js';
 export * as dataEdgeformBotUser from './data-edgeform-bot-user/index.js';
 export * as dataEdgeformCertificateAuthority from './data-edgeform-certificate-authority/index.js';
+export * as dataEdgeformCloudEndpoint from './data-edgeform-cloud-endpoint/index.js';
 export * as dataEdgeformCredential from './data-edgeform-credential/index.js';
-export * as dataEdgeformEndpoint from './data-edgeform-endpoint/index.js';
 export * as dataEdgeformEventDestination from './data-edgeform-event-destination/index.js';
 export * as dataEdgeformEventSubscription from './data-edgeform-event-subscription/index.js';
 export * as dataEdgeformHttpResponseBackend from './data-edgeform-http-response-backend/index.js';

@@ -9,6 +9,7 @@ import type { Duplex } from 'node:stream';
 import { callbackRoute } from '../auth/callback-route.js';
 import { connectEndpoint, endpointChain, endpointTunnelFor, serveEndpoint } from '../agent-endpoints.js';
 import { connectBackend, serveBackend, serveBackendNow } from '../backends/serve.js';
+import { cloudEndpointFilter, fellThrough, publicCloudEndpoint } from '../cloud-endpoints.js';
 import type { EdgeAnswer, Exchange, HttpFilter, HttpsEdgeEntry, IngressDeps, IngressTable } from '../types.js';
 import { accessLogLine } from './access-log.js';
 import { runChain } from './chain.js';
@@ -68,7 +69,7 @@ const ignore = () => {};
  * backend serves it). A fault while choosing (the compiled edge, the route, an endpoint's
  * modules) is answered 500 ERR_SERVICE_754 and logged, never left unanswered.
  */
-function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchange['upgrade']): { ex: HttpExchange; filters: readonly HttpFilter[]; endpoint?: string } {
+function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchange['upgrade']): { ex: HttpExchange; filters: readonly HttpFilter[]; endpoint?: string; cloud?: boolean } {
   try {
     return chooseExchange(req, res, ctx, upgrade);
   } catch (e) {
@@ -82,7 +83,7 @@ function exchangeFor(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchan
   }
 }
 
-function chooseExchange(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchange['upgrade']): { ex: HttpExchange; filters: readonly HttpFilter[]; endpoint?: string } {
+function chooseExchange(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExchange['upgrade']): { ex: HttpExchange; filters: readonly HttpFilter[]; endpoint?: string; cloud?: boolean } {
   const { path, query, refused } = pathOf(req.url ?? '/');
   // HTTP/2's :authority first: it is what the listener checked against the connection's name (a
   // host header beside it, naming another site, must not reach the upstream).
@@ -94,11 +95,14 @@ function chooseExchange(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExc
   // No edge serves the name: an agent's endpoint may (agent-endpoints.ts).
   const endpoint = compiled ? undefined : endpointTunnelFor(ctx.deps, ctx.host);
   const modules = endpoint ? endpointChain(ctx.deps, endpoint) : undefined;
+  // Nor an agent's: a cloud endpoint may (cloud-endpoints.ts); its policy answers.
+  const cloud = compiled || endpoint ? undefined : publicCloudEndpoint(ctx.table, ctx.host);
   const ex = new HttpExchange({
     req, res, clientIp: ctx.clientIp, host: ctx.host, publicPort: ctx.publicPort, table: ctx.table, deps: ctx.deps, scheme: ctx.scheme,
     method: req.method ?? 'GET', path: path + query, hostHeader, upgrade, connect: endpoint ? (e) => connectEndpoint(e as HttpExchange, endpoint) : connect,
-    edge: ctx.edge?.doc ?? NO_DOC, route: route ?? modules?.route ?? NO_DOC,
+    edge: ctx.edge?.doc ?? NO_DOC, route: route ?? modules?.route ?? (cloud ? { id: cloud.id } : NO_DOC),
   });
+  if (cloud) return { ex, filters: [cloudEndpointFilter(cloud, ctx.deps)], cloud: true };
   if (modules) {
     if (!Array.isArray(modules.chain)) {
       ex.answer(modules.chain as EdgeAnswer);
@@ -163,11 +167,12 @@ function internalFault(ex: HttpExchange, e: unknown) {
 export function handleHttpsRequest(req: Req, res: Res, ctx: HttpsContext): Promise<void> | undefined {
   const startedAt = performance.now();
   (res as NodeJS.EventEmitter).on('error', ignore);
-  const { ex, filters, endpoint } = exchangeFor(req, res, ctx);
+  const { ex, filters, endpoint, cloud } = exchangeFor(req, res, ctx);
   let running: Promise<void> | undefined;
   try {
     // An exchange answered already (no edge, no route) goes straight to sending.
-    if (endpoint && !ex.answered) running = filters.length ? runChain(filters, ex, (e) => serveEndpoint(e as HttpExchange, endpoint)) : serveEndpoint(ex, endpoint);
+    if (cloud) running = runChain(filters, ex, fellThrough);
+    else if (endpoint && !ex.answered) running = filters.length ? runChain(filters, ex, (e) => serveEndpoint(e as HttpExchange, endpoint)) : serveEndpoint(ex, endpoint);
     else if (!ex.answered) running = filters.length ? runChain(filters, ex, serve) : serveBackendNow(ex);
   } catch (e) {
     answerThrown(ex, e);

@@ -8,9 +8,10 @@
 import { Transform } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { compilePolicy, evaluate, isCompiled, type CompiledPolicy, type Mutations, type PolicyResult } from '../../policy/index.js';
-import { recordUpstream, type ForwardTarget } from '../../policy/actions/run.js';
+import { recordUpstream } from '../../policy/actions/run.js';
 import { replaceMatches, replaceSseLine } from '../../policy/actions/service.js';
-import type { Exchange, FilterFactory } from '../types.js';
+import { forwardInternal } from '../cloud-endpoints.js';
+import type { Exchange, FilterFactory, IngressDeps } from '../types.js';
 import { compressBody } from './compression.js';
 import { WEBHOOK_BODY_LIMIT } from './webhook-verification.js';
 
@@ -19,11 +20,6 @@ const PHASES = ['on_http_request', 'on_http_response'] as const;
 /** Actions that read the request body: a policy with one reads it before on_http_request. */
 const BODY_ACTIONS = new Set(['verify-webhook', 'request-body-find-replace']);
 
-/**
- * What the server does with a forward-internal: the endpoints code sets it (it knows the
- * internal endpoints). Unset, the action's request is answered 502, saying so.
- */
-export const forwardInternalHook: { handle?: (ex: Exchange, target: ForwardTarget) => Promise<void> } = {};
 
 function requestInput(ex: Exchange, body?: Buffer) {
   const headers: Record<string, string | string[]> = {};
@@ -132,15 +128,15 @@ function applyResponse(ex: Exchange, m: Mutations['response']) {
   }
 }
 
-async function ended(ex: Exchange, r: PolicyResult): Promise<boolean> {
+async function ended(ex: Exchange, r: PolicyResult, deps: IngressDeps): Promise<boolean> {
   if (r.outcome === 'continue') return false;
   if (r.outcome === 'close') {
     // close-connection: the client's connection ends without an answer.
     ex.answer({ status: 403, headers: { 'content-type': 'text/plain; charset=utf-8', connection: 'close' }, body: 'Forbidden\n' });
     ex.req.socket?.destroy();
   } else if ('forward_internal' in r.outcome) {
-    if (forwardInternalHook.handle) await forwardInternalHook.handle(ex, r.outcome.forward_internal);
-    else ex.answer({ status: 502, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: `forward-internal to ${r.outcome.forward_internal.url}: this server has no internal endpoints\n` });
+    // The internal endpoint's policy answers instead (cloud-endpoints.ts).
+    await forwardInternal(ex, r.outcome.forward_internal.url, deps);
   } else ex.answer({ status: r.outcome.response.status, headers: r.outcome.response.headers, body: r.outcome.response.body });
   return true;
 }
@@ -173,7 +169,7 @@ export const trafficPolicy: FilterFactory = (config, route, deps) => {
         vars = r.vars;
         request = r.mutations;
         log(r.mutations);
-        if (await ended(ex, r)) return;
+        if (await ended(ex, r, deps)) return;
         applyRequest(ex, r.mutations.request);
         applyResponse(ex, r.mutations.response);
       }
@@ -188,7 +184,7 @@ export const trafficPolicy: FilterFactory = (config, route, deps) => {
       for (const [k, v] of Object.entries(head.headers)) if (v !== undefined) headers[k] = v;
       const r = await settled(evaluate(policy, 'on_http_response', { now: deps.now(), conn, endpoint: { id: route.id }, req: requestInput(ex), res: { status_code: head.status, headers }, actions, vars }, deps.policyState));
       log(r.mutations);
-      if (await ended(ex, r)) return;
+      if (await ended(ex, r, deps)) return;
       applyResponse(ex, r.mutations.response);
     },
   };

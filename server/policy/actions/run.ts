@@ -9,7 +9,11 @@ import type { Phase } from '../../../provider/catalog/validate/traffic-policy.js
 import type { CelVariables } from '../context.js';
 import type { PolicyState } from '../state.js';
 
-export interface HttpResponse { status: number; headers: Record<string, string>; body: string }
+export interface HttpResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
 
 /** Where forward-internal sends a request (the endpoints code resolves the URL). */
 export interface ForwardTarget { url: string; binding?: string; on_error: 'halt' | 'continue' }
