@@ -516,7 +516,12 @@ export class Gateway implements LocalHolder {
    */
   drainAgents() {
     this.draining = true;
-    for (const s of this.sessions.values()) if (!s.conn.isClosed && !s.conn.h2.closed) s.conn.h2.close();
+    for (const s of this.sessions.values()) {
+      // Chosen no more, here or by the other instances (their watches hear of it now), while
+      // the streams already open finish; the agent's new session elsewhere takes its place.
+      for (const t of s.tunnels) this.dropTunnel(t);
+      if (!s.conn.isClosed && !s.conn.h2.closed) s.conn.h2.close();
+    }
     for (const a of this.attached.values()) a.close();
   }
 

@@ -2,7 +2,7 @@
 // its watch of that holder's tunnels, and the streams relayed to them. A link is bounded on
 // its own: its connect and its pings time out (the peer is then dropped, with its tunnels,
 // until a reconnect succeeds), so a slow or dead peer stalls only the requests sent to it.
-import http2, { type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
+import http2, { constants, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { ApiError } from '../../http/errors.js';
 import type { PeerCredentials } from './credentials.js';
 import { MAX_SNAPSHOT_BYTES, PEER_HEADERS, PEER_PATHS, type PeerRequest, type SharedTunnel, type Snapshot } from './protocol.js';
@@ -123,11 +123,27 @@ export class PeerLink {
       [PEER_HEADERS.tunnel]: tunnelId, [PEER_HEADERS.client]: client,
       [PEER_HEADERS.request]: JSON.stringify({ method: req.method, path: req.path, headers: req.headers }),
     };
-    return this.live().request(headers, { endStream: !!req.endStream });
+    return this.watchRefusal(tunnelId, this.live().request(headers, { endStream: !!req.endStream }));
   }
 
   openTcp(tunnelId: string, client = ''): ClientHttp2Stream {
-    return this.live().request({ ':method': 'POST', ':path': PEER_PATHS.tcp, [PEER_HEADERS.tunnel]: tunnelId, [PEER_HEADERS.client]: client });
+    return this.watchRefusal(tunnelId, this.live().request({ ':method': 'POST', ':path': PEER_PATHS.tcp, [PEER_HEADERS.tunnel]: tunnelId, [PEER_HEADERS.client]: client }));
+  }
+
+  /**
+   * The holder refused the stream (REFUSED_STREAM: it no longer has the tunnel, and its watch's
+   * next line is on its way): the tunnel is taken out of this link's list at once, so the
+   * caller's retry (ingress/backends/serve.ts, relayElsewhere) sees it offline and picks another.
+   */
+  private watchRefusal(tunnelId: string, stream: ClientHttp2Stream): ClientHttp2Stream {
+    stream.once('close', () => {
+      if (stream.rstCode !== constants.NGHTTP2_REFUSED_STREAM) return;
+      const left = this.tunnels.filter((t) => t.id !== tunnelId);
+      if (left.length === this.tunnels.length) return;
+      this.tunnels = left;
+      this.changed();
+    });
+    return stream;
   }
 
   stop() {
