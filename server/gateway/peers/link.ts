@@ -46,7 +46,7 @@ export class PeerLink {
     session.once('close', () => this.lost(session, 'connection closed'));
     const first = setTimeout(() => this.lost(session, `no answer within ${this.opts.timeoutMs} ms`), this.opts.timeoutMs);
     first.unref();
-    const watch = session.request({ ':method': 'GET', ':path': PEER_PATHS.watch });
+    const watch = session.request({ ':method': 'GET', ':path': PEER_PATHS.watch }, { endStream: true });
     watch.on('error', ignore);
     watch.setEncoding('utf8');
     let buffered = '';

@@ -70,7 +70,7 @@ export class PeerServer {
     const server = this.server;
     if (!server) return;
     server.close();
-    for (const w of this.watches) w.end();
+    for (const w of this.watches) w.close(constants.NGHTTP2_NO_ERROR);
     // Watches never end by themselves: closing a session lets its streams in flight finish and starts no new ones.
     for (const s of this.sessions) s.close();
     const deadline = Date.now() + deadlineMs;
