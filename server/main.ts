@@ -239,8 +239,10 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       peers,
       async drainAndClose(graceMs: number) {
         draining = true;
-        gateway.drainAgents();
-        if (graceMs > 0) await new Promise((r) => setTimeout(r, graceMs));
+        const until = Date.now() + graceMs;
+        await gateway.drainAgents(graceMs);
+        const left = until - Date.now();
+        if (left > 0) await new Promise((r) => setTimeout(r, left));
         await running.close();
       },
       async close() {

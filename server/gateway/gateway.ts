@@ -509,20 +509,33 @@ export class Gateway implements LocalHolder {
   }
 
   /**
-   * Draining (SIGTERM): new agent connections are refused (503), and every agent held here is
+   * Draining (SIGTERM): new agent connections are refused (503), and the agents held here are
    * told to reconnect, through the load balancer, to another instance: an edgeform agent's
    * connection gets GOAWAY (its streams in flight finish, then it reconnects), a version-2
    * session is ended without a reason (the SDK reconnects; no resume is kept for it here).
+   * One agent at a time: the next is told once the labels of the one before are served by
+   * another instance (or `withinMs` has passed), so two agents of one label held here do not
+   * leave their label without a tunnel at once.
    */
-  drainAgents() {
+  async drainAgents(withinMs: number) {
     this.draining = true;
-    for (const s of this.sessions.values()) {
+    const deadline = Date.now() + withinMs;
+    for (const s of [...this.sessions.values()]) {
+      const labels = [...s.tunnels].map((t) => this.labeled.get(t)).filter((l): l is Readonly<Record<string, string>> => !!l);
       // Chosen no more, here or by the other instances (their watches hear of it now), while
       // the streams already open finish; the agent's new session elsewhere takes its place.
       for (const t of s.tunnels) this.dropTunnel(t);
       if (!s.conn.isClosed && !s.conn.h2.closed) s.conn.h2.close();
+      while (Date.now() < deadline && labels.some((l) => !this.servedElsewhere(l))) await new Promise((r) => setTimeout(r, 25));
     }
     for (const a of this.attached.values()) a.close();
+  }
+
+  /** Whether a tunnel with exactly these labels is held by another instance. */
+  private servedElsewhere(labels: Readonly<Record<string, string>>): boolean {
+    const want = JSON.stringify(Object.entries(labels).sort());
+    for (const l of this.peers?.labeled.values() ?? []) if (JSON.stringify(Object.entries(l).sort()) === want) return true;
+    return false;
   }
 
   /** Whether this instance refuses new agents (draining). */
