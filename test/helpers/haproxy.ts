@@ -7,6 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
+import type https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 // @ts-expect-error: a plain .mjs script without types
@@ -78,8 +79,8 @@ export interface Cluster {
   /** Starts an instance in slot `n` (its ports fixed, its own data folder). */
   start(n: number): Promise<Ingress>;
   healthy(n: number): Promise<boolean>;
-  /** One request through HAProxy: 'ok' when the route's own upstream answered, else what happened. */
-  one(i: number): Promise<string>;
+  /** One request through HAProxy: 'ok' when the route's own upstream answered, else what happened; a new connection unless `agent` keeps them. */
+  one(i: number, agent?: https.Agent): Promise<string>;
   load(concurrency: number): { results: { at: number; result: string }[]; stop(): Promise<{ at: number; result: string }[]> };
   close(): Promise<void>;
 }
@@ -103,10 +104,10 @@ export async function startCluster(o: { slots: number; running: number; graceSec
     ca: '',
     start,
     healthy: async (n) => (await fetch(`http://127.0.0.1:${slots[n].api}/healthz`).catch(() => undefined))?.status === 200,
-    async one(i) {
+    async one(i, agent) {
       const app = i % 2 ? 'a' : 'b';
       try {
-        const r = await edgeRequest({ port: c.front.ingress, host: HOST, path: `/${app}/${i}`, ca: c.ca });
+        const r = await edgeRequest({ port: c.front.ingress, host: HOST, path: `/${app}/${i}`, ca: c.ca, agent });
         return r.status === 200 && r.text === `upstream-${app} /${app}/${i}` ? 'ok' : `${r.status} ${r.text.slice(0, 200)}`;
       } catch (e) {
         return (e as Error).message;
