@@ -123,6 +123,31 @@ describe.skipIf(!available)('one data plane across three instances (PostgreSQL)'
     socket.destroy();
   });
 
+  it('keeps answering for the live peers\' tunnels while an advertised peer accepts connections and never answers', async () => {
+    // A "peer" that accepts TCP and stays silent: its links stay down (connect bound), the others are untouched.
+    const silent: net.Socket[] = [];
+    const blackhole = net.createServer((socket) => { silent.push(socket); socket.on('error', () => {}); });
+    await new Promise<void>((r) => blackhole.listen(0, '127.0.0.1', r));
+    const url = `https://127.0.0.1:${(blackhole.address() as AddressInfo).port}`;
+    const prisma = servers[0].server.db.prisma;
+    const renew = () => prisma.peerInstance.upsert({ where: { instanceId: 'silent' }, create: { instanceId: 'silent', url, seenAt: new Date() }, update: { seenAt: new Date() } });
+    await renew();
+    const renewing = setInterval(() => void renew().catch(() => {}), 100);
+    try {
+      await until(() => silent.length >= 3, 10_000, () => `the instances dialed the silent peer ${silent.length} times`);
+      for (let i = 0; i < 30; i++) {
+        const r = await get(servers[i % 3], `/${i % 2 ? 'a' : 'c'}/while-silent`);
+        expect(r.headers['x-upstream']).toBe(`upstream-${i % 2 ? 'a' : 'c'}`);
+      }
+      for (const s of servers) expect(s.server.peers!.connected).toBe(2);
+    } finally {
+      clearInterval(renewing);
+      await prisma.peerInstance.deleteMany({ where: { instanceId: 'silent' } });
+      for (const x of silent) x.destroy();
+      blackhole.close();
+    }
+  });
+
   it('refuses a peer connection without the key, or with another key\'s certificate, and closes garbage; the instance keeps serving', async () => {
     const port = servers[0].server.peerServer!.port;
     const handshake = (o: tls.ConnectionOptions) => new Promise<string>((resolve) => {
