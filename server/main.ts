@@ -240,7 +240,10 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       async drainAndClose(graceMs: number) {
         draining = true;
         const until = Date.now() + graceMs;
-        await gateway.drainAgents(graceMs);
+        // Agents move only where another instance can take them; alone, this one keeps them
+        // until its ingress has drained (close()), as before.
+        if (peers && peers.connected > 0) await gateway.drainAgents(graceMs);
+        else gateway.refuseAgents();
         const left = until - Date.now();
         if (left > 0) await new Promise((r) => setTimeout(r, left));
         await running.close();

@@ -531,6 +531,11 @@ export class Gateway implements LocalHolder {
     for (const a of this.attached.values()) a.close();
   }
 
+  /** Draining alone (no other instance to take its agents): only new agent connections are refused. */
+  refuseAgents() {
+    this.draining = true;
+  }
+
   /** Whether a tunnel with exactly these labels is held by another instance. */
   private servedElsewhere(labels: Readonly<Record<string, string>>): boolean {
     const want = JSON.stringify(Object.entries(labels).sort());
