@@ -13,6 +13,11 @@ export interface LinkOptions {
   /** How often the session is pinged (ms). */
   pingMs: number;
   log: (fields: Record<string, unknown>) => void;
+  /**
+   * Another way to reach the holder (a worker process over a socket pair, issue 34): any
+   * HTTP/2 session to something that serves serveHolder(). Default: mutual TLS to `url`.
+   */
+  connect?: () => ClientHttp2Session;
 }
 
 const ignore = () => {};
@@ -36,7 +41,7 @@ export class PeerLink {
     if (this.stopped || !this.closed) return;
     this.closed = false;
     this.ready = false;
-    const session = http2.connect(this.url, {
+    const session = this.opts.connect?.() ?? http2.connect(this.url, {
       ca: [this.creds.caPem], cert: this.creds.certPem, key: this.creds.keyPem, minVersion: 'TLSv1.3',
       // The peer proves itself by its certificate from the derived authority, not by a name.
       checkServerIdentity: () => undefined,
