@@ -31,6 +31,10 @@ export function serveCommand(setCode: (code: number) => void) {
     .addOption(new Option('--endpoint-domain <domain>', 'domain under which ephemeral tunnels get their hostnames').env('EDGEFORM_ENDPOINT_DOMAIN').default('edgeform.localhost'))
     .addOption(new Option('--agent-listen <ADDRESS:PORT>', 'TLS listener for the service\'s agent SDKs (the version-2 agent protocol; docs/agents.md); none by default').env('EDGEFORM_AGENT_LISTEN'))
     .addOption(new Option('--ssh-listen <ADDRESS:PORT>', 'listener for ssh -R tunnels (OpenSSH as an agent, SSH credentials; docs/agents.md); none by default').env('EDGEFORM_SSH_LISTEN'))
+    .addOption(new Option('--peer-listen <ADDRESS:PORT>', 'listener for the other instances on this database (HTTP/2 over mutual TLS, keyed by the secret key): they reach this one\'s tunnels through it (docs/agents.md, "Several instances"); none by default').env('EDGEFORM_PEER_LISTEN'))
+    .addOption(new Option('--peer-url <url>', 'https://HOST:PORT the other instances reach --peer-listen at (default https://<its address>:<port>)').env('EDGEFORM_PEER_URL'))
+    .addOption(new Option('--peer-timeout <seconds>', 'connect and ping bound of each connection to another instance; past it that instance\'s tunnels are skipped until it answers').env('EDGEFORM_PEER_TIMEOUT').default('5'))
+    .addOption(new Option('--drain-grace <seconds>', 'on SIGTERM, how long /healthz answers 503 (agents told to reconnect elsewhere) before new connections are refused (default 10 with --peer-listen, else 0)').env('EDGEFORM_DRAIN_GRACE'))
     .addOption(new Option('--agent-hostname <names>', 'names in the agent listener\'s certificate (from the local CA, <data-dir>/ingress-ca.pem), comma-separated').env('EDGEFORM_AGENT_HOSTNAME').default('localhost'))
     .addOption(new Option('--agent-tcp-ports <FIRST-LAST>', 'public ports of agents\' TCP endpoints, each listened on at the first --ingress listener\'s address (at most 1000); none by default').env('EDGEFORM_AGENT_TCP_PORTS'))
     .addOption(new Option('--ingress <PUBLIC_PORT=ADDRESS:PORT>', 'serve the edges\' hostports on PUBLIC_PORT at ADDRESS:PORT (repeatable; EDGEFORM_INGRESS takes several, comma-separated; none by default)').argParser((v: string, prev: string[] = []) => [...prev, v]))
@@ -118,8 +122,9 @@ Environment only:
         const stop = async (signal: string) => {
           // close() stops the listener before its first await, so the line below is only seen
           // once new connections are refused (a reader acting on it raced the close before).
-          const closed = server.close();
-          info(`received ${signal}; finishing in-flight requests`);
+          const grace = config.drainGraceMs ?? 0;
+          const closed = signal === 'SIGTERM' ? server.drainAndClose(grace) : server.close();
+          info(`received ${signal}; ${signal === 'SIGTERM' && grace ? `draining for ${grace / 1000} s, then ` : ''}finishing in-flight requests`);
           await closed;
           info('stopped');
           resolve();

@@ -65,6 +65,14 @@ export interface ServerConfig {
   agentTcpPorts?: { first: number; last: number };
   /** The `ssh -R` listener (`--ssh-listen ADDRESS:PORT`, EDGEFORM_SSH_LISTEN): OpenSSH as an agent; none by default. */
   sshListen?: { host: string; port: number };
+  /** The listener for the other instances (`--peer-listen ADDRESS:PORT`, EDGEFORM_PEER_LISTEN): mutual TLS under a key derived from the secret key; none by default. */
+  peerListen?: { host: string; port: number };
+  /** The URL the other instances reach the peer listener at (`--peer-url`, EDGEFORM_PEER_URL; default https://<peer-listen address>:<port>). */
+  peerUrl?: string;
+  /** Connect and ping bound of each link to another instance, ms (`--peer-timeout`, seconds, EDGEFORM_PEER_TIMEOUT; default 5 s). */
+  peerTimeoutMs?: number;
+  /** How long SIGTERM waits, /healthz answering 503, before it stops accepting (`--drain-grace`, seconds, EDGEFORM_DRAIN_GRACE; default 10 s with --peer-listen, else 0). */
+  drainGraceMs?: number;
   /** Names in the agent listener's certificate (`--agent-hostname`, comma-separated; default `localhost`). */
   agentHostnames?: string[];
   /** Ingress listeners (`--ingress PUBLIC_PORT=ADDRESS:PORT`, EDGEFORM_INGRESS); none by default. */
@@ -123,6 +131,10 @@ export interface ServeFlags {
   endpointDomain?: string;
   agentListen?: string;
   sshListen?: string;
+  peerListen?: string;
+  peerUrl?: string;
+  peerTimeout?: string | number;
+  drainGrace?: string | number;
   agentHostname?: string;
   agentTcpPorts?: string;
   /** Repeatable `--ingress`; each value may also hold several, comma-separated. */
@@ -237,6 +249,24 @@ export const parseAgentListen = (value: string | undefined) => parseListen(value
 /** `ADDRESS:PORT` of the `ssh -R` listener, or undefined. */
 export const parseSshListen = (value: string | undefined) => parseListen(value, '--ssh-listen / EDGEFORM_SSH_LISTEN', '127.0.0.1:2222');
 
+/** `ADDRESS:PORT` of the listener for the other instances, or undefined. */
+export const parsePeerListen = (value: string | undefined) => parseListen(value, '--peer-listen / EDGEFORM_PEER_LISTEN', '10.0.0.5:7443');
+
+/** The peer URL: https://HOST:PORT, nothing else. */
+function peerUrl(value: string | undefined): string | undefined {
+  if (value === undefined || value === '') return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (!url || url.protocol !== 'https:' || !url.port || (url.pathname !== '/' && url.pathname !== '') || url.search || url.hash || url.username) {
+    throw new Error(`--peer-url / EDGEFORM_PEER_URL must be https://HOST:PORT, the address other instances reach --peer-listen at, such as https://10.0.0.5:7443, not ${JSON.stringify(value)}`);
+  }
+  return `https://${url.host}`;
+}
+
 /** Agent sessions a credential may hold at once by default: a fleet's worth, and a bound on what a leaked token can open. */
 export const DEFAULT_AGENT_SESSIONS_PER_CREDENTIAL = 100;
 
@@ -267,6 +297,9 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     agentListen: parseAgentListen(pick(flags.agentListen, env.EDGEFORM_AGENT_LISTEN)),
     agentTcpPorts: parseTcpPorts(pick(flags.agentTcpPorts, env.EDGEFORM_AGENT_TCP_PORTS)),
     sshListen: parseSshListen(pick(flags.sshListen, env.EDGEFORM_SSH_LISTEN)),
+    peerListen: parsePeerListen(pick(flags.peerListen, env.EDGEFORM_PEER_LISTEN)),
+    peerUrl: peerUrl(pick(flags.peerUrl, env.EDGEFORM_PEER_URL)),
+    peerTimeoutMs: 1000 * int('--peer-timeout / EDGEFORM_PEER_TIMEOUT (seconds)', pick(flags.peerTimeout, env.EDGEFORM_PEER_TIMEOUT), 5, 1, 300),
     agentHostnames: (pick(flags.agentHostname, env.EDGEFORM_AGENT_HOSTNAME) ?? 'localhost').split(',').map((n) => n.trim()).filter(Boolean),
     ingress: parseIngress(flags.ingress?.length ? flags.ingress : env.EDGEFORM_INGRESS ? [env.EDGEFORM_INGRESS] : []),
     ingressHttp: parseIngress(flags.ingressHttp?.length ? flags.ingressHttp : env.EDGEFORM_INGRESS_HTTP ? [env.EDGEFORM_INGRESS_HTTP] : [], '--ingress-http / EDGEFORM_INGRESS_HTTP', '80=127.0.0.1:8080').map((l) => ({ ...l, plain: true })),
@@ -290,6 +323,10 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
   };
   for (const l of resolved.ingressHttp ?? []) {
     if (resolved.ingress?.some((t) => t.publicPort === l.publicPort)) throw new Error(`public port ${l.publicPort} is named by --ingress (TLS) and --ingress-http (plain HTTP); one listener serves each public port`);
+  }
+  resolved.drainGraceMs = 1000 * int('--drain-grace / EDGEFORM_DRAIN_GRACE (seconds)', pick(flags.drainGrace, env.EDGEFORM_DRAIN_GRACE), resolved.peerListen ? 10 : 0, 0, 3600);
+  if (resolved.peerListen && !resolved.peerUrl && /^(0\.0\.0\.0|::)$/.test(resolved.peerListen.host)) {
+    throw new Error('--peer-listen on a wildcard address needs --peer-url / EDGEFORM_PEER_URL: the https://HOST:PORT other instances reach this one at');
   }
   if (resolved.agentTcpPorts && !resolved.ingress?.length) throw new Error('--agent-tcp-ports / EDGEFORM_AGENT_TCP_PORTS needs an --ingress listener: its ports are listened on at the first one\'s address');
   return resolved;

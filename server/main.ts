@@ -11,6 +11,9 @@ import { Metrics } from './http/metrics.js';
 import { startIngress, type RunningIngress } from './ingress/start.js';
 import { startWorkers } from './cluster/primary.js';
 import { V2Gateway } from './gateway/v2/listener.js';
+import { peerCredentials } from './gateway/peers/credentials.js';
+import { Peers } from './gateway/peers/peers.js';
+import { PeerServer } from './gateway/peers/server.js';
 import { SshGateway } from './gateway/ssh/listener.js';
 import { drainable, DRAIN_DEFAULTS } from './http/drain.js';
 import { openapiDocument } from './openapi.js';
@@ -45,6 +48,16 @@ export interface RunningServer {
   /** The ingress (`--ingress`): its listeners, routing table and local CA; absent without listeners. */
   ingress?: RunningIngress;
   metrics: Metrics;
+  /** The listener for the other instances (`--peer-listen`), when asked for. */
+  peerServer?: PeerServer;
+  /** The other instances' tunnels (PostgreSQL only: on SQLite there is one instance). */
+  peers?: Peers;
+  /**
+   * SIGTERM's first step (docs/agents.md, "Several instances"): /healthz answers 503, new agents
+   * are refused and held ones told to reconnect elsewhere; then, after `graceMs` (while the load
+   * balancer notices), close() finishes what is in flight.
+   */
+  drainAndClose(graceMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -71,10 +84,12 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const metrics = new Metrics();
     const diskFull = new DiskFullState();
     let closing = false;
+    let draining = false;
     // One count of failed authentications per address for the API and the agent endpoint: a guesser gains nothing by switching.
     const authFailures = authFailureCounter(config.authFailureLimit, config.apiRateWindowMs);
     const app = buildApp({
       isClosing: () => closing,
+      isDraining: () => draining,
       server,
       routes,
       apiRateLimit: config.apiRateLimit,
@@ -105,6 +120,27 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     await gateway.start(app.server);
     server.gateway = gateway;
     metrics.busOf = () => gateway.busState;
+    // Several instances share one PostgreSQL database: each reaches the tunnels the others hold.
+    let peerServer: PeerServer | undefined;
+    let peers: Peers | undefined;
+    if (db.provider === 'postgresql' || config.peerListen) {
+      const creds = peerCredentials(box, gateway.instanceId);
+      const timeoutMs = config.peerTimeoutMs ?? 5000;
+      let peerUrl = config.peerUrl;
+      if (config.peerListen) {
+        peerServer = new PeerServer(gateway, creds, { host: config.peerListen.host, port: config.peerListen.port, handshakeTimeoutMs: timeoutMs, log: logFields });
+        try {
+          await peerServer.start();
+        } catch (e) {
+          await gateway.stop();
+          throw e;
+        }
+        peerUrl ??= `https://${config.peerListen.host.includes(':') ? `[${config.peerListen.host}]` : config.peerListen.host}:${peerServer.port}`;
+      }
+      peers = new Peers(server, creds, { instanceId: gateway.instanceId, url: peerServer ? peerUrl : undefined, tickMs: Math.max(20, Math.floor(config.agentHeartbeatMs / 5)), timeoutMs, log: logFields }, () => gateway.peersChanged());
+      gateway.usePeers(peers);
+      await peers.start();
+    }
     metrics.databaseCheck = () => db.check().then(() => true, () => false);
     await app.listen({ host: config.host, port: config.port });
     const address = app.server.address();
@@ -199,7 +235,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         throw e;
       }
     }
-    return {
+    const running: RunningServer = {
       app,
       db,
       agentListener,
@@ -210,8 +246,22 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       gateway,
       ingress,
       metrics,
+      peerServer,
+      peers,
+      async drainAndClose(graceMs: number) {
+        draining = true;
+        const until = Date.now() + graceMs;
+        // Agents move only where another instance can take them; alone, this one keeps them
+        // until its ingress has drained (close()), as before.
+        if (peers && peers.connected > 0) await gateway.drainAgents(graceMs);
+        else gateway.refuseAgents();
+        const left = until - Date.now();
+        if (left > 0) await new Promise((r) => setTimeout(r, left));
+        await running.close();
+      },
       async close() {
         closing = true;
+        draining = true;
         flushLogLines();
         // Both listeners stop accepting at once (each drain's first step). The ingress's
         // requests and streams in flight ride on agents' connections, so they finish before
@@ -222,6 +272,10 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         await ingress?.drain({ ...DRAIN_DEFAULTS, ...config.drain }.deadlineMs);
         await agentListener?.stop();
         await sshListener?.stop();
+        // Streams other instances relay through this one's agents finish before the agents go.
+        await peers?.withdraw();
+        await peerServer?.stop({ ...DRAIN_DEFAULTS, ...config.drain }.deadlineMs);
+        await peers?.stop();
         await gateway.stop();
         await drained;
         await app.close();
@@ -232,6 +286,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         flushLogLines();
       },
     };
+    return running;
   } catch (e) {
     await db.close();
     sqliteLock?.release();

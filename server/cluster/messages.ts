@@ -27,17 +27,16 @@ export type ToPrimary =
   | { t: 'log'; text: string }
   | { t: 'failed'; message: string; code?: string; syscall?: string; address?: string; port?: number };
 
-/** The gateway's tunnel maps, read as they are (they are private to it: the ingress's look-ups are its interface). */
+/** The tunnels the primary's gateway reaches (its own and, with peers, the other instances'), as the ingress looks them up. */
 export function tunnelSnapshot(gateway: Gateway): TunnelSnapshot {
-  const g = gateway as unknown as {
-    tunnels: Map<string, string>; labeled: Map<string, Record<string, string>>; endpointHosts: Map<string, string>; tlsEndpoints: Set<string>; endpointRoutes: Map<string, FullDoc>; endpointProtos: Map<string, string>;
-  };
-  return {
-    live: [...g.tunnels.keys()].filter((id) => gateway.tunnelLive(id)),
-    labeled: [...g.labeled],
-    endpoints: [...g.endpointHosts],
-    tls: [...g.tlsEndpoints],
-    routes: [...g.endpointRoutes],
-    protos: [...g.endpointProtos],
-  };
+  const snap: TunnelSnapshot = { live: [], labeled: [], endpoints: [], tls: [], routes: [], protos: [] };
+  for (const t of gateway.reachableTunnels()) {
+    snap.live.push(t.id);
+    if (t.labels) snap.labeled.push([t.id, { ...t.labels }]);
+    if (t.host !== undefined) snap.endpoints.push([t.host, t.id]);
+    if (t.tls) snap.tls.push(t.id);
+    if (t.route) snap.routes.push([t.id, t.route]);
+    if (t.proto) snap.protos.push([t.id, t.proto]);
+  }
+  return snap;
 }

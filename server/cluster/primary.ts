@@ -64,7 +64,7 @@ export async function startWorkers(local: RunningIngress, o: ClusterOptions): Pr
       for (const w of workers) send(w, { t: 'tunnels', snap });
     });
   };
-  o.gateway.onTunnelsChanged = pushTunnels;
+  const unwatch = o.gateway.onReachableTunnelsChanged(pushTunnels);
 
   const applied = (id: number, s: number) => {
     const wait = waiting.get(s);
@@ -139,7 +139,7 @@ export async function startWorkers(local: RunningIngress, o: ClusterOptions): Pr
     },
     async drain(deadlineMs) {
       stopping = true;
-      o.gateway.onTunnelsChanged = undefined;
+      unwatch();
       await Promise.all(workers.map((w) => new Promise<void>((resolve) => {
         if (w.isDead()) return resolve();
         w.once('exit', () => resolve());

@@ -20,6 +20,9 @@ import type { FullDoc } from '../ingress/types.js';
 import { AgentConnection, TimeoutError } from './connection.js';
 import { DEFAULT_RELAY_POOL, type PooledConnection } from './relay-pool.js';
 import { RESET_PACE } from './reset-pacer.js';
+import type { Peers } from './peers/peers.js';
+import type { PeerLink } from './peers/link.js';
+import type { LocalHolder, PeerRequest, SharedTunnel } from './peers/protocol.js';
 import { createSession, deleteSessions, endpointKey, holderOf, renewLeases, SessionLimit, sessionsOf, staleSessions, type TakenEndpoint, type TunnelRow } from './live-rows.js';
 
 export interface GatewayOptions {
@@ -100,7 +103,7 @@ interface Live {
 /** How often credentials of held sessions are re-checked: a deleted one closes its sessions within a second. */
 const REVALIDATE_MS = 400;
 
-export class Gateway {
+export class Gateway implements LocalHolder {
   readonly instanceId = newIdBody();
   private sessions = new Map<string, Live>();
   private tunnels = new Map<string, string>();
@@ -128,8 +131,16 @@ export class Gateway {
   private tlsEndpoints = new Set<string>();
   /** The proto (http, https, tls, tcp) of each endpoint's tunnel online here: a plain-HTTP listener serves http ones only. */
   private endpointProtos = new Map<string, string>();
-  /** Called when the tunnels online here change (ingress workers are told, server/cluster/primary.ts). */
-  onTunnelsChanged?: () => void;
+  /** The tunnels other holders (instances: peers/) have, when this instance has peers. */
+  private peers?: Peers;
+  /** Local and remote labeled tunnels together, rebuilt after a change of either (undefined: stale). */
+  private merged?: Map<string, Readonly<Record<string, string>>>;
+  /** Who is told when the tunnels held here change (peer watches, peers/server.ts). */
+  private tunnelWatchers = new Set<() => void>();
+  /** Draining (SIGTERM): new agent connections are refused, held ones told to reconnect elsewhere. */
+  private draining = false;
+  /** Who is told when the tunnels this gateway reaches (its own and its peers') change: ingress workers (server/cluster/primary.ts). */
+  private reachableWatchers = new Set<() => void>();
 
   constructor(private ctx: ServerContext, private opts: GatewayOptions) {
     this.bus = busFor(ctx.db, opts.databaseUrl, this.instanceId, (msg) => opts.log({ level: 'warn', msg }));
@@ -204,7 +215,7 @@ export class Gateway {
     const version = req.headers['service-version'];
     if (version === undefined) return refuse(new ApiError('ERR_SERVICE_218', 'the Service-Version header is missing; send Service-Version: 2'));
     if (version !== '2') return refuse(new ApiError('ERR_SERVICE_217', `Service-Version ${JSON.stringify(version)} is not supported; send Service-Version: 2`));
-    if (this.stopping) return refuse(new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry'));
+    if (this.stopping || this.draining) return refuse(new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry'));
     let credential: AgentCredential;
     try {
       credential = await authenticateAgent(this.ctx.db.prisma as never, bearer[1]);
@@ -310,7 +321,7 @@ export class Gateway {
       if (prefix !== undefined) this.plainHttp.set(r.id, prefix);
       if (r.endpoint) this.addEndpoint(r.id, r.endpoint.publicUrl, r.proto);
     }
-    this.onTunnelsChanged?.();
+    this.tunnelsChanged();
     this.opts.log({ level: 'info', msg: 'agent session started', session: sessionId, credential: credential.credentialId, ip, tunnels: rows.length, refused: results.filter((r) => r.error).length });
     const bound: Bound = { session_id: sessionId, tunnels: results };
     await conn.control(CONTROL.bound, bound, this.opts.helloTimeoutMs).catch(() => conn.destroy());
@@ -448,7 +459,9 @@ export class Gateway {
 
   /** The online labeled tunnels of this instance with their labels (live; do not modify). */
   labeledTunnels(): ReadonlyMap<string, Readonly<Record<string, string>>> {
-    return this.labeled;
+    const remote = this.peers?.labeled;
+    if (!remote?.size) return this.labeled;
+    return (this.merged ??= new Map([...remote, ...this.labeled]));
   }
 
   /**
@@ -457,19 +470,131 @@ export class Gateway {
    */
   tunnelLive(tunnelId: string): boolean {
     const session = this.tunnels.get(tunnelId);
-    const conn = session ? this.sessions.get(session)?.conn : undefined;
-    return !!conn && !conn.isClosed && !conn.h2.destroyed && !conn.h2.closed && !conn.socket.destroyed;
+    if (session === undefined) return this.peers?.tunnels.get(tunnelId)?.link.up ?? false;
+    const conn = this.sessions.get(session)?.conn;
+    if (!conn) return false;
+    return !conn.isClosed && !conn.h2.destroyed && !conn.h2.closed && !conn.socket.destroyed;
   }
 
-  /** A relayed HTTP request to a tunnel held by this instance (the ingress's entry point). */
+  /** A relayed HTTP request to a tunnel of this instance or of another holder (the ingress's entry point). */
   openStream(tunnelId: string, req: { method: string; path: string; headers?: Record<string, string | string[] | undefined>; endStream?: boolean }, client = ''): ClientHttp2Stream {
+    return this.holderOf(tunnelId).openStream(tunnelId, req, client);
+  }
+
+  /** A raw TCP stream to a tunnel's upstream (TCP and TLS edges; WebSockets), wherever it is held. */
+  openTcp(tunnelId: string, client = ''): ClientHttp2Stream {
+    return this.holderOf(tunnelId).openTcp(tunnelId, client);
+  }
+
+  /** A tunnel held here, or by another holder (peers/): never a loop, since holders answer peers from their own tunnels only. */
+  private holderOf(tunnelId: string): AgentConnection | AttachedSession | PeerLink {
+    if (!this.tunnels.has(tunnelId)) {
+      const remote = this.peers?.tunnels.get(tunnelId);
+      if (remote) return remote.link;
+    }
+    return this.connOf(tunnelId);
+  }
+
+  // The holder's side of the peer channel (peers/protocol.ts's LocalHolder): this instance's own tunnels only.
+
+  openLocalStream(tunnelId: string, req: PeerRequest & { endStream?: boolean }, client: string): ClientHttp2Stream {
     return this.connOf(tunnelId).openStream(tunnelId, req, client);
   }
 
-  /** A raw TCP stream to a tunnel's upstream (TCP and TLS edges; WebSockets). */
-  openTcp(tunnelId: string, client = ''): ClientHttp2Stream {
+  openLocalTcp(tunnelId: string, client: string): ClientHttp2Stream {
     return this.connOf(tunnelId).openTcp(tunnelId, client);
   }
+
+  sharedTunnels(): SharedTunnel[] {
+    const out: SharedTunnel[] = [];
+    for (const id of this.tunnels.keys()) {
+      const t: SharedTunnel = { id };
+      const labels = this.labeled.get(id);
+      if (labels) t.labels = labels;
+      const host = this.hostOf.get(id);
+      if (host !== undefined) t.host = host;
+      if (this.tlsEndpoints.has(id)) t.tls = true;
+      const proto = this.endpointProtos.get(id);
+      if (proto) t.proto = proto;
+      const route = this.endpointRoutes.get(id);
+      if (route) t.route = route;
+      out.push(t);
+    }
+    return out;
+  }
+
+  onTunnelsChanged(fn: () => void): () => void {
+    this.tunnelWatchers.add(fn);
+    return () => this.tunnelWatchers.delete(fn);
+  }
+
+  private tunnelsChanged() {
+    this.merged = undefined;
+    for (const fn of this.tunnelWatchers) fn();
+    for (const fn of this.reachableWatchers) fn();
+  }
+
+  /** Calls `fn` when the tunnels this gateway reaches change, its own or its peers'; returns the way to stop. */
+  onReachableTunnelsChanged(fn: () => void): () => void {
+    this.reachableWatchers.add(fn);
+    return () => this.reachableWatchers.delete(fn);
+  }
+
+  /** Every tunnel this gateway reaches, its own and its peers', as the ingress looks them up. */
+  reachableTunnels(): SharedTunnel[] {
+    const out = this.sharedTunnels().filter((t) => this.tunnelLive(t.id));
+    for (const [id, r] of this.peers?.tunnels ?? []) if (!this.tunnels.has(id)) out.push({ ...r.t, id });
+    return out;
+  }
+
+  /** The tunnels of the other instances (peers/peers.ts) join this gateway's choices; `changed` is theirs to call. */
+  usePeers(peers: Peers) {
+    this.peers = peers;
+  }
+
+  /** The other holders' tunnels changed (peers/peers.ts). */
+  peersChanged() {
+    this.merged = undefined;
+    for (const fn of this.reachableWatchers) fn();
+  }
+
+  /**
+   * Draining (SIGTERM): new agent connections are refused (503), and the agents held here are
+   * told to reconnect, through the load balancer, to another instance: an edgeform agent's
+   * connection gets GOAWAY (its streams in flight finish, then it reconnects), a version-2
+   * session is ended without a reason (the SDK reconnects; no resume is kept for it here).
+   * One agent at a time: the next is told once the labels of the one before are served by
+   * another instance (or `withinMs` has passed), so two agents of one label held here do not
+   * leave their label without a tunnel at once.
+   */
+  async drainAgents(withinMs: number) {
+    this.draining = true;
+    const deadline = Date.now() + withinMs;
+    for (const s of [...this.sessions.values()]) {
+      const labels = [...s.tunnels].map((t) => this.labeled.get(t)).filter((l): l is Readonly<Record<string, string>> => !!l);
+      // Chosen no more, here or by the other instances (their watches hear of it now), while
+      // the streams already open finish; the agent's new session elsewhere takes its place.
+      for (const t of s.tunnels) this.dropTunnel(t);
+      if (!s.conn.isClosed && !s.conn.h2.closed) s.conn.h2.close();
+      while (Date.now() < deadline && labels.some((l) => !this.servedElsewhere(l))) await new Promise((r) => setTimeout(r, 25));
+    }
+    for (const a of this.attached.values()) a.close();
+  }
+
+  /** Draining alone (no other instance to take its agents): only new agent connections are refused. */
+  refuseAgents() {
+    this.draining = true;
+  }
+
+  /** Whether a tunnel with exactly these labels is held by another instance. */
+  private servedElsewhere(labels: Readonly<Record<string, string>>): boolean {
+    const want = JSON.stringify(Object.entries(labels).sort());
+    for (const l of this.peers?.labeled.values() ?? []) if (JSON.stringify(Object.entries(l).sort()) === want) return true;
+    return false;
+  }
+
+  /** Whether this instance refuses new agents (draining). */
+  get isDraining() { return this.draining; }
 
   /**
    * An idle pooled connection to the tunnel's upstream with the path prefix of its forwards_to,
@@ -477,6 +602,8 @@ export class Gateway {
    * request goes by openStream). Throws as openStream does when the tunnel is gone.
    */
   takePooled(tunnelId: string, client = ''): { conn: PooledConnection; prefix: string } | undefined {
+    // A tunnel of another holder is relayed as a stream of its own (its holder's pool is its own).
+    if (!this.tunnels.has(tunnelId) && this.peers?.tunnels.has(tunnelId)) return undefined;
     const conn = this.connOf(tunnelId);
     const size = this.opts.relayPool ?? DEFAULT_RELAY_POOL;
     if (!(conn instanceof AgentConnection)) return size > 0 ? conn.takePooled?.(tunnelId, size) : undefined;
@@ -508,7 +635,7 @@ export class Gateway {
     if (t.route) this.endpointRoutes.set(tunnelId, t.route);
     if (t.labels) this.labeled.set(tunnelId, t.labels);
     if (t.publicUrl) this.addEndpoint(tunnelId, t.publicUrl, t.proto);
-    this.onTunnelsChanged?.();
+    this.tunnelsChanged();
   }
 
   private addEndpoint(tunnelId: string, publicUrl: string, proto?: string) {
@@ -529,36 +656,37 @@ export class Gateway {
     const host = this.hostOf.get(tunnelId);
     if (host !== undefined && this.endpointHosts.get(host) === tunnelId) this.endpointHosts.delete(host);
     this.hostOf.delete(tunnelId);
-    this.onTunnelsChanged?.();
+    this.tunnelsChanged();
   }
 
   /** The online tunnel of this instance whose endpoint has this hostname (lower case), if any. */
   endpointTunnel(hostname: string): string | undefined {
-    return this.endpointHosts.get(hostname);
+    return this.endpointHosts.get(hostname) ?? this.peers?.hosts.get(hostname);
   }
 
   /** Whether the endpoint's tunnel is a tls one (its connections pass through, still encrypted). */
   isTlsEndpoint(tunnelId: string): boolean {
-    return this.tlsEndpoints.has(tunnelId);
+    return this.tlsEndpoints.has(tunnelId) || !!this.peers?.tunnels.get(tunnelId)?.t.tls;
   }
 
   /** The proto of an endpoint's tunnel online here (http, https, tls, tcp), if known. */
   endpointProto(tunnelId: string): string | undefined {
-    return this.endpointProtos.get(tunnelId);
+    return this.endpointProtos.get(tunnelId) ?? this.peers?.tunnels.get(tunnelId)?.t.proto;
   }
 
   /** The route document of the modules an endpoint runs, if its agent asked for any. */
   endpointRoute(tunnelId: string): FullDoc | undefined {
-    return this.endpointRoutes.get(tunnelId);
+    return this.endpointRoutes.get(tunnelId) ?? this.peers?.tunnels.get(tunnelId)?.t.route;
   }
 
   /** The online tunnel of this instance whose TCP endpoint has this public port, if any. */
   tcpEndpointTunnel(port: number): string | undefined {
-    return this.endpointHosts.get(`tcp:${port}`);
+    const key = `tcp:${port}`;
+    return this.endpointHosts.get(key) ?? this.peers?.hosts.get(key);
   }
 
   /** Whether any endpoint is online here (the ingress then reads a ClientHello on a port without edges). */
-  get hasEndpoints() { return this.endpointHosts.size > 0; }
+  get hasEndpoints() { return this.endpointHosts.size > 0 || (this.peers?.hosts.size ?? 0) > 0; }
 }
 
 /**

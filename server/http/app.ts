@@ -66,6 +66,8 @@ export interface AppOptions {
   openapi: () => unknown;
   /** True once shutdown has begun (before Fastify's own close): requests get 503 with Connection: close. */
   isClosing?: () => boolean;
+  /** Draining on SIGTERM: /healthz answers 503 so a load balancer stops sending (the API still answers meanwhile). */
+  isDraining?: () => boolean;
   /** Prometheus metrics: API requests are counted here and GET /metrics renders them (docs/ingress.md). */
   metrics?: Metrics;
   /** Whether the database's disk was found full lately (disk-full.ts): writes answer 503 ERR_SERVICE_507, /healthz says so. */
@@ -229,6 +231,7 @@ export function buildApp(opts: AppOptions): FastifyInstance {
   // Off the write pool (Database.check): a locked row or a full pool does not stall it.
   app.get('/healthz', async (_request, reply) => {
     if (diskFull.fullSince()) return reply.code(503).send(diskFullHealth(diskFull));
+    if (opts.isDraining?.()) return reply.code(503).header('Retry-After', '1').send({ status: 'draining' });
     const bus = opts.server.gateway?.busState;
     // On SQLite (one instance) there is no bus to report.
     const notifications = bus && bus.state !== 'local' ? { notifications: bus.state } : {};

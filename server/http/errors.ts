@@ -55,7 +55,7 @@ export const ERRORS = {
   // page a client of an edge gets carries the code in `edgeform-error-code`.
   ERR_SERVICE_740: { status: 404, summary: 'No HTTPS edge serves this host name on this port.' },
   ERR_SERVICE_741: { status: 404, summary: 'No route of the edge matches the request\'s host and path.' },
-  ERR_SERVICE_742: { status: 502, summary: 'No online tunnel on this server has the labels the tunnel-group backend asks for; start `edgeform agent` with those labels.' },
+  ERR_SERVICE_742: { status: 502, summary: 'No online tunnel of any instance has the labels the tunnel-group backend asks for; start `edgeform agent` with those labels.' },
   ERR_SERVICE_743: { status: 502, summary: 'The upstream refused the connection or failed before answering (the agent could not reach its forwards_to).' },
   ERR_SERVICE_744: { status: 504, summary: 'The upstream did not answer in time.' },
   ERR_SERVICE_745: { status: 502, summary: 'The route has no enabled backend, or its backend no longer exists.' },

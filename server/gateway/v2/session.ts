@@ -140,7 +140,7 @@ export class V2Connection implements AttachedSession {
       answer(s, { Version: '', ClientId: '', Error: errorText(e.code, e.message) });
       setTimeout(() => this.end(`Auth refused: ${e.code}`), 200).unref();
     };
-    if (this.gw.stopping) return refuse(new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry'));
+    if (this.gw.stopping || this.gw.gateway.isDraining) return refuse(new ApiError('ERR_SERVICE_503', 'the server is shutting down; retry'));
     const clientId = typeof o.clientid === 'string' ? o.clientid : '';
     const ended = clientId ? await this.gw.endedReason(clientId) : undefined;
     if (ended === 'stopped') return refuse(new ApiError('ERR_SERVICE_113', `tunnel session ${clientId} was stopped (POST /tunnel_sessions/${clientId}/stop); start the application again to connect a new session`));
