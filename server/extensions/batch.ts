@@ -16,6 +16,8 @@ import { apiRoutes, extraRoute, type ApiRoute, type Method, type NestedOperation
 import { newIdBody } from '../store/ids.js';
 
 export const BATCH_PATH = '/_edgeform/batch';
+/** Top-level fields of one operation's body at most: more than any resource has (each route then checks its own). */
+const MAX_BODY_FIELDS = 200;
 /** Operations in one batch at most (the body's 1 MiB bound applies too). */
 export const BATCH_MAX_OPERATIONS = 100;
 /** A batch counts as one request against the API rate limit per this many operations, rounded up. */
@@ -31,7 +33,12 @@ const request = z.strictObject({
       z.strictObject({
         method: z.enum(METHODS).describe('POST (create), PATCH (update), PUT (a module) or DELETE.'),
         path: z.string().min(1).max(2048).describe('The path the same request would have alone, such as /ip_policies or /edges/https/edghts_…/routes/edghtsrt_…/ip_restriction; no query.'),
-        body: z.record(z.string(), z.unknown()).optional().describe('The request body the same request would have alone (none for DELETE).'),
+        body: z
+          .record(z.string().max(255), z.unknown())
+          .refine((m) => Object.keys(m).length <= MAX_BODY_FIELDS, `at most ${MAX_BODY_FIELDS} fields`)
+          .meta({ maxProperties: MAX_BODY_FIELDS })
+          .optional()
+          .describe('The request body the same request would have alone (none for DELETE); its own route checks it as it would alone.'),
       }),
     )
     .min(1)
