@@ -66,7 +66,7 @@ describe.skipIf(!available)('one data plane across three instances (PostgreSQL)'
     const endpoint = startAgent(['--api-url', c.url, '--authtoken', cr.token, '--no-update-check', 'http', String(onC)]);
     agents.push(agentA, agentC, endpoint);
     await Promise.all([agentA.waitFor('online: tn_'), agentC.waitFor('online: tn_'), endpoint.waitFor('online: tn_')]);
-    endpointHost = /online: tn_\S+ http:\/\/(\S+)/.exec(endpoint.output())![1];
+    endpointHost = /online: tn_\S+ https?:\/\/(\S+)/.exec(endpoint.output())![1];
     const edge = await a.post('/edges/https', { hostports: [`${HOST}:443`] });
     for (const app of ['a', 'c']) {
       const b = await a.post('/backends/tunnel_group', { labels: { app } });
