@@ -114,7 +114,7 @@ describe('a cloud endpoint', () => {
   it('forward-internal goes only to internal URLs (refused at create otherwise)', async () => {
     const r = await s.post('/endpoints', { url: 'https://bad-forward.example.com', traffic_policy: policy({ actions: [{ type: 'forward-internal', config: { url: 'https://public.example.com' } }] }) });
     expect(r.status).toBe(400);
-    expect(r.body.msg).toMatch(/forward-internal goes to an internal endpoint/);
+    expect(r.body.msg).toMatch(/must name an internal endpoint \(a host ending in \.internal/);
   });
 
   it('an edge created later at the same name wins (edges before endpoints, as with agents\' endpoints)', async () => {

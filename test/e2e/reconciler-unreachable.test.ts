@@ -105,11 +105,11 @@ describe('reconciler: an unreachable API', () => {
 
   it('a server that answered and then refuses connections for a moment (a restart mid-apply): the apply waits for it and finishes', async () => {
     // Down after the refresh's reads and a few creates, for about a second. One request at
-    // a time, so that none is cut off half-way (a create cut off is not retried: it may
+    // a time (one write per request: --batch-size 1), so that none is cut off half-way (a create cut off is not retried: it may
     // have happened; reconciler-interrupted.test.ts covers that).
     const proxy = await restartingProxy(s.url, 20, 1000);
     try {
-      const out = await r.run(['apply', '-f', dir, '--auto-approve', '--parallelism', '1', '--api-url', proxy.url]);
+      const out = await r.run(['apply', '-f', dir, '--auto-approve', '--parallelism', '1', '--batch-size', '1', '--api-url', proxy.url]);
       expect(proxy.state.wentDown).toBe(true);
       expect(out.code, out.stdout + out.stderr).toBe(0);
       expect(await census(s)).toEqual(complete);
