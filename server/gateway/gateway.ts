@@ -472,7 +472,8 @@ export class Gateway implements LocalHolder {
     const session = this.tunnels.get(tunnelId);
     if (session === undefined) return this.peers?.tunnels.get(tunnelId)?.link.up ?? false;
     const conn = this.sessions.get(session)?.conn;
-    if (!conn) return false;
+    // A session of another transport (the SDK's, ssh -R) is live while it is attached.
+    if (!conn) return this.attached.has(session);
     return !conn.isClosed && !conn.h2.destroyed && !conn.h2.closed && !conn.socket.destroyed;
   }
 

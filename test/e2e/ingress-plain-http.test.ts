@@ -51,7 +51,10 @@ beforeAll(async () => {
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   upstreamPort = (upstream.address() as AddressInfo).port;
   plainPort = await freePort();
-  ing = await startIngress([443], {}, ['--agent-listen', '127.0.0.1:0', '--ingress-http', `${plainPort}=127.0.0.1:${plainPort}`]);
+  // Two ingress workers, as `edgeform serve` has by default on this 2-core machine: the agents'
+  // connections are held by the primary, and each worker must see their endpoints (the SDK's
+  // sessions included: gateway.tunnelLive once counted them out, and the workers answered 404).
+  ing = await startIngress([443], {}, ['--agent-listen', '127.0.0.1:0', '--ingress-http', `${plainPort}=127.0.0.1:${plainPort}`, '--workers', '2']);
   const line = ing.lines().find((l) => typeof l.agent_listen === 'string');
   if (!line) throw new Error(`no agent listener line in ${JSON.stringify(ing.lines())}`);
   agentPort = Number(String(line.agent_listen).split(':').pop());
