@@ -96,8 +96,8 @@ export interface ServerConfig {
   /** Relayed answers the ingress holds for clients that do not read, in MiB (`--ingress-unread-mib`); 0 turns the server-wide bound off. */
   ingressUnreadMib?: number;
   /**
-   * Processes serving the ingress listeners (`--workers`, EDGEFORM_WORKERS; default the cores
-   * available, os.availableParallelism()); 1: the ingress in this process, as before. Only
+   * Processes serving the ingress listeners (`--workers`, EDGEFORM_WORKERS; default 1, the
+   * ingress in this process; `auto`: the cores available, os.availableParallelism()). Only
    * `edgeform serve` starts workers (bin/serve.ts, server/cluster/); startServer in-process
    * serves the ingress itself whatever this says.
    */
@@ -319,7 +319,9 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     ingressUnreadMib: int('--ingress-unread-mib / EDGEFORM_INGRESS_UNREAD_MIB', pick(flags.ingressUnreadMib, env.EDGEFORM_INGRESS_UNREAD_MIB), DEFAULT_UNREAD_MIB, 0, 1_000_000),
     acme: acmeSettings(pick(flags.acmeDirectory, env.EDGEFORM_ACME_DIRECTORY), pick(flags.acmeEmail, env.EDGEFORM_ACME_EMAIL), optionalPath(pick(flags.acmeCaFile, env.EDGEFORM_ACME_CA_FILE)), int('EDGEFORM_ACME_RETRY_SECONDS', pick(env.EDGEFORM_ACME_RETRY_SECONDS), 60, 1, 86_400)),
     dataDir,
-    workers: int('--workers / EDGEFORM_WORKERS', pick(flags.workers, env.EDGEFORM_WORKERS), os.availableParallelism(), 1, 1024),
+    // 1 by default until workers relay to agents over the pooled connections and /metrics adds
+    // their counters (docs/operations.md, "Workers"); `auto` is one per core, as nginx's.
+    workers: ((w) => (w === 'auto' ? os.availableParallelism() : int('--workers / EDGEFORM_WORKERS (a number, or auto)', w, 1, 1, 1024)))(pick(flags.workers, env.EDGEFORM_WORKERS)),
   };
   for (const l of resolved.ingressHttp ?? []) {
     if (resolved.ingress?.some((t) => t.publicPort === l.publicPort)) throw new Error(`public port ${l.publicPort} is named by --ingress (TLS) and --ingress-http (plain HTTP); one listener serves each public port`);

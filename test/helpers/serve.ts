@@ -27,7 +27,8 @@ export interface Serving {
 
 /**
  * The tests written before `--workers` (issue 34) look at one process (its log, its metrics,
- * its memory); the product's default is a worker per core, so they ask for one. A test of
+ * its memory): one process is the default, and they say so explicitly, so that an
+ * EDGEFORM_WORKERS in the environment running the tests does not change them. A test of
  * workers passes `--workers N`, which wins over this.
  */
 const ONE_PROCESS = { EDGEFORM_WORKERS: '1' };
