@@ -472,8 +472,7 @@ export class Gateway implements LocalHolder {
     const session = this.tunnels.get(tunnelId);
     if (session === undefined) return this.peers?.tunnels.get(tunnelId)?.link.up ?? false;
     const conn = this.sessions.get(session)?.conn;
-    // A session of another transport (the SDK's, ssh -R) is live while it is attached.
-    if (!conn) return this.attached.has(session);
+    if (!conn) return false;
     return !conn.isClosed && !conn.h2.destroyed && !conn.h2.closed && !conn.socket.destroyed;
   }
 
@@ -543,7 +542,9 @@ export class Gateway implements LocalHolder {
 
   /** Every tunnel this gateway reaches, its own and its peers', as the ingress looks them up. */
   reachableTunnels(): SharedTunnel[] {
-    const out = this.sharedTunnels().filter((t) => this.tunnelLive(t.id));
+    // A session of another transport (the SDK's, ssh -R) counts while it is attached.
+    const attachedTunnel = (id: string) => this.attached.has(this.tunnels.get(id) ?? '');
+    const out = this.sharedTunnels().filter((t) => this.tunnelLive(t.id) || attachedTunnel(t.id));
     for (const [id, r] of this.peers?.tunnels ?? []) if (!this.tunnels.has(id)) out.push({ ...r.t, id });
     return out;
   }
