@@ -604,14 +604,7 @@ export class IngressListener {
     const target = this.plainTarget(table, host);
     if (target && 'serve' in target) {
       const ctx: ListenerContext = { table, edge: undefined, clientIp, publicPort: this.spec.publicPort, host, hostHeader: authority ?? host, deps: this.d.deps, answered: this.answered as unknown as HttpsContext['answered'], socket, h1: true, startedAt, scheme: 'http' };
-      try {
-        return void handleHttpsRequest(req, res, ctx);
-      } catch (e) {
-        this.d.deps.log({ level: 'error', msg: `ingress: request failed: ${(e as Error)?.stack ?? e}` });
-        if (res.headersSent) return void res.destroy();
-        writeAnswer(res, errorAnswer('ERR_SERVICE_749', 'the edge could not handle this request; the server log has the details'));
-        return this.answered(done, res.statusCode);
-      }
+      return this.handle(req, res, ctx);
     }
     const a = this.plainRefusal(req, host, target);
     res.writeHead(a.status, a.code ? { ...a.headers, [ERROR_CODE_HEADER]: a.code } : a.headers);
@@ -714,21 +707,25 @@ export class IngressListener {
       return this.answered({ socket: req.socket as tls.TLSSocket, h1, startedAt, edge: undefined }, res.statusCode);
     }
     if (ctx) {
-      try {
-        return void handleHttpsRequest(req, res, ctx);
-      } catch (e) {
-        // The handler answers its own faults; this is one before it had an exchange to answer with.
-        this.d.deps.log({ level: 'error', msg: `ingress: request failed: ${(e as Error)?.stack ?? e}` });
-        if (res.headersSent) return void res.destroy();
-        writeAnswer(res, errorAnswer('ERR_SERVICE_749', 'the edge could not handle this request; the server log has the details'));
-        return this.answered(ctx, res.statusCode);
-      }
+      return this.handle(req, res, ctx);
     }
     misdirected(res, sni, host);
     this.answered({ socket: req.socket as tls.TLSSocket, h1, startedAt, edge: undefined }, res.statusCode);
   }
 
   /** A request answered (handler.ts calls it through HttpsContext.answered): one fewer in flight on its connection, and its metrics. */
+  /** Hands a request to the HTTPS handler (TLS and plain listeners alike); it answers its own faults, and one before it had an exchange to answer with is answered 500 here. */
+  private handle(req: Parameters<typeof handleHttpsRequest>[0], res: Parameters<typeof handleHttpsRequest>[1], ctx: ListenerContext) {
+    try {
+      handleHttpsRequest(req, res, ctx);
+    } catch (e) {
+      this.d.deps.log({ level: 'error', msg: `ingress: request failed: ${(e as Error)?.stack ?? e}` });
+      if (res.headersSent) return void res.destroy();
+      writeAnswer(res, errorAnswer('ERR_SERVICE_749', 'the edge could not handle this request; the server log has the details'));
+      this.answered(ctx, res.statusCode);
+    }
+  }
+
   private readonly answered = (ctx: Pick<ListenerContext, 'socket' | 'h1' | 'startedAt' | 'edge'>, status: number) => {
     const active = ctx.h1 ? this.h1Active.get(ctx.socket) : undefined;
     if (active !== undefined) this.h1Active.set(ctx.socket, active - 1);
