@@ -33,6 +33,18 @@ async function openExisting(url: string): Promise<Database> {
   return openDatabase(url);
 }
 
+/** The server settings a subcommand reads the database with, or undefined (said on stderr) when they are a usage error. */
+function databaseConfig(opts: { database?: string; dataDir?: string; publicUrl?: string }, out: Pick<Io, 'err'>) {
+  try {
+    const config = resolveConfig({ database: opts.database, dataDir: opts.dataDir, publicUrl: opts.publicUrl });
+    providerOf(config.databaseUrl);
+    return config;
+  } catch (e) {
+    out.err(`Error: ${(e as Error).message}\n`);
+    return undefined;
+  }
+}
+
 export function adminCommand(setCode: (code: number) => void, io: () => Io) {
   const admin = new Command('admin').description('Operator commands run on the server\'s machine, with its database settings instead of an API key.');
   admin.addCommand(
@@ -45,14 +57,8 @@ The token is printed once, alone on stdout (TOKEN=$(edgeform admin create-key));
 Run it with the same --database / --data-dir (or EDGEFORM_DATABASE_URL / EDGEFORM_DATA_DIR) as edgeform serve.`)
       .action(async (opts) => {
         const out = io();
-        let config;
-        try {
-          config = resolveConfig({ database: opts.database, dataDir: opts.dataDir, publicUrl: opts.publicUrl });
-          providerOf(config.databaseUrl);
-        } catch (e) {
-          out.err(`Error: ${(e as Error).message}\n`);
-          return setCode(2);
-        }
+        const config = databaseConfig(opts, out);
+        if (!config) return setCode(2);
         let db: Database | undefined;
         try {
           db = await openExisting(config.databaseUrl);
@@ -87,14 +93,8 @@ Run it with the same --database / --data-dir (or EDGEFORM_DATABASE_URL / EDGEFOR
       .option('--json', 'print {"fingerprint"} as JSON')
       .action(async (opts) => {
         const out = io();
-        let config;
-        try {
-          config = resolveConfig({ database: opts.database, dataDir: opts.dataDir, publicUrl: opts.publicUrl });
-          providerOf(config.databaseUrl);
-        } catch (e) {
-          out.err(`Error: ${(e as Error).message}\n`);
-          return setCode(2);
-        }
+        const config = databaseConfig(opts, out);
+        if (!config) return setCode(2);
         let db: Database | undefined;
         try {
           db = await openExisting(config.databaseUrl);
