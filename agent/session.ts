@@ -137,16 +137,19 @@ export function connectOnce(cfg: AgentConfig, version: string, updater: Updater,
           case CONTROL.bound: {
             const bound = body as Bound;
             established = true;
+            for (const t of bound.tunnels ?? []) {
+              const cfgT = cfg.tunnels.find((c) => c.name === t.name);
+              if (!t.error && cfgT && t.id) tunnels.set(t.id, cfgT.forwards_to);
+            }
+            // The server routes traffic to the tunnels once this answer reaches it, so it goes
+            // out before "online" is printed: whoever reads that line finds them serving.
+            reply(stream, 204);
             log(`session ${bound.session_id} established (heartbeat every ${heartbeatMs / 1000} s)`);
             for (const t of bound.tunnels ?? []) {
               if (t.error) log(`tunnel "${t.name}" refused: ${t.error.msg} (${t.error.error_code})`);
-              else {
-                const cfgT = cfg.tunnels.find((c) => c.name === t.name);
-                if (cfgT && t.id) tunnels.set(t.id, cfgT.forwards_to);
-                log(`tunnel "${t.name}" online: ${t.id}${t.public_url ? ` ${t.public_url}` : ''} -> ${cfgT?.forwards_to}`);
-              }
+              else log(`tunnel "${t.name}" online: ${t.id}${t.public_url ? ` ${t.public_url}` : ''} -> ${cfg.tunnels.find((c) => c.name === t.name)?.forwards_to}`);
             }
-            return reply(stream, 204);
+            return;
           }
           case CONTROL.closing: {
             const c = body as Closing;

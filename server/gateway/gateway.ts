@@ -313,8 +313,16 @@ export class Gateway implements LocalHolder {
     }
     registered = true;
     this.sessions.set(sessionId, live);
+    for (const r of rows) live.tunnels.add(r.id);
+    // The tunnels take traffic only once the agent has acknowledged `bound`: before that it does
+    // not know their ids, and a request routed to it (here, or through a peer watching this
+    // instance's tunnels) would be answered 404 "no such tunnel", e.g. while a draining
+    // instance's agents move here.
+    const bound: Bound = { session_id: sessionId, tunnels: results };
+    const acknowledged = await conn.control(CONTROL.bound, bound, this.opts.helloTimeoutMs).then(() => true, () => false);
+    if (!acknowledged) { conn.destroy(); return; }
+    if (conn.isClosed) return;
     for (const r of rows) {
-      live.tunnels.add(r.id);
       this.tunnels.set(r.id, sessionId);
       if (r.labels) this.labeled.set(r.id, r.labels);
       const prefix = r.proto === undefined || r.proto === 'http' ? plainPrefix(r.forwardsTo) : undefined;
@@ -323,8 +331,6 @@ export class Gateway implements LocalHolder {
     }
     this.tunnelsChanged();
     this.opts.log({ level: 'info', msg: 'agent session started', session: sessionId, credential: credential.credentialId, ip, tunnels: rows.length, refused: results.filter((r) => r.error).length });
-    const bound: Bound = { session_id: sessionId, tunnels: results };
-    await conn.control(CONTROL.bound, bound, this.opts.helloTimeoutMs).catch(() => conn.destroy());
   }
 
   /** Checks each tunnel against the acl and the session's other tunnels. */
