@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { DrainOptions } from './http/drain.js';
 import { DELIVERY_DEFAULTS, type DeliveryOptions } from './events/delivery.js';
 import { DEFAULT_RELAY_POOL } from './gateway/relay-pool.js';
+import type { PeerChoice } from './gateway/gateway.js';
 import { DEFAULT_EVENT_RETENTION, parseRetention } from './events/retention.js';
 import { DEFAULT_BUFFER_MIB, DEFAULT_UNREAD_MIB } from './ingress/buffer-budget.js';
 import { DEFAULT_RELAYS_PER_CLIENT } from './ingress/client-relays.js';
@@ -71,6 +72,8 @@ export interface ServerConfig {
   peerUrl?: string;
   /** Connect and ping bound of each link to another instance, ms (`--peer-timeout`, seconds, EDGEFORM_PEER_TIMEOUT; default 5 s). */
   peerTimeoutMs?: number;
+  /** How a tunnel-group backend chooses among instances (`--peer-choice`, EDGEFORM_PEER_CHOICE; default round-robin). */
+  peerChoice?: PeerChoice;
   /** How long SIGTERM waits, /healthz answering 503, before it stops accepting (`--drain-grace`, seconds, EDGEFORM_DRAIN_GRACE; default 10 s with --peer-listen, else 0). */
   drainGraceMs?: number;
   /** Names in the agent listener's certificate (`--agent-hostname`, comma-separated; default `localhost`). */
@@ -134,6 +137,7 @@ export interface ServeFlags {
   peerListen?: string;
   peerUrl?: string;
   peerTimeout?: string | number;
+  peerChoice?: string;
   drainGrace?: string | number;
   agentHostname?: string;
   agentTcpPorts?: string;
@@ -300,6 +304,10 @@ export function resolveConfig(flags: ServeFlags, env: NodeJS.ProcessEnv = proces
     peerListen: parsePeerListen(pick(flags.peerListen, env.EDGEFORM_PEER_LISTEN)),
     peerUrl: peerUrl(pick(flags.peerUrl, env.EDGEFORM_PEER_URL)),
     peerTimeoutMs: 1000 * int('--peer-timeout / EDGEFORM_PEER_TIMEOUT (seconds)', pick(flags.peerTimeout, env.EDGEFORM_PEER_TIMEOUT), 5, 1, 300),
+    peerChoice: ((v) => {
+      if (v === undefined || v === 'round-robin' || v === 'prefer-local') return v;
+      throw new Error(`--peer-choice / EDGEFORM_PEER_CHOICE must be round-robin or prefer-local, not ${JSON.stringify(v)}`);
+    })(pick(flags.peerChoice, env.EDGEFORM_PEER_CHOICE)),
     agentHostnames: (pick(flags.agentHostname, env.EDGEFORM_AGENT_HOSTNAME) ?? 'localhost').split(',').map((n) => n.trim()).filter(Boolean),
     ingress: parseIngress(flags.ingress?.length ? flags.ingress : env.EDGEFORM_INGRESS ? [env.EDGEFORM_INGRESS] : []),
     ingressHttp: parseIngress(flags.ingressHttp?.length ? flags.ingressHttp : env.EDGEFORM_INGRESS_HTTP ? [env.EDGEFORM_INGRESS_HTTP] : [], '--ingress-http / EDGEFORM_INGRESS_HTTP', '80=127.0.0.1:8080').map((l) => ({ ...l, plain: true })),

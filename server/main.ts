@@ -112,6 +112,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       endpointUrl: endpointUrlMaker((config.ingress ?? []).map((l) => l.publicPort), (config.ingressHttp ?? []).map((l) => l.publicPort)),
       commandTimeoutMs: config.agentCommandTimeoutMs ?? 5000,
       helloTimeoutMs: config.agentHelloTimeoutMs ?? 10_000,
+      peerChoice: config.peerChoice,
       version,
       databaseUrl: config.databaseUrl,
       log: logFields,

@@ -55,7 +55,11 @@ export interface GatewayOptions {
    * (endpointUrlMaker: the scheme and port of the listeners configured); default `proto://host`.
    */
   endpointUrl?: (proto: string, host: string) => string;
+  /** --peer-choice: `prefer-local` takes a tunnel-group's tunnels of this instance first, another instance's only when none is up. */
+  peerChoice?: PeerChoice;
 }
+
+export type PeerChoice = 'round-robin' | 'prefer-local';
 
 /**
  * The URL an agent's http, https or tls endpoint answers at, given the ingress's listeners:
@@ -463,7 +467,14 @@ export class Gateway implements LocalHolder {
     }
   }
 
-  /** The online labeled tunnels of this instance with their labels (live; do not modify). */
+  private readonly isLocal = (tunnelId: string) => this.labeled.has(tunnelId);
+
+  /** With --peer-choice prefer-local, which tunnels a tunnel-group backend takes first: this instance's. */
+  preferred(): ((tunnelId: string) => boolean) | undefined {
+    return this.opts.peerChoice === 'prefer-local' && this.peers?.labeled.size ? this.isLocal : undefined;
+  }
+
+  /** The online labeled tunnels of every instance with their labels (live; do not modify). */
   labeledTunnels(): ReadonlyMap<string, Readonly<Record<string, string>>> {
     const remote = this.peers?.labeled;
     if (!remote?.size) return this.labeled;

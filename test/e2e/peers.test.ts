@@ -46,11 +46,13 @@ describe.skipIf(!available)('one data plane across three instances (PostgreSQL)'
   const agents: AgentProcess[] = [];
   let ca: string;
   let endpointHost: string;
+  let databaseUrl: string;
+  let token: string;
   const get = (s: TestServer, path: string, host = HOST) => edgeRequest({ port: ingressPort(s, 443), host, path, ca });
 
   beforeAll(async () => {
     pg = await startPostgres();
-    const databaseUrl = await pg.createDatabase('peers');
+    databaseUrl = await pg.createDatabase('peers');
     for (let i = 0; i < 3; i++) {
       servers.push(await startTestServer({
         databaseUrl, secretKey: TEST_SECRET_KEY, agentHeartbeatMs: 1000,
@@ -59,6 +61,7 @@ describe.skipIf(!available)('one data plane across three instances (PostgreSQL)'
     }
     const [a, , c] = servers;
     const cr = await credentialToken(a);
+    token = cr.token;
     const onA = await startUpstream('upstream-a', upstreams);
     const onC = await startUpstream('upstream-c', upstreams);
     const agentA = startAgent(['--api-url', a.url, '--authtoken', cr.token, '--label', 'app=a', '--forwards-to', `127.0.0.1:${onA}`]);
@@ -175,5 +178,27 @@ describe.skipIf(!available)('one data plane across three instances (PostgreSQL)'
     const mine = peerCredentials({ derive: (info: string) => Buffer.from(crypto.hkdfSync('sha256', Buffer.from(TEST_SECRET_KEY, 'hex'), Buffer.alloc(0), `edgeform ${info}`, 32)) }, 'test');
     expect(await handshake({ cert: mine.certPem, key: mine.keyPem, ca: mine.caPem, rejectUnauthorized: true, checkServerIdentity: () => undefined })).toBe('answered');
     expect((await get(servers[0], '/c/after')).headers['x-upstream']).toBe('upstream-c');
+  });
+
+  it('--peer-choice prefer-local: an instance takes its own matching tunnel first, another instance\'s only once its own is gone', async () => {
+    const d = await startTestServer({
+      databaseUrl, secretKey: TEST_SECRET_KEY, agentHeartbeatMs: 1000, peerChoice: 'prefer-local',
+      ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }], peerListen: { host: '127.0.0.1', port: 0 },
+    });
+    servers.push(d);
+    const onD = await startUpstream('upstream-a-on-d', upstreams);
+    const local = startAgent(['--api-url', d.url, '--authtoken', token, '--label', 'app=a', '--forwards-to', `127.0.0.1:${onD}`]);
+    agents.push(local);
+    await local.waitFor('online: tn_');
+    // The round-robin instances see both app=a tunnels.
+    await until(async () => (await get(servers[1], '/a/rr').catch(() => undefined))?.headers['x-upstream'] === 'upstream-a-on-d', 20_000, () => 'instance 1 never chose the new tunnel');
+    await until(async () => (await get(d, '/a/warm').catch(() => undefined))?.status === 200, 20_000, () => 'the prefer-local instance does not answer');
+    const fromD = await many(40, 4, async (i) => (await get(d, `/a/d${i}`)).headers['x-upstream']);
+    expect(new Set(fromD)).toEqual(new Set(['upstream-a-on-d']));
+    // Its own agent gone: it takes the other instance's tunnel.
+    local.kill();
+    await until(async () => (await get(d, '/a/after').catch(() => undefined))?.headers['x-upstream'] === 'upstream-a', 20_000, () => 'the prefer-local instance did not fall back to the other instance\'s tunnel');
+    const after = await many(20, 4, async (i) => (await get(d, `/a/e${i}`)).headers['x-upstream']);
+    expect(new Set(after)).toEqual(new Set(['upstream-a']));
   });
 });

@@ -30,6 +30,13 @@ describe('peer settings', () => {
     expect(() => resolveConfig({ peerListen: 'nowhere' }, {})).toThrow(/--peer-listen \/ EDGEFORM_PEER_LISTEN takes ADDRESS:PORT/);
     expect(() => resolveConfig({ drainGrace: '-1' }, {})).toThrow(/--drain-grace/);
   });
+
+  it('reads --peer-choice (round-robin by default, or prefer-local) and refuses anything else', () => {
+    expect(resolveConfig({}, {}).peerChoice ?? 'round-robin').toBe('round-robin');
+    expect(resolveConfig({}, { EDGEFORM_PEER_CHOICE: 'prefer-local' }).peerChoice).toBe('prefer-local');
+    expect(resolveConfig({ peerChoice: 'round-robin' }, { EDGEFORM_PEER_CHOICE: 'prefer-local' }).peerChoice).toBe('round-robin');
+    expect(() => resolveConfig({}, { EDGEFORM_PEER_CHOICE: 'nearest' })).toThrow(/--peer-choice \/ EDGEFORM_PEER_CHOICE must be round-robin or prefer-local, not "nearest"/);
+  });
 });
 
 describe('peer credentials', () => {

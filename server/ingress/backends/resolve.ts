@@ -35,7 +35,7 @@ export function resolveBackend(table: IngressTable, backendId: string | undefine
       case 'response':
         return { type: 'response', backend: doc };
       case 'tunnel': {
-        const tunnelId = pickTunnel(doc, deps.gateway.labeledTunnels());
+        const tunnelId = pickTunnel(doc, deps.gateway.labeledTunnels(), undefined, deps.gateway.preferred?.());
         if (!tunnelId) return fail('ERR_SERVICE_742', `no online tunnel of any instance has the labels ${labelText(doc.labels)} of backend ${doc.id}; start edgeform agent with --label ${labelText(doc.labels)}`);
         return { type: 'tunnel', backend: doc, tunnelId };
       }

@@ -70,7 +70,7 @@ async function relayElsewhere(ex: HttpExchange, backend: FullDoc, failed: string
     const notSent = e instanceof EdgeError && e.answerWith.code === 'ERR_SERVICE_742';
     const resendable = (ex.body !== undefined || bodylessRequest(ex)) && (notSent || IDEMPOTENT.has(ex.method));
     if (!(e instanceof EdgeError) || !e.upstreamFailed || ex.res.headersSent || !resendable || gateway.tunnelLive(last)) throw e;
-    const next = pickTunnel(backend, gateway.labeledTunnels(), (id) => tried.has(id) || !gateway.tunnelLive(id));
+    const next = pickTunnel(backend, gateway.labeledTunnels(), (id) => tried.has(id) || !gateway.tunnelLive(id), gateway.preferred?.());
     if (!next) throw e;
     tried.add(next);
     try {

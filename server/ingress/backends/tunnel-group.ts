@@ -1,5 +1,7 @@
-// A tunnel-group backend's choice: the online tunnels of this server whose labels include
-// every label of the backend, taken in turn (round robin per backend).
+// A tunnel-group backend's choice: the online tunnels of every instance whose labels include
+// every label of the backend, taken in turn (round robin per backend). With `preferred` (the
+// instance's --peer-choice prefer-local), the turn goes over the preferred matching tunnels
+// only, and over all of them when none is preferred.
 
 const turns = new Map<string, number>();
 
@@ -8,10 +10,14 @@ export function labelsMatch(want: Record<string, string> | undefined, have: Read
   return true;
 }
 
-export function pickTunnel(backend: { id: string; labels?: Record<string, string> }, tunnels: ReadonlyMap<string, Readonly<Record<string, string>>>, skip?: (tunnelId: string) => boolean): string | undefined {
-  const matching: string[] = [];
+export function pickTunnel(backend: { id: string; labels?: Record<string, string> }, tunnels: ReadonlyMap<string, Readonly<Record<string, string>>>, skip?: (tunnelId: string) => boolean, preferred?: (tunnelId: string) => boolean): string | undefined {
+  let matching: string[] = [];
   for (const [id, labels] of tunnels) if (labelsMatch(backend.labels, labels) && !skip?.(id)) matching.push(id);
   if (!matching.length) return undefined;
+  if (preferred) {
+    const mine = matching.filter(preferred);
+    if (mine.length) matching = mine;
+  }
   const turn = turns.get(backend.id) ?? 0;
   turns.set(backend.id, (turn + 1) % 1_000_000);
   return matching[turn % matching.length];
