@@ -1,7 +1,8 @@
 // Issue 30: the SDK's sessions on two instances of one PostgreSQL database. Both instances
 // list the session the SDK holds on one of them; restart and stop sent to the other instance
 // reach the SDK (LISTEN/NOTIFY) and are carried out where its connection is; its endpoint
-// answers through the ingress of the instance it is connected to.
+// answers through the ingress of the instance it is connected to, and through the other's
+// (issue 33: the other instance relays to it over the peer channel).
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -30,7 +31,7 @@ describe.skipIf(!available)('SDK sessions on several instances (PostgreSQL)', ()
   beforeAll(async () => {
     pg = await startPostgres();
     const url = await pg.createDatabase('sdk_agents');
-    const options = { databaseUrl: url, agentHeartbeatMs: 2000, secretKey: TEST_SECRET_KEY, agentListen: { host: '127.0.0.1', port: 0 }, ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }] };
+    const options = { databaseUrl: url, agentHeartbeatMs: 2000, secretKey: TEST_SECRET_KEY, agentListen: { host: '127.0.0.1', port: 0 }, ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }], peerListen: { host: '127.0.0.1', port: 0 } };
     a = await startTestServer(options);
     b = await startTestServer(options);
     upstream = http.createServer((req, res) => res.end(`pg upstream ${req.url}`));
@@ -45,7 +46,7 @@ describe.skipIf(!available)('SDK sessions on several instances (PostgreSQL)', ()
     removeTempDirs();
   });
 
-  it('the session is listed by both; its endpoint answers on its instance; restart and stop sent to the other instance are carried out', async () => {
+  it('the session is listed by both; its endpoint answers on both instances; restart and stop sent to the other instance are carried out', async () => {
     const { token } = await credentialToken(a);
     const ca = fs.readFileSync(a.server.agentListener!.caFile, 'utf8');
     const got: string[] = [];
@@ -57,6 +58,8 @@ describe.skipIf(!available)('SDK sessions on several instances (PostgreSQL)', ()
     const host = new URL(l.url()!).hostname;
     const r = await edgeRequest({ port: Number(a.server.ingress!.listeners[0].address.split(':').pop()), host, path: '/pg', ca });
     expect(r.text).toBe('pg upstream /pg');
+    const throughB = () => edgeRequest({ port: Number(b.server.ingress!.listeners[0].address.split(':').pop()), host, path: '/pg-b', ca }).catch(() => undefined);
+    await until(async () => (await throughB())?.text === 'pg upstream /pg-b', 20_000, () => 'the SDK endpoint held by instance a does not answer through instance b');
     const [first] = await sessions(a);
     expect((await sessions(b)).map((x) => x.id)).toEqual([first.id]);
     expect(first.transport).toBe('service/v2');
