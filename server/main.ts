@@ -141,6 +141,8 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       peers = new Peers(server, creds, { instanceId: gateway.instanceId, url: peerServer ? peerUrl : undefined, tickMs: Math.max(20, Math.floor(config.agentHeartbeatMs / 5)), timeoutMs, log: logFields }, () => gateway.peersChanged());
       gateway.usePeers(peers);
       await peers.start();
+      const [p, ps] = [peers, peerServer];
+      metrics.peersOf = () => ({ ...p.stats(), served: ps?.served ?? 0, active: ps?.active ?? 0 });
     }
     metrics.databaseCheck = () => db.check().then(() => true, () => false);
     await app.listen({ host: config.host, port: config.port });

@@ -73,6 +73,51 @@ export class Metrics {
       this.busReconnects.inc(bus.reconnects);
     },
   });
+  /** The links to the other instances on the database (gateway/peers), read when metrics are scraped. */
+  peersOf?: () => { up: number; down: number; tunnels: number; sent: number; served: number; active: number };
+  readonly peerLinks = new Gauge({
+    name: 'edgeform_peer_links',
+    help: 'Connections to the other instances on the database, by state: up, or down (being dialed again).',
+    labelNames: ['state'],
+    registers: [this.registry],
+    collect: () => {
+      const p = this.peersOf?.();
+      if (!p) return;
+      this.peerLinks.set({ state: 'up' }, p.up);
+      this.peerLinks.set({ state: 'down' }, p.down);
+    },
+  });
+  readonly peerTunnels = new Gauge({
+    name: 'edgeform_peer_tunnels',
+    help: 'Tunnels held by the other instances that this instance reaches now.',
+    registers: [this.registry],
+    collect: () => {
+      const p = this.peersOf?.();
+      if (p) this.peerTunnels.set(p.tunnels);
+    },
+  });
+  readonly peerStreams = new Counter({
+    name: 'edgeform_peer_streams_total',
+    help: 'Requests and connections relayed between instances: sent (to another instance\'s tunnel) or served (for another instance, to a tunnel of this one).',
+    labelNames: ['direction'],
+    registers: [this.registry],
+    collect: () => {
+      const p = this.peersOf?.();
+      if (!p) return;
+      this.peerStreams.reset();
+      this.peerStreams.inc({ direction: 'sent' }, p.sent);
+      this.peerStreams.inc({ direction: 'served' }, p.served);
+    },
+  });
+  readonly peerActive = new Gauge({
+    name: 'edgeform_peer_active_streams',
+    help: 'Requests and connections this instance is relaying for other instances now.',
+    registers: [this.registry],
+    collect: () => {
+      const p = this.peersOf?.();
+      if (p) this.peerActive.set(p.active);
+    },
+  });
   /** The database health check (Database.check), run when metrics are scraped. */
   databaseCheck?: () => Promise<boolean>;
   readonly databaseUp = new Gauge({

@@ -101,6 +101,15 @@ describe.skipIf(!available)('one data plane across three instances (PostgreSQL)'
     expect(replies.filter((ok) => !ok)).toHaveLength(0);
     // The instance without agents reached them through the others (one peer stream each).
     expect(servers[1].server.gateway.sessionCount).toBe(0);
+    // /metrics counts the hops: instance 1 sent each of its requests to another instance, the holders served them.
+    const scrape = async (s: TestServer) => (await fetch(`${s.url}/metrics`)).text();
+    const value = (text: string, series: string) => Number(new RegExp(`^${series.replace(/[{}"]/g, (c) => `\\${c}`)} (\\S+)$`, 'm').exec(text)?.[1]);
+    const [m0, m1] = [await scrape(servers[0]), await scrape(servers[1])];
+    expect(value(m1, 'edgeform_peer_links{state="up"}')).toBe(2);
+    expect(value(m1, 'edgeform_peer_tunnels')).toBeGreaterThanOrEqual(3);
+    expect(value(m1, 'edgeform_peer_streams_total{direction="sent"}')).toBeGreaterThanOrEqual(100);
+    expect(value(m1, 'edgeform_peer_streams_total{direction="served"}')).toBe(0);
+    expect(value(m0, 'edgeform_peer_streams_total{direction="served"}')).toBeGreaterThan(0);
   });
 
   it('an agent endpoint\'s hostname is served by every instance', async () => {

@@ -122,17 +122,24 @@ export class PeerLink {
     return s;
   }
 
+  /** Requests and connections sent over this link so far (for /metrics). */
+  sent = 0;
+
   openStream(tunnelId: string, req: PeerRequest & { endStream?: boolean }, client = ''): ClientHttp2Stream {
     const headers = {
       ':method': 'POST', ':path': PEER_PATHS.http,
       [PEER_HEADERS.tunnel]: tunnelId, [PEER_HEADERS.client]: client,
       [PEER_HEADERS.request]: JSON.stringify({ method: req.method, path: req.path, headers: req.headers }),
     };
-    return this.watchRefusal(tunnelId, this.live().request(headers, { endStream: !!req.endStream }));
+    const stream = this.live().request(headers, { endStream: !!req.endStream });
+    this.sent++;
+    return this.watchRefusal(tunnelId, stream);
   }
 
   openTcp(tunnelId: string, client = ''): ClientHttp2Stream {
-    return this.watchRefusal(tunnelId, this.live().request({ ':method': 'POST', ':path': PEER_PATHS.tcp, [PEER_HEADERS.tunnel]: tunnelId, [PEER_HEADERS.client]: client }));
+    const stream = this.live().request({ ':method': 'POST', ':path': PEER_PATHS.tcp, [PEER_HEADERS.tunnel]: tunnelId, [PEER_HEADERS.client]: client });
+    this.sent++;
+    return this.watchRefusal(tunnelId, stream);
   }
 
   /**

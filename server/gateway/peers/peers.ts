@@ -31,6 +31,8 @@ export class Peers {
   tunnels = new Map<string, RemoteTunnel>();
   labeled = new Map<string, Readonly<Record<string, string>>>();
   hosts = new Map<string, string>();
+  /** Streams sent over links since dropped (their own counts are gone with them). */
+  private sentBefore = 0;
   /** Whether this instance still advertises itself (false once it drains). */
   private advertising = false;
 
@@ -66,6 +68,7 @@ export class Peers {
       // flight through it finish; it is not dialed again once it closes.
       if (url === undefined && link.up) continue;
       link.stop();
+      this.sentBefore += link.sent;
       this.links.delete(id);
     }
     const now = Date.now();
@@ -115,6 +118,17 @@ export class Peers {
     for (const link of this.links.values()) link.stop();
     this.links.clear();
     this.rebuild();
+  }
+
+  /** For /metrics: links up and down, the other instances' tunnels reachable, requests and connections sent to them so far. */
+  stats(): { up: number; down: number; tunnels: number; sent: number } {
+    let up = 0;
+    let sent = this.sentBefore;
+    for (const l of this.links.values()) {
+      if (l.up) up++;
+      sent += l.sent;
+    }
+    return { up, down: this.links.size - up, tunnels: this.tunnels.size, sent };
   }
 
   /** Links up now (for /metrics and tests). */

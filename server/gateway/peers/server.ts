@@ -23,6 +23,8 @@ export class PeerServer {
   private sessions = new Set<http2.ServerHttp2Session>();
   /** Peer streams relayed now (for /metrics and tests). */
   active = 0;
+  /** Peer streams relayed so far (for /metrics). */
+  served = 0;
   /** Open watches: ended when this listener stops, so callers send nothing new. */
   readonly watches = new Set<ServerHttp2Stream>();
 
@@ -80,7 +82,7 @@ export class PeerServer {
 }
 
 /** Answers one peer stream from the holder's own tunnels. */
-export function serveHolder(holder: LocalHolder, stream: ServerHttp2Stream, headers: IncomingHttpHeaders, counter: { active: number; watches: Set<ServerHttp2Stream> }) {
+export function serveHolder(holder: LocalHolder, stream: ServerHttp2Stream, headers: IncomingHttpHeaders, counter: { active: number; served?: number; watches: Set<ServerHttp2Stream> }) {
   const path = headers[':path'];
   if (path === PEER_PATHS.watch) return watch(holder, stream, counter.watches);
   const tunnelId = headers[PEER_HEADERS.tunnel];
@@ -102,6 +104,7 @@ export function serveHolder(holder: LocalHolder, stream: ServerHttp2Stream, head
     return void stream.close(constants.NGHTTP2_REFUSED_STREAM);
   }
   counter.active++;
+  if (counter.served !== undefined) counter.served++;
   upstream.on('error', ignore);
   let answered = false;
   upstream.once('response', (h) => {
