@@ -56,7 +56,7 @@ describe.skipIf(!available)('one data plane across three instances (PostgreSQL)'
     for (let i = 0; i < 3; i++) {
       servers.push(await startTestServer({
         databaseUrl, secretKey: TEST_SECRET_KEY, agentHeartbeatMs: 1000,
-        ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }], peerListen: { host: '127.0.0.1', port: 0 },
+        ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }, { publicPort: 7000, host: '127.0.0.1', port: 0 }], peerListen: { host: '127.0.0.1', port: 0 },
       }));
     }
     const [a, , c] = servers;
@@ -112,6 +112,25 @@ describe.skipIf(!available)('one data plane across three instances (PostgreSQL)'
     expect(value(m0, 'edgeform_peer_streams_total{direction="served"}')).toBeGreaterThan(0);
   });
 
+  it('a TCP edge\'s connection through an instance that does not hold the tunnel reaches the upstream', async () => {
+    const [a] = servers;
+    const b = await a.post('/backends/tunnel_group', { labels: { app: 'c' } });
+    expect((await a.post('/edges/tcp', { hostports: ['tcp.example.com:7000'], backend: { backend_id: b.body.id } })).status).toBe(201);
+    const raw = () => new Promise<string>((resolve) => {
+      const socket = net.connect(ingressPort(servers[1], 7000), '127.0.0.1');
+      let got = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (d: string) => { got += d; });
+      socket.on('error', () => resolve(got));
+      socket.on('close', () => resolve(got));
+      socket.on('connect', () => socket.write('GET /tcp HTTP/1.1\r\nHost: tcp.example.com\r\nConnection: close\r\n\r\n'));
+      setTimeout(() => socket.destroy(), 5000).unref();
+    });
+    let last = '';
+    await until(async () => (last = await raw()).includes('upstream-c /tcp'), 20_000, () => `the TCP edge did not reach the tunnel held by instance 2: ${JSON.stringify(last)}`);
+    expect(servers[1].server.gateway.sessionCount).toBe(0);
+  });
+
   it('an agent endpoint\'s hostname is served by every instance', async () => {
     for (const s of servers) {
       await until(async () => (await get(s, '/ep', endpointHost).catch(() => undefined))?.text === 'upstream-c /ep', 20_000, () => `instance ${servers.indexOf(s)} did not serve ${endpointHost}`);
@@ -149,7 +168,7 @@ describe.skipIf(!available)('one data plane across three instances (PostgreSQL)'
       await until(() => silent.length >= 3, 10_000, () => `the instances dialed the silent peer ${silent.length} times`);
       for (let i = 0; i < 30; i++) {
         const r = await get(servers[i % 3], `/${i % 2 ? 'a' : 'c'}/while-silent`);
-        expect(r.headers['x-upstream']).toBe(`upstream-${i % 2 ? 'a' : 'c'}`);
+        expect(r.headers['x-upstream'], `${r.status} ${r.text.slice(0, 300)}`).toBe(`upstream-${i % 2 ? 'a' : 'c'}`);
       }
       for (const s of servers) expect(s.server.peers!.connected).toBe(2);
     } finally {
@@ -186,7 +205,8 @@ describe.skipIf(!available)('one data plane across three instances (PostgreSQL)'
     // The same key's credentials are answered: the refusals above were about the key.
     const mine = peerCredentials({ derive: (info: string) => Buffer.from(crypto.hkdfSync('sha256', Buffer.from(TEST_SECRET_KEY, 'hex'), Buffer.alloc(0), `edgeform ${info}`, 32)) }, 'test');
     expect(await handshake({ cert: mine.certPem, key: mine.keyPem, ca: mine.caPem, rejectUnauthorized: true, checkServerIdentity: () => undefined })).toBe('answered');
-    expect((await get(servers[0], '/c/after')).headers['x-upstream']).toBe('upstream-c');
+    const after = await get(servers[0], '/c/after');
+    expect(after.headers['x-upstream'], `${after.status} ${after.text.slice(0, 300)}`).toBe('upstream-c');
   });
 
   it('--peer-choice prefer-local: an instance takes its own matching tunnel first, another instance\'s only once its own is gone', async () => {
