@@ -10,11 +10,18 @@ export type HelloResult =
   | { ok: true; servername: string | undefined; bytes: Buffer }
   | { ok: false; reason: 'not_tls' | 'too_large' | 'timeout' | 'closed'; bytes?: Buffer };
 
+export interface ClientHello {
+  /** The server name (SNI), lower-cased; undefined when the hello names none. */
+  servername: string | undefined;
+  /** The ALPN protocols offered (RFC 7301), in the client's order; [] when none. */
+  alpn: string[];
+}
+
 /**
- * The server name of a complete ClientHello in `buf`, `undefined` if it has none, `null` when
- * more bytes are needed, or an error reason. The handshake message may span TLS records.
+ * The server name and ALPN protocols of a complete ClientHello in `buf`, `null` when more
+ * bytes are needed, or an error reason. The handshake message may span TLS records.
  */
-export function parseClientHello(buf: Buffer): { servername: string | undefined } | null | 'not_tls' {
+export function parseClientHello(buf: Buffer): ClientHello | null | 'not_tls' {
   // Gather the handshake bytes from consecutive handshake records (type 22).
   const parts: Buffer[] = [];
   let at = 0;
@@ -38,31 +45,34 @@ export function parseClientHello(buf: Buffer): { servername: string | undefined 
     }
   }
   const hello = Buffer.concat(parts).subarray(4, need);
+  const out: ClientHello = { servername: undefined, alpn: [] };
   try {
     let p = 2 + 32; // version, random
     p += 1 + hello[p]; // session id
     p += 2 + hello.readUInt16BE(p); // cipher suites
     p += 1 + hello[p]; // compression methods
-    if (p >= hello.length) return { servername: undefined };
+    if (p >= hello.length) return out;
     const end = p + 2 + hello.readUInt16BE(p);
     p += 2;
     while (p + 4 <= end) {
       const type = hello.readUInt16BE(p);
       const len = hello.readUInt16BE(p + 2);
       p += 4;
-      if (type === 0) {
+      if (type === 0 && out.servername === undefined) {
         // server_name_list: list length, then (name type, length, name)...
-        let q = p + 2;
-        while (q + 3 <= p + len) {
-          const nameType = hello[q];
-          const nameLen = hello.readUInt16BE(q + 1);
-          if (nameType === 0) return { servername: hello.subarray(q + 3, q + 3 + nameLen).toString('latin1').toLowerCase() };
-          q += 3 + nameLen;
+        for (let q = p + 2; q + 3 <= p + len; q += 3 + hello.readUInt16BE(q + 1)) {
+          if (hello[q] === 0) {
+            out.servername = hello.subarray(q + 3, q + 3 + hello.readUInt16BE(q + 1)).toString('latin1').toLowerCase();
+            break;
+          }
         }
+      } else if (type === 16) {
+        // protocol_name_list: list length, then (length, name)...
+        for (let q = p + 2; q < p + len; q += 1 + hello[q]) out.alpn.push(hello.subarray(q + 1, q + 1 + hello[q]).toString('latin1'));
       }
       p += len;
     }
-    return { servername: undefined };
+    return out;
   } catch {
     return 'not_tls';
   }

@@ -4,7 +4,12 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { describe, expect, it } from 'vitest';
-import { offeredAlpn } from '../../server/ingress/acme/intercept.js';
+import { parseClientHello } from '../../server/ingress/client-hello.js';
+
+const offeredAlpn = (buf: Buffer) => {
+  const hello = parseClientHello(buf);
+  return hello && hello !== 'not_tls' ? hello.alpn : [];
+};
 import { renewAt } from '../../server/ingress/acme/manager.js';
 import { wantedNames } from '../../server/ingress/acme/names.js';
 import { acmeSettings } from '../../server/ingress/acme/settings.js';
@@ -44,7 +49,7 @@ function capturedHello(o: tls.ConnectionOptions): Promise<Buffer> {
   });
 }
 
-describe('offeredAlpn', () => {
+describe('the ALPN protocols of a ClientHello (parseClientHello)', () => {
   it('reads the protocols of a real ClientHello, and none when it offers none', async () => {
     expect(offeredAlpn(await capturedHello({ servername: 'a.example.com', ALPNProtocols: ['acme-tls/1'] }))).toEqual(['acme-tls/1']);
     expect(offeredAlpn(await capturedHello({ servername: 'a.example.com', ALPNProtocols: ['h2', 'http/1.1'] }))).toEqual(['h2', 'http/1.1']);

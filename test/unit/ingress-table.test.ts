@@ -72,11 +72,11 @@ async function clientHelloOf(servername?: string): Promise<Buffer> {
 
 describe('parseClientHello', () => {
   it('reads the server name a real client sends, in lower case', async () => {
-    expect(parseClientHello(await clientHelloOf('App.Example.COM'))).toEqual({ servername: 'app.example.com' });
+    expect(parseClientHello(await clientHelloOf('App.Example.COM'))).toEqual({ servername: 'app.example.com', alpn: [] });
   });
 
   it('says there is none when the client sends no server name', async () => {
-    expect(parseClientHello(await clientHelloOf(undefined))).toEqual({ servername: undefined });
+    expect(parseClientHello(await clientHelloOf(undefined))).toEqual({ servername: undefined, alpn: [] });
   });
 
   it('asks for more bytes until the hello is complete, also when it is split across records', async () => {
@@ -87,7 +87,7 @@ describe('parseClientHello', () => {
     const record = (part: Buffer) => Buffer.concat([Buffer.from([22, 3, 1, part.length >> 8, part.length & 255]), part]);
     const split = Buffer.concat([record(body.subarray(0, 30)), record(body.subarray(30))]);
     expect(parseClientHello(split.subarray(0, 40))).toBeNull();
-    expect(parseClientHello(split)).toEqual({ servername: 'split.example.com' });
+    expect(parseClientHello(split)).toEqual({ servername: 'split.example.com', alpn: [] });
   });
 
   it.each([

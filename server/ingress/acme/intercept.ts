@@ -15,35 +15,6 @@ export const HTTP01_PORT = 80;
 export const TLSALPN01_PORT = 443;
 const PREFIX = '/.well-known/acme-challenge/';
 
-/** The ALPN protocols a complete ClientHello offers (RFC 7301), [] when none or unreadable. */
-export function offeredAlpn(buf: Buffer): string[] {
-  try {
-    const parts: Buffer[] = [];
-    for (let at = 0; at + 5 <= buf.length && buf[at] === 22; at += 5 + buf.readUInt16BE(at + 3)) parts.push(buf.subarray(at + 5, at + 5 + buf.readUInt16BE(at + 3)));
-    const hello = Buffer.concat(parts);
-    let p = 4 + 2 + 32;
-    p += 1 + hello[p];
-    p += 2 + hello.readUInt16BE(p);
-    p += 1 + hello[p];
-    const end = p + 2 + hello.readUInt16BE(p);
-    p += 2;
-    while (p + 4 <= end) {
-      const type = hello.readUInt16BE(p);
-      const len = hello.readUInt16BE(p + 2);
-      p += 4;
-      if (type === 16) {
-        const out: string[] = [];
-        for (let q = p + 2; q < p + len; q += 1 + hello[q]) out.push(hello.subarray(q + 1, q + 1 + hello[q]).toString('latin1'));
-        return out;
-      }
-      p += len;
-    }
-  } catch {
-    // A short or odd hello offers nothing this hook answers.
-  }
-  return [];
-}
-
 /** The first bytes of a paused connection: up to a whole ClientHello, or the first chunk of anything else. */
 function peek(socket: Socket, timeoutMs: number): Promise<Buffer | undefined> {
   return new Promise((resolve) => {
@@ -110,10 +81,9 @@ export class AcmeIntercept {
       return true;
     }
     if (publicPort !== TLSALPN01_PORT) return false;
-    const alpn = offeredAlpn(first);
-    if (alpn.length !== 1 || alpn[0] !== 'acme-tls/1') return false;
     const hello = parseClientHello(first);
-    const name = hello && hello !== 'not_tls' ? hello.servername : undefined;
+    if (!hello || hello === 'not_tls' || hello.alpn.length !== 1 || hello.alpn[0] !== 'acme-tls/1') return false;
+    const name = hello.servername;
     if (!name) return false;
     let ctx: tls.SecureContext | undefined;
     try {
