@@ -178,7 +178,9 @@ describe.skipIf(!pgAvailable)('a session resumed on another instance keeps its i
   beforeAll(async () => {
     pg = await startPostgres();
     const url = await pg.createDatabase('sdk_resume');
-    const options = { databaseUrl: url, agentHeartbeatMs: 2000, secretKey: TEST_SECRET_KEY, agentListen: { host: '127.0.0.1', port: 0 }, ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }] };
+    // A lease is stale after three fifths of the heartbeat interval, when the other instance sweeps
+    // it: 2 s (1.2 s) was within the event-loop stalls of a loaded 2-core machine.
+    const options = { databaseUrl: url, agentHeartbeatMs: 5000, secretKey: TEST_SECRET_KEY, agentListen: { host: '127.0.0.1', port: 0 }, ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }] };
     a = await startTestServer(options);
     b = await startTestServer(options);
   });
