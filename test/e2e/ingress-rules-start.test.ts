@@ -9,6 +9,7 @@ import { addressKey, IpRuleSet, IpRuleSetBuilder, type IpAction } from '../../se
 import { addRuleLines, loadRules } from '../../server/ingress/table.js';
 import type { ServerContext } from '../../server/resources/context.js';
 import type { Database } from '../../server/store/db.js';
+import { ruleLinesSql } from '../../server/store/hot-sqlite.js';
 import { DATABASES, serverOn } from '../helpers/databases.js';
 import type { TestServer } from '../helpers/server.js';
 
@@ -102,6 +103,26 @@ describe.each(DATABASES)('IP rules read at start on $db', ({ db, skip }) => {
     expect(await loadRules(ctxOf(w.db), (policy) => { asked.add(policy); return one; }, policies[1], 3)).toBe(mine.length);
     expect(asked).toEqual(new Set([policies[1]]));
     sameAnswers(one.build(), IpRuleSet.of(mine));
+  });
+
+  // SQLite alone: PostgreSQL reads the documents' JSONB fields (server/store/hot-pg.ts).
+  if (db === 'SQLite') it("SQLite reads the rules from their index alone, which follows a rule's CIDR as it changes", async () => {
+    // Not one JSON document per rule: each statement reads only the partial index the
+    // migration makes (bench/README.md: 0.7 instead of 1.6 CPU seconds for a million rules).
+    for (const policy of [false, true]) {
+      const plan = await s.server.db.read.$queryRawUnsafe<{ detail: string }[]>(`EXPLAIN QUERY PLAN ${ruleLinesSql(policy)}`, ...(policy ? ['', policies[0], 10] : ['', 10]));
+      expect(plan.map((r) => r.detail).join(' | ')).toMatch(/USING COVERING INDEX Resource_ip_rule_idx/);
+    }
+    const rule = rules.find((r) => r.cidr === '192.0.2.0/24')!;
+    expect((await s.patch(`/ip_policy_rules/${rule.id}`, { cidr: '192.0.3.0/24' })).status).toBe(200);
+    try {
+      const read = new IpRuleSetBuilder();
+      await loadRules(ctxOf(s.server.db), (policy) => (policy === rule.policy ? read : undefined), rule.policy);
+      const set = read.build();
+      expect([set.holds(addressKey('192.0.3.9')!, rule.action), set.holds(addressKey('192.0.2.9')!, rule.action)]).toEqual([true, false]);
+    } finally {
+      expect((await s.patch(`/ip_policy_rules/${rule.id}`, { cidr: rule.cidr })).status).toBe(200);
+    }
   });
 });
 
