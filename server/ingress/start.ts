@@ -24,6 +24,8 @@ export interface IngressOptions {
   listeners: IngressListenerSpec[];
   ctx: ServerContext;
   databaseUrl: string;
+  /** Given the table before its first read: writes committed during the read go to it (LiveTable.start). */
+  tableTaken?: (table: LiveTable) => void;
   dataDir: string;
   gateway: Gateway;
   metrics: Metrics;
@@ -64,7 +66,7 @@ export interface RunningIngress {
 
 export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
   const ca = await openLocalCa(o.dataDir, o.ctx);
-  const table = await LiveTable.start(o.ctx, o.databaseUrl, o.log);
+  const table = await LiveTable.start(o.ctx, o.databaseUrl, o.log, o.tableTaken);
   o.metrics.tableVersionOf = () => table.now.version;
   o.metrics.relayedOf = () => o.gateway.relayed;
   const log = (f: Record<string, unknown>) => o.log(f.level ? f : { level: 'info', ...f });
