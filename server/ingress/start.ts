@@ -16,7 +16,6 @@ import { IngressListener, LISTENER_LIMITS, type ListenerLimits } from './listen.
 import { LiveTable } from './live-table.js';
 import { TlsContexts } from './tls.js';
 import { AcmeIntercept } from './acme/intercept.js';
-import { AcmeManager } from './acme/manager.js';
 import type { AcmeSettings } from './acme/settings.js';
 import type { IngressDeps, IngressListenerSpec } from './types.js';
 
@@ -81,7 +80,8 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
   };
   const contexts = new TlsContexts(ca, () => table.now);
   const limits = { ...LISTENER_LIMITS, ...o.limits };
-  const acme = o.acme ? new AcmeManager({ settings: o.acme, ctx: o.ctx, table, listenerPorts: o.listeners.map((l) => l.publicPort), metrics: o.metrics, log: deps.log }) : undefined;
+  // Loaded only with --acme-directory: acme-client (and axios) cost a tenth of a second of every start (issue 29).
+  const acme = o.acme ? new (await import('./acme/manager.js')).AcmeManager({ settings: o.acme, ctx: o.ctx, table, listenerPorts: o.listeners.map((l) => l.publicPort), metrics: o.metrics, log: deps.log }) : undefined;
   const intercept = acme ? new AcmeIntercept(acme.challenges, limits, deps.log) : undefined;
   // Where a plain-HTTP listener sends a name served over TLS: the TLS listeners' public ports.
   const tlsPorts = o.listeners.filter((l) => !l.plain).map((l) => l.publicPort);
