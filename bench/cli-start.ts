@@ -1,5 +1,8 @@
 // How long `edgeform` takes to start, beside `node -e 0` measured in the same run: --version,
-// validate of a 10-document manifest, and serve on an empty SQLite database until it listens.
+// --help, validate of a 10-document manifest, and serve on an empty SQLite database until it
+// listens. Each with its CPU time too (user + system, of every thread of the process: a
+// preloaded file reports process.cpuUsage() at exit; serve's is read from /proc when it
+// listens), which a shared machine disturbs less than the wall time.
 // The commands run in alternating rounds (node -e 0, --version, validate, serve, node -e 0, ...)
 // and each prints its median wall time, so a machine that speeds up or slows down mid-run moves
 // all of them alike. bin/edgeform.js runs dist/cli/ (the build is made first, as `npm ci` does);
@@ -32,43 +35,60 @@ docs.push('kind: WeightedBackend\nname: split\nbackends:\n  HTTPResponseBackend/
 docs.push('kind: HTTPSEdge\nname: web\nhostports: [app.example.com:443]\nroutes:\n  - match_type: path_prefix\n    match: /\n    backend: {backend_id: WeightedBackend/split}\n    ip_restriction: {ip_policy_ids: [IPPolicy/office-0]}\n');
 fs.writeFileSync(path.join(manifests, 'ten.yaml'), docs.join('---\n'));
 
-/** Wall milliseconds from spawn to exit, or to the first output matching `until` (then the process is stopped). */
-function time(args: string[], until?: RegExp): Promise<number> {
+// Preloaded into every process timed (node -e 0 too): its CPU milliseconds at exit, on fd 3.
+const cpuReport = path.join(dir, 'cpu-report.cjs');
+fs.writeFileSync(cpuReport, "process.on('exit', () => { const c = process.cpuUsage(); try { require('fs').writeSync(3, String((c.user + c.system) / 1000)); } catch {} });\n");
+
+/** CPU milliseconds (user + system) a running process has used, from /proc. */
+const cpuOfPid = (pid: number) => {
+  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+};
+
+interface Sample { wall: number; cpu: number }
+
+/** Wall and CPU milliseconds from spawn to exit, or to the first output matching `until` (then the process is stopped). */
+function time(args: string[], until?: RegExp): Promise<Sample> {
   return new Promise((resolve, reject) => {
     const start = performance.now();
-    const child = spawn(process.execPath, args, { env, cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['-r', cpuReport, ...args], { env, cwd: dir, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
     let out = '';
+    let cpu = '';
     let done = false;
     const seen = (d: Buffer) => {
       out += d;
-      if (until && !done && until.test(out)) { done = true; resolve(performance.now() - start); child.kill('SIGTERM'); }
+      if (until && !done && until.test(out)) { done = true; resolve({ wall: performance.now() - start, cpu: cpuOfPid(child.pid!) }); child.kill('SIGTERM'); }
     };
-    child.stdout.on('data', seen);
-    child.stderr.on('data', seen);
-    child.on('exit', (code) => {
+    child.stdout!.on('data', seen);
+    child.stderr!.on('data', seen);
+    (child.stdio[3] as NodeJS.ReadableStream).on('data', (d) => { cpu += d; });
+    child.on('close', (code) => {
       if (done) return;
       if (until || (code !== 0)) reject(new Error(`${args.slice(1).join(' ')} exited ${code}: ${out}`));
-      else resolve(performance.now() - start);
+      else resolve({ wall: performance.now() - start, cpu: Number(cpu) });
     });
   });
 }
 
-const cases: [string, () => Promise<number>][] = [
+const cases: [string, () => Promise<Sample>][] = [
   ['node -e 0', () => time(['-e', '0'])],
   ['edgeform --version', () => time([BIN, '--version'])],
+  ['edgeform --help', () => time([BIN, '--help'])],
   ['edgeform validate (10 documents)', () => time([BIN, 'validate', '-f', manifests])],
   ['edgeform serve (empty SQLite) until it listens', async () => {
     fs.rmSync(path.join(dir, 'data'), { recursive: true, force: true });
     return time([BIN, 'serve', '--port', '0', '--data-dir', path.join(dir, 'data')], /listening on/);
   }],
 ];
-const samples = cases.map(() => [] as number[]);
+const samples = cases.map(() => [] as Sample[]);
 for (let r = 0; r < rounds; r++) for (const [i, [, run]] of cases.entries()) samples[i].push(await run());
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const base = median(samples[0]);
-process.stdout.write(`${source ? 'sources through tsx' : 'compiled (dist/cli)'}, ${rounds} rounds, median wall ms (min-max), and the median beside node -e 0's:\n`);
+const walls = samples.map((xs) => xs.map((x) => x.wall));
+const cpus = samples.map((xs) => xs.map((x) => x.cpu));
+const [base, baseCpu] = [median(walls[0]), median(cpus[0])];
+process.stdout.write(`${source ? 'sources through tsx' : 'compiled (dist/cli)'}, ${rounds} rounds; load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}; median wall ms (min-max) and beside node -e 0's; median CPU ms and beside node -e 0's:\n`);
 for (const [i, [name]] of cases.entries()) {
-  const m = median(samples[i]);
-  process.stdout.write(`  ${name.padEnd(48)} ${m.toFixed(0).padStart(6)} ms  (${Math.min(...samples[i]).toFixed(0)}-${Math.max(...samples[i]).toFixed(0)})  ${i ? `node -e 0 + ${(m - base).toFixed(0)} ms` : ''}\n`);
+  const [m, c] = [median(walls[i]), median(cpus[i])];
+  process.stdout.write(`  ${name.padEnd(48)} ${m.toFixed(0).padStart(6)} ms  (${Math.min(...walls[i]).toFixed(0)}-${Math.max(...walls[i]).toFixed(0)})  ${i ? `node -e 0 + ${(m - base).toFixed(0)} ms` : ''.padEnd(18)}   CPU ${c.toFixed(0).padStart(5)} ms${i ? `  (node -e 0 + ${(c - baseCpu).toFixed(0)} ms)` : ''}\n`);
 }
 fs.rmSync(dir, { recursive: true, force: true });

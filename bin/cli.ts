@@ -1,5 +1,6 @@
 // Command-line entry: one subcommand per job, each with --help.
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, Help } from 'commander';
+import { COMMAND_LIST } from './command-list.js';
 import { packageVersion as version } from '../server/package-root.js';
 import type { Io } from './reconcile.js';
 import { activeRun, stdoutState } from './interrupts.js';
@@ -37,6 +38,25 @@ export function commandsFor(argv: string[]): typeof COMMANDS {
   return named && first !== 'completion' ? [named] : COMMANDS;
 }
 
+/**
+ * Whether argv asks for the top-level help alone (`--help`, `-h`, `help`, or nothing), which
+ * lists the subcommands from COMMAND_LIST without loading any of them.
+ */
+export function listingOnly(argv: string[]): boolean {
+  const args = argv.slice(2);
+  const words = args.filter((a) => !a.startsWith('-'));
+  if (args.some((a) => a.startsWith('-') && a !== '-h' && a !== '--help')) return false;
+  return words.length === 0 || (words.length === 1 && words[0] === 'help');
+}
+
+/** The program with each subcommand as a stub that has its listed term and description, for the top-level help. */
+function listSubcommands(program: Command) {
+  const terms = new Map(COMMAND_LIST.map(([name, term]) => [name, term]));
+  for (const [name, , description] of COMMAND_LIST) program.addCommand(new Command(name).description(description));
+  const help = new Help();
+  program.configureHelp({ subcommandTerm: (c) => terms.get(c.name()) ?? help.subcommandTerm(c) });
+}
+
 const processIoOf = async (noColor: boolean) => (await import('./reconcile.js')).processIo(noColor);
 
 /**
@@ -72,9 +92,12 @@ export async function main(argv: string[], io?: Io): Promise<number> {
   const setCode = (c: number) => { code = c; };
   // The process's Io is reconcile.js's; a command that takes one loads that module anyway.
   const noColor = argv.includes('--no-color');
-  const shared = io ?? (commandsFor(argv).some(([names]) => names[0] !== 'serve' && names[0] !== 'agent') ? await processIoOf(noColor) : undefined);
+  const listing = listingOnly(argv);
+  const loaded = listing ? [] : commandsFor(argv);
+  const shared = io ?? (loaded.some(([names]) => names[0] !== 'serve' && names[0] !== 'agent') ? await processIoOf(noColor) : undefined);
   const ioOf = () => shared as Io;
-  for (const [, add] of commandsFor(argv)) await add(program, setCode, ioOf);
+  if (listing) listSubcommands(program);
+  for (const [, add] of loaded) await add(program, setCode, ioOf);
   // Subcommands do not inherit these: a usage error must throw (exit 2), not exit the process.
   // Commander's help and usage errors go where the command's own output goes (captured in tests).
   const output = { writeOut: (t: string) => (io ? io.out(t) : process.stdout.write(t)), writeErr: (t: string) => (io ? io.err(t) : process.stderr.write(t)) };

@@ -9,6 +9,7 @@ import { buildApp } from './http/app.js';
 import { authFailureCounter } from './http/rate-limit.js';
 import { Metrics } from './http/metrics.js';
 import { startIngress, type RunningIngress } from './ingress/start.js';
+import type { LiveTable } from './ingress/live-table.js';
 import { startWorkers } from './cluster/primary.js';
 import { V2Gateway } from './gateway/v2/listener.js';
 import { peerCredentials } from './gateway/peers/credentials.js';
@@ -153,11 +154,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     server.publicUrl = config.publicUrl ?? listening;
     const worker = new DeliveryWorker(server, log, `edgeform/${version}`, config.delivery);
     let ingress: RunningIngress | undefined;
+    // The ingress's table while its start reads it (the API already answers): a write then is applied before the table serves.
+    let startingTable: LiveTable | undefined;
     // Every committed write that queued deliveries wakes the event worker; with an ingress, the rows it wrote are applied to its table.
     server.afterCommit = (change) => {
       diskFull.committed();
       if (change?.deliveries !== false) worker.kick();
-      return ingress?.changed(change?.ids);
+      return ingress ? ingress.changed(change?.ids) : startingTable?.changed(change?.ids);
     };
     worker.start();
     if (config.ingress?.length || config.ingressHttp?.length) {
@@ -168,6 +171,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           listeners: forked ? [] : [...(config.ingress ?? []), ...(config.ingressHttp ?? [])],
           ctx: server,
           databaseUrl: config.databaseUrl,
+          tableTaken: (table) => { startingTable = table; },
           dataDir: config.dataDir ?? 'data',
           gateway,
           metrics,

@@ -13,7 +13,7 @@
 // an event answered before the stop is not sent again after it.
 import { createHmac } from 'node:crypto';
 import { mergeSecrets } from '../../provider/catalog/walk.js';
-import { Agent, request } from 'undici';
+import type { Agent } from 'undici';
 import { describeError } from '../http/reply.js';
 import type { ServerContext } from '../resources/context.js';
 import { findStored } from '../resources/engine.js';
@@ -60,7 +60,8 @@ type Doc = Record<string, any>;
  */
 export class DeliveryWorker {
   private readonly opts: DeliveryOptions;
-  private readonly dispatcher: Agent;
+  /** undici and its Agent, made at the first send: loading undici was a tenth of a CPU second or more of every serve start (issue 29). */
+  private undici?: Promise<{ request: typeof import('undici').request; dispatcher: Agent }>;
   /** Destinations with a lane running, and the lanes themselves. */
   private readonly lanes = new Map<string, Promise<void>>();
   private timer?: NodeJS.Timeout;
@@ -78,12 +79,18 @@ export class DeliveryWorker {
     const o = { ...DELIVERY_DEFAULTS, ...opts };
     // A lease shorter than a send would let another instance send the same event meanwhile.
     this.opts = { ...o, leaseMs: Math.max(o.leaseMs, 3 * o.timeoutMs + 5_000) };
-    this.dispatcher = new Agent({
-      connections: this.opts.connectionsPerOrigin,
-      connect: { timeout: this.opts.timeoutMs },
-      headersTimeout: this.opts.timeoutMs,
-      bodyTimeout: this.opts.timeoutMs,
-    });
+  }
+
+  private http() {
+    return (this.undici ??= import('undici').then(({ Agent, request }) => ({
+      request,
+      dispatcher: new Agent({
+        connections: this.opts.connectionsPerOrigin,
+        connect: { timeout: this.opts.timeoutMs },
+        headersTimeout: this.opts.timeoutMs,
+        bodyTimeout: this.opts.timeoutMs,
+      }),
+    })));
   }
 
   start() {
@@ -107,7 +114,7 @@ export class DeliveryWorker {
     clearTimeout(this.timer);
     await this.running;
     await Promise.allSettled([...this.lanes.values()]);
-    await this.dispatcher.destroy().catch(() => {});
+    if (this.undici) await (await this.undici).dispatcher.destroy().catch(() => {});
   }
 
   /** Runs a pass in `ms`, unless one is already due sooner. */
@@ -234,7 +241,8 @@ export class DeliveryWorker {
       deadline.abort();
     }, this.opts.timeoutMs);
     try {
-      const res = await request(http.url, { method: 'POST', headers, body, signal: deadline.signal, dispatcher: this.dispatcher });
+      const { request, dispatcher } = await this.http();
+      const res = await request(http.url, { method: 'POST', headers, body, signal: deadline.signal, dispatcher });
       await res.body.dump().catch(() => {});
       return res.statusCode >= 200 && res.statusCode < 300 ? undefined : `HTTP ${res.statusCode}`;
     } catch (e) {

@@ -13,7 +13,7 @@
 // agent two socket writes (bench/README.md).
 import type { ClientHttp2Stream } from 'node:http2';
 import { Readable } from 'node:stream';
-import { Client, type Dispatcher } from 'undici';
+import type { Client, Dispatcher } from 'undici';
 import { HELD, type HoldingSource } from '../ingress/buffer-budget.js';
 
 /** Pooled connections per tunnel of a session, at most (--agent-relay-pool, EDGEFORM_AGENT_RELAY_POOL). */
@@ -27,14 +27,18 @@ export const RETRY_OPEN_MS = 1000;
 /** Undici's own idle limit, over IDLE_MS (the sweep closes them gently first); an upstream's Keep-Alive hint still counts, less this margin. */
 const KEEP_ALIVE = { keepAliveTimeout: 600_000, keepAliveMaxTimeout: 600_000, keepAliveTimeoutThreshold: 1000 };
 
+let undici: Promise<typeof import('undici')> | undefined;
+/** undici, loaded when the first pooled connection opens: loading it was a tenth of a CPU second or more of every serve start (issue 29). */
+const loadUndici = () => (undici ??= import('undici'));
+
 /** One CONNECT stream to the upstream and the HTTP/1.1 client that speaks over it. */
 export class PooledConnection {
   readonly client: Client;
   idleSince = 0;
   private closed = false;
-  constructor(readonly stream: ClientHttp2Stream, private readonly pool: RelayPool) {
+  constructor(readonly stream: ClientHttp2Stream, private readonly pool: RelayPool, UndiciClient: typeof Client) {
     let given = false;
-    this.client = new Client('http://upstream.invalid', {
+    this.client = new UndiciClient('http://upstream.invalid', {
       // The stream is open already; undici asks once. (Not synchronously: undici is still in
       // its resume loop when it asks, and would not notice the connection until later.)
       connect: (_opts, cb) => {
@@ -97,10 +101,10 @@ export class RelayPool {
 
   private grow() {
     this.opening++;
-    this.open().then((stream) => {
+    Promise.all([this.open(), loadUndici()]).then(([stream, { Client }]) => {
       this.opening--;
       if (this.ended) return void stream.close();
-      const c = new PooledConnection(stream, this);
+      const c = new PooledConnection(stream, this, Client);
       this.all.add(c);
       c.release();
       this.sweep();

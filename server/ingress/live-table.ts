@@ -53,15 +53,42 @@ export class LiveTable {
   private stopped = false;
   private readonly instanceId = newIdBody();
   private retry?: NodeJS.Timeout;
+  /**
+   * While the start reads the whole table: the rows written meanwhile (the API already answers,
+   * and on PostgreSQL other instances write), applied to the table read before it serves.
+   */
+  private early?: { ids: Set<string>; whole: boolean };
 
   private constructor(private ctx: ServerContext, private databaseUrl: string, private log: (fields: Record<string, unknown>) => void) {
     this.state = TableState.build([], 0);
   }
 
-  static async start(ctx: ServerContext, databaseUrl: string, log: (fields: Record<string, unknown>) => void): Promise<LiveTable> {
+  /**
+   * Reads the whole table. `taken` gets the table before the read begins, for the writes
+   * committed meanwhile (ServerContext.afterCommit): a read of a million rules takes seconds
+   * while the API answers, and a rule written then is applied before the table serves, never
+   * skipped. On PostgreSQL the other instances' changes are listened to before the read too.
+   */
+  static async start(ctx: ServerContext, databaseUrl: string, log: (fields: Record<string, unknown>) => void, taken?: (table: LiveTable) => void): Promise<LiveTable> {
     const live = new LiveTable(ctx, databaseUrl, log);
-    live.state = await buildState(ctx, ++live.version, log);
-    if (ctx.db.provider === 'postgresql') await live.listen();
+    live.early = { ids: new Set(), whole: false };
+    taken?.(live);
+    try {
+      if (ctx.db.provider === 'postgresql') await live.listen();
+      live.state = await buildState(ctx, ++live.version, log);
+      for (;;) {
+        const { ids, whole } = live.early;
+        live.early = { ids: new Set(), whole: false };
+        if (whole || ids.size > MAX_IDS) live.state = await buildState(ctx, ++live.version, log);
+        else if (ids.size) await live.applyIds(live.state, [...ids]);
+        else break;
+      }
+    } catch (e) {
+      await live.stop();
+      throw e;
+    } finally {
+      live.early = undefined;
+    }
     return live;
   }
 
@@ -97,6 +124,11 @@ export class LiveTable {
   /** Applies these rows again, settling once they are (undefined: everything, in the background, settling at once). */
   reload(ids?: readonly string[]): Promise<void> {
     if (this.stopped) return Promise.resolve();
+    if (this.early) {
+      if (!ids) this.early.whole = true;
+      else for (const id of ids) this.early.ids.add(id);
+      return Promise.resolve();
+    }
     if (!ids || ids.length > MAX_IDS) {
       this.wholeWanted = true;
       this.reloading ??= this.reloadLoop().finally(() => { this.reloading = undefined; });

@@ -16,7 +16,6 @@ import { IngressListener, LISTENER_LIMITS, type ListenerLimits } from './listen.
 import { LiveTable } from './live-table.js';
 import { TlsContexts } from './tls.js';
 import { AcmeIntercept } from './acme/intercept.js';
-import { AcmeManager } from './acme/manager.js';
 import type { AcmeSettings } from './acme/settings.js';
 import type { IngressDeps, IngressListenerSpec } from './types.js';
 
@@ -24,6 +23,8 @@ export interface IngressOptions {
   listeners: IngressListenerSpec[];
   ctx: ServerContext;
   databaseUrl: string;
+  /** Given the table before its first read: writes committed during the read go to it (LiveTable.start). */
+  tableTaken?: (table: LiveTable) => void;
   dataDir: string;
   gateway: Gateway;
   metrics: Metrics;
@@ -64,7 +65,7 @@ export interface RunningIngress {
 
 export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
   const ca = await openLocalCa(o.dataDir, o.ctx);
-  const table = await LiveTable.start(o.ctx, o.databaseUrl, o.log);
+  const table = await LiveTable.start(o.ctx, o.databaseUrl, o.log, o.tableTaken);
   o.metrics.tableVersionOf = () => table.now.version;
   o.metrics.relayedOf = () => o.gateway.relayed;
   const log = (f: Record<string, unknown>) => o.log(f.level ? f : { level: 'info', ...f });
@@ -79,7 +80,8 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
   };
   const contexts = new TlsContexts(ca, () => table.now);
   const limits = { ...LISTENER_LIMITS, ...o.limits };
-  const acme = o.acme ? new AcmeManager({ settings: o.acme, ctx: o.ctx, table, listenerPorts: o.listeners.map((l) => l.publicPort), metrics: o.metrics, log: deps.log }) : undefined;
+  // Loaded only with --acme-directory: acme-client (and axios) cost a tenth of a second of every start (issue 29).
+  const acme = o.acme ? new (await import('./acme/manager.js')).AcmeManager({ settings: o.acme, ctx: o.ctx, table, listenerPorts: o.listeners.map((l) => l.publicPort), metrics: o.metrics, log: deps.log }) : undefined;
   const intercept = acme ? new AcmeIntercept(acme.challenges, limits, deps.log) : undefined;
   // Where a plain-HTTP listener sends a name served over TLS: the TLS listeners' public ports.
   const tlsPorts = o.listeners.filter((l) => !l.plain).map((l) => l.publicPort);

@@ -14,15 +14,16 @@ export const DATABASES = [
 ] as const;
 
 /** A test server on `db` (a fresh database named `name` in a cluster of its own on PostgreSQL); close() stops both. */
-export async function serverOn(db: 'SQLite' | 'PostgreSQL', name: string, overrides: Partial<ServerConfig> = {}): Promise<{ s: TestServer; close(): Promise<void> }> {
+export async function serverOn(db: 'SQLite' | 'PostgreSQL', name: string, overrides: Partial<ServerConfig> = {}): Promise<{ s: TestServer; close(): Promise<void>; databaseUrl: string }> {
   if (db === 'SQLite') {
     const s = await startTestServer(overrides);
-    return { s, close: () => s.close() };
+    return { s, close: () => s.close(), databaseUrl: `file:${s.server.db.where}` };
   }
   const pg = await startPostgres();
   try {
-    const s = await startTestServer({ databaseUrl: await pg.createDatabase(name), ...overrides });
-    return { s, close: async () => { await s.close().catch(() => {}); pg.stop(); } };
+    const databaseUrl = await pg.createDatabase(name);
+    const s = await startTestServer({ databaseUrl, ...overrides });
+    return { s, close: async () => { await s.close().catch(() => {}); pg.stop(); }, databaseUrl };
   } catch (e) {
     pg.stop();
     throw e;

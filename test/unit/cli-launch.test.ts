@@ -2,11 +2,12 @@
 // and bin/cli.ts loads only the module of the subcommand that runs (its COMMANDS table).
 import fs from 'node:fs';
 import path from 'node:path';
-import { Command } from 'commander';
+import { Command, Help } from 'commander';
 import { afterAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: plain JavaScript, no declarations
 import { compiledEntry } from '../../bin/launch.js';
-import { COMMANDS, commandsFor } from '../../bin/cli.js';
+import { COMMANDS, commandsFor, listingOnly, main } from '../../bin/cli.js';
+import { COMMAND_LIST } from '../../bin/command-list.js';
 import { runCliProcess } from '../helpers/cli-process.js';
 import { removeTempDirs, tempDir } from '../helpers/temp.js';
 
@@ -84,6 +85,23 @@ describe('subcommands loaded on demand', () => {
     expect(names(['--help'])).toHaveLength(COMMANDS.flatMap(([n]) => n).length);
     expect(names(['valdate'])).toHaveLength(COMMANDS.flatMap(([n]) => n).length);
     expect(names(['help', 'serve'])).toHaveLength(COMMANDS.flatMap(([n]) => n).length);
+  });
+
+  it('the top-level help lists every subcommand from COMMAND_LIST, loading none, exactly as with every module loaded', async () => {
+    const program = new Command('edgeform');
+    const io = () => ({ out: () => true, err: () => true }) as never;
+    for (const [, add] of COMMANDS) await add(program, () => {}, io);
+    const help = new Help();
+    const fromModules = program.commands.map((c) => [c.name(), help.subcommandTerm(c), c.description()]);
+    // When this fails, a command's description, options or arguments changed: update bin/command-list.ts to match.
+    expect(COMMAND_LIST).toEqual(fromModules);
+    let listed = '';
+    expect(await main(['node', 'edgeform', '--help'], { out: (t: string) => { listed += t; return true; }, err: () => true } as never)).toBe(0);
+    const commandsPart = (t: string) => t.slice(t.indexOf('\nCommands:'));
+    expect(commandsPart(listed)).toMatch(/^\nCommands:\n  serve \[options\]/);
+    expect(commandsPart(listed)).toBe(commandsPart(program.helpInformation()));
+    for (const argv of [['--help'], ['-h'], ['help'], []]) expect([argv, listingOnly(['node', 'edgeform', ...argv])]).toEqual([argv, true]);
+    for (const argv of [['--version'], ['help', 'serve'], ['serve', '--help'], ['valdate'], ['--help', 'validate']]) expect([argv, listingOnly(['node', 'edgeform', ...argv])]).toEqual([argv, false]);
   });
 
   it('the compiled command answers --version, help and a misspelt command as the sources do', async () => {
