@@ -89,7 +89,8 @@ async function runOnce(policy: CompiledPolicy, state: PolicyState, base: Omit<Po
   const req = await settled(evaluate(policy, 'on_http_request', { ...base, now }, state));
   run.phases.on_http_request = req;
   let response: HttpResponse;
-  if (req.outcome === 'close') return { ...run, closed: true };
+  // 'answered' (a server answered itself) only happens at the ingress; offline it cannot, but it ends as a close would.
+  if (req.outcome === 'close' || req.outcome === 'answered') return { ...run, closed: true };
   if (req.outcome !== 'continue' && 'forward_internal' in req.outcome) return { ...run, forwarded_internal: req.outcome.forward_internal.url };
   if (req.outcome !== 'continue') {
     response = req.outcome.response;
@@ -104,7 +105,7 @@ async function runOnce(policy: CompiledPolicy, state: PolicyState, base: Omit<Po
   if (policy.phases.on_http_response) {
     const res = await settled(evaluate(policy, 'on_http_response', { ...base, now, res: { status_code: response.status, headers: response.headers, body: response.body }, actions: req.actions, vars: req.vars }, state));
     run.phases.on_http_response = res;
-    if (res.outcome === 'close') return { ...run, forwarded: false, closed: true };
+    if (res.outcome === 'close' || res.outcome === 'answered') return { ...run, forwarded: false, closed: true };
     if (res.outcome !== 'continue' && 'response' in res.outcome) return { ...run, forwarded: false, response: res.outcome.response, limited: res.actions.service.rate_limit.limited };
     const m = res.mutations.response;
     const headers = { ...response.headers, ...m.set_headers };

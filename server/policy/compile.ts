@@ -4,7 +4,7 @@ import { compileTrafficPolicy, type Phase, type PolicyIssue } from '../../provid
 import type { CelProgram } from '../../provider/catalog/validate/policy/cel.js';
 import { runnerOf } from './actions/index.js';
 import type { Template } from '../../provider/catalog/validate/policy/template.js';
-import type { Runner } from './actions/run.js';
+import type { MakeContext, Runner } from './actions/run.js';
 
 export interface RunnableRule {
   index: number;
@@ -22,6 +22,8 @@ export interface CompileOptions {
   phases?: readonly Phase[];
   /** Names this policy's rate-limit buckets apart from other policies' in one state (e.g. the route id). */
   scope?: string;
+  /** The server's runners for route modules' actions (MakeContext.moduleRunner). */
+  moduleRunner?: MakeContext['moduleRunner'];
 }
 
 export function compilePolicy(text: string, opts: CompileOptions = {}): { problems: PolicyIssue[] } | CompiledPolicy {
@@ -29,7 +31,7 @@ export function compilePolicy(text: string, opts: CompileOptions = {}): { proble
   if (!r.ok) return { problems: r.issues };
   const phases: CompiledPolicy['phases'] = {};
   for (const [phase, rules] of Object.entries(r.compiled) as [Phase, NonNullable<(typeof r.compiled)[Phase]>][]) {
-    phases[phase] = rules.map((rule) => ({ ...rule, actions: rule.actions.map((a) => ({ type: a.type, run: runnerOf(a, { scope: opts.scope ?? '' }), templates: a.templates })) }));
+    phases[phase] = rules.map((rule) => ({ ...rule, actions: rule.actions.map((a) => ({ type: a.type, run: runnerOf(a, { scope: opts.scope ?? '', moduleRunner: opts.moduleRunner }), templates: a.templates })) }));
   }
   return { phases };
 }

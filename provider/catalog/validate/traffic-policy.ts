@@ -71,7 +71,7 @@ function compileAction(type: string, config: Record<string, unknown>, path: stri
   }
   const templates = new Map<string, Template>();
   const before = issues.length;
-  compileTemplates(config, join(path, 'config'), phase, new Set(def.expressionFields ?? []), templates, issues);
+  if (!def.literal) compileTemplates(config, join(path, 'config'), phase, new Set(def.expressionFields ?? []), templates, issues);
   const typed = def.check({ config, path: join(path, 'config'), issues, type }, phase);
   return typed === undefined || issues.length > before ? undefined : { type, config: typed, templates };
 }
