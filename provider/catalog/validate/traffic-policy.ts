@@ -56,7 +56,8 @@ export type CompiledRules = Partial<Record<Phase, CompiledRule[]>>;
 export type CompileResult = { ok: true; policy: TrafficPolicy; compiled: CompiledRules } | { ok: false; issues: PolicyIssue[] };
 
 function unknownType(type: string): string {
-  return `unknown action type "${type}"${didYouMean(type, ACTION_TYPES)}; supported types: ${ACTION_TYPES.join(', ')}`;
+  // The module-* actions (a route's modules, as `edgeform policy show` prints them) are left out of the list: a policy written by hand uses the others.
+  return `unknown action type "${type}"${didYouMean(type, ACTION_TYPES)}; supported types: ${ACTION_TYPES.filter((t) => !t.startsWith('module-')).join(', ')}`;
 }
 
 function compileAction(type: string, config: Record<string, unknown>, path: string, issues: PolicyIssue[], phase: Phase): CompiledAction | undefined {
