@@ -8,6 +8,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { manifestDir, runCli } from '../helpers/cli.js';
 import { route, startHttpIngress, tableOf, type HttpIngress } from '../helpers/ingress-http.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const POLICY = `on_http_request:
   - name: blocked path
@@ -93,7 +94,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await ing?.close();
+  await api?.close();
 });
+
+let api: TestServer | undefined;
 
 describe('edgeform policy show', () => {
   it('prints the modules as module-* actions in the documented order, the policy rules at traffic_policy\'s place', () => {
@@ -140,5 +144,32 @@ describe('edgeform policy show', () => {
     const noKey = await runCli(['policy', 'show', 'edghtsrt_abc123'], { EDGEFORM_API_KEY: undefined });
     expect(noKey.code).toBe(2);
     expect(noKey.stderr).toContain('no API key: set EDGEFORM_API_KEY (or --api-key)');
+  });
+
+  it('reads a route from the API, with its IP policies\' rules as they are now, by its id or EDGE_ID/ROUTE_ID', async () => {
+    api = await startTestServer();
+    const policy = (await api.post('/ip_policies', { description: 'office' })).body;
+    expect((await api.post('/ip_policy_rules', { ip_policy_id: policy.id, cidr: '198.51.100.0/24', action: 'allow' })).status).toBe(201);
+    const edge = (await api.post('/edges/https', { hostports: ['show.example.com:443'] })).body;
+    const made = await api.post(`/edges/https/${edge.id}/routes`, { match_type: 'path_prefix', match: '/', ip_restriction: { ip_policy_ids: [policy.id] }, user_agent_filter: { deny: ['(?i)bot'] }, traffic_policy: { value: POLICY } });
+    expect(made.status, made.text).toBe(201);
+    const env = { EDGEFORM_API_URL: api.url, EDGEFORM_API_KEY: api.token };
+    const byId = await runCli(['policy', 'show', made.body.id, '--json'], env);
+    expect(byId.code, byId.stderr).toBe(0);
+    const { policy: shownPolicy } = byId.json();
+    expect(shownPolicy.on_http_request[0]).toEqual({ name: 'ip_restriction module', expressions: [], actions: [{ type: 'module-ip-restriction', config: { ip_policies: [{ id: policy.id, rules: [{ cidr: '198.51.100.0/24', action: 'allow' }] }] } }] });
+    expect(shownPolicy.on_http_request.map((r: { actions: { type: string }[] }) => r.actions[0].type)).toEqual(['module-ip-restriction', 'module-user-agent-filter', 'deny', 'custom-response', 'add-headers']);
+    const byPath = await runCli(['policy', 'show', `${edge.id}/${made.body.id}`, '--json'], env);
+    expect(byPath.json().policy).toEqual(shownPolicy);
+    // Given to policy test, the printed policy refuses an address outside the office and lets one inside through.
+    const file = path.join(dir, 'from-api.yaml');
+    fs.writeFileSync(file, (await runCli(['policy', 'show', made.body.id], env)).stdout);
+    const outside = await runCli(['policy', 'test', file, '--json', '--request', 'GET https://show.example.com/', '--client-ip', '203.0.113.9']);
+    expect(outside.json().requests[0].response.headers['edgeform-error-code']).toBe('ERR_SERVICE_780');
+    const inside = await runCli(['policy', 'test', file, '--json', '--request', 'GET https://show.example.com/', '--client-ip', '198.51.100.7']);
+    expect(inside.json().requests[0].result).toBe('forwarded');
+    const unknown = await runCli(['policy', 'show', 'edghtsrt_nosuchroute1'], env);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('no HTTPS edge of');
   });
 });
