@@ -128,11 +128,11 @@ export function buildChain(route: FullDoc, deps: IngressDeps, registry = FILTERS
   if (own && readsBody(own)) {
     policy.phases.on_http_request!.splice(first, 0, { index: -1, name: 'read the request body', expressions: [], actions: [{ type: 'read-body', run: moduleRunner('read-body', readBodyFilter), templates: new Map() }] });
   }
-  return [routeEngine(policy, route, deps, own !== undefined, end)];
+  return [routeEngine(policy, route, deps, own !== undefined, end, !!own && readsBody(own))];
 }
 
 /** The one filter of a route with modules: the engine's on_http_request, the backend, on_http_response. */
-function routeEngine(policy: CompiledPolicy, route: FullDoc, deps: IngressDeps, hasPolicy: boolean, policyEnd: number): HttpFilter {
+function routeEngine(policy: CompiledPolicy, route: FullDoc, deps: IngressDeps, hasPolicy: boolean, policyEnd: number, readBody: boolean): HttpFilter {
   const onResponse = !!policy.phases.on_http_response?.length;
   const log = (m: Mutations) => {
     for (const metadata of m.logs ?? []) deps.log({ level: 'info', msg: 'traffic policy log action', route: route.id, metadata });
@@ -146,7 +146,7 @@ function routeEngine(policy: CompiledPolicy, route: FullDoc, deps: IngressDeps, 
       // The modules' own code reads the exchange; only a policy's expressions read these (lazily), so a route without one skips the copying.
       const conn = hasPolicy ? connectionInput(ex) : { client_ip: ex.clientIp, server_port: ex.publicPort };
       const input: PolicyInput = hasPolicy ? { now: deps.now(), conn, endpoint: { id: route.id }, req: requestInput(ex) } : { now: deps.now(), conn };
-      ex.locals.policyInput = input;
+      if (readBody) ex.locals.policyInput = input;
       const host: RouteHost = { ex, input, after, wrapping: [] };
       const r = await settled(evaluate(policy, 'on_http_request', input, deps.policyState, host));
       const settle = async () => {
