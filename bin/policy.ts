@@ -252,7 +252,7 @@ async function runTest(out: Io, file: string, opts: Record<string, any>): Promis
   } catch (e) {
     throw new UsageError(`cannot read the policy ${file}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
   }
-  const compiled = compilePolicy(text, { phases: PHASES });
+  const compiled = compilePolicy(text, { phases: PHASES, offline: true });
   if (!isCompiled(compiled)) {
     const problems = problemsOf(file, text, compiled.problems);
     if (opts.json) out.out(`${JSON.stringify({ valid: false, problems: problems.list })}\n`);

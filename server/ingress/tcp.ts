@@ -45,7 +45,7 @@ function streamModuleRunner(type: string, config: unknown): Runner | undefined {
 function policyOf(edge: StreamEdgeEntry): CompiledPolicy | null {
   if (edge.compiled === undefined) {
     let compiled: CompiledPolicy | null = null;
-    const own = enabled(edge.doc.traffic_policy) ? compilePolicy(String(edge.doc.traffic_policy.value), { phases: ['on_tcp_connect'], scope: edge.doc.id }) : undefined;
+    const own = enabled(edge.doc.traffic_policy) ? compilePolicy(String(edge.doc.traffic_policy.value), { phases: ['on_tcp_connect'], scope: edge.doc.id, moduleRunner: streamModuleRunner }) : undefined;
     const shape = streamPolicy(edge.doc);
     if ((own === undefined || isCompiled(own)) && !('problems' in shape)) {
       const c = compilePolicy(JSON.stringify(shape.policy), { phases: ['on_tcp_connect'], scope: edge.doc.id, moduleRunner: streamModuleRunner });

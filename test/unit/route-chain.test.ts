@@ -3,6 +3,7 @@
 // the edits of what goes upstream land in that order, as the chain of filters applied them.
 import { describe, expect, it } from 'vitest';
 import { buildChain } from '../../server/ingress/http/chain.js';
+import { compilePolicy, isCompiled } from '../../server/policy/index.js';
 import type { EdgeAnswer, HttpFilter } from '../../server/ingress/types.js';
 import { fakeDeps, fakeExchange } from '../helpers/fake-exchange.js';
 
@@ -51,5 +52,23 @@ describe('a route chain on the policy engine', () => {
     const chain = buildChain({ id: 'rt_bad', ip_restriction: { ip_policy_ids: [] }, traffic_policy: { value: 'on_http_request: [{expressions: ["req.nope"], actions: [{type: deny}]}]' } }, fakeDeps(Date.now(), logs));
     expect((chain as EdgeAnswer).code).toBe('ERR_SERVICE_749');
     expect(String(logs[0]?.msg)).toContain('the traffic_policy module of route rt_bad cannot run: the policy does not compile');
+  });
+
+  it("a module action in the route's own policy runs that module's code; where no route module can run, the policy is refused, never run without it", async () => {
+    const own = `on_http_request:
+  - expressions: ["req.url.path.startsWith('/bots-out')"]
+    actions: [{type: module-user-agent-filter, config: {deny: ["(?i)bot"]}}]
+`;
+    const chain = buildChain({ id: 'rt_own', traffic_policy: { value: own } }, fakeDeps());
+    const f = fakeExchange({ method: 'GET', url: '/bots-out/x', headers: { 'user-agent': 'AnyBot' } });
+    let reached = false;
+    await (chain as HttpFilter[])[0].handle(f.ex, async () => { reached = true; });
+    expect(reached).toBe(false);
+    expect(f.answer()?.code).toBe('ERR_SERVICE_781');
+    // Elsewhere (a cloud endpoint's policy) there is no route module to run: refused when compiled.
+    const elsewhere = compilePolicy('on_http_request: [{actions: [{type: module-oauth, config: {provider: {github: {}}}}]}]');
+    expect(isCompiled(elsewhere)).toBe(false);
+    expect(JSON.stringify(elsewhere)).toContain("module-oauth runs a route module's code");
+    expect(isCompiled(compilePolicy('on_http_request: [{actions: [{type: module-oauth, config: {provider: {github: {}}}}]}]', { offline: true }))).toBe(true);
   });
 });

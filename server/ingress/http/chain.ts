@@ -16,6 +16,8 @@ import type { EdgeAnswer, Exchange, FullDoc, HttpFilter, IngressDeps } from '../
 import { errorAnswer } from './error-page.js';
 import { EdgeError, type HttpExchange } from './exchange.js';
 
+const MODULE_NAMES = new Map(Object.entries(MODULE_ACTIONS).map(([name, type]) => [type as string, name as keyof typeof FILTERS]));
+
 /** What the engine gives a module action at the ingress: the exchange, and the request's bookkeeping. */
 interface RouteHost {
   ex: Exchange;
@@ -102,13 +104,15 @@ export function buildChain(route: FullDoc, deps: IngressDeps, registry = FILTERS
     const factory = registry[name];
     if (!factory) return errorAnswer('ERR_SERVICE_749', `the route's ${name} module is not supported by this server, so the route is refused rather than served without it`);
     if (name === 'traffic_policy') {
-      const p = compilePolicy(String(config.value), { phases: PHASES, scope: route.id });
+      // Compiled alone to check it (with the words a user sees elsewhere) and to see whether it reads the body; the chain below runs it.
+      const p = compilePolicy(String(config.value), { phases: PHASES, scope: route.id, offline: true });
       if (!isCompiled(p)) return refuse(deps, route, name, `the policy does not compile: ${p.problems.map((x) => x.message).join('; ')}`);
       own = p;
       continue;
     }
     try {
-      filters.set(MODULE_ACTIONS[name as keyof typeof MODULE_ACTIONS], factory(config, route, deps));
+      const { enabled: _e, ...settings } = config;
+      filters.set(`${MODULE_ACTIONS[name as keyof typeof MODULE_ACTIONS]} ${JSON.stringify(settings)}`, factory(config, route, deps));
     } catch (e) {
       return refuse(deps, route, name, (e as Error).message);
     }
@@ -118,8 +122,11 @@ export function buildChain(route: FullDoc, deps: IngressDeps, registry = FILTERS
   const policy = compilePolicy(JSON.stringify(shape.policy), {
     phases: PHASES,
     scope: route.id,
-    moduleRunner: (type) => {
-      const filter = filters.get(type);
+    moduleRunner: (type, config) => {
+      // The route's modules' filters, built above; a module action in the route's own policy gets one of its own.
+      let filter = filters.get(`${type} ${JSON.stringify(config)}`);
+      const name = MODULE_NAMES.get(type);
+      if (!filter && name && registry[name]) filter = registry[name]!(config as FullDoc[string], route, deps);
       return filter && moduleRunner(type, filter);
     },
   });

@@ -139,6 +139,11 @@ function offline(type: string, config: Config, scope: string): Runner {
 }
 
 /** The runner factory of every module-* action. */
-export const moduleRunnerFactory = (type: string): RunnerFactory => (config: Config, make) => make.moduleRunner?.(type, config) ?? offline(type, config, make.scope);
+export const moduleRunnerFactory = (type: string): RunnerFactory => (config: Config, make) => {
+  const own = make.moduleRunner?.(type, config);
+  if (own) return own;
+  if (make.offline) return offline(type, config, make.scope);
+  throw new Error(`${type} runs a route module's code, which runs on a route's or an edge's chain (and in edgeform policy test), not here`);
+};
 
 export const MODULE_ACTION_TYPES = Object.values(MODULE_ACTIONS);

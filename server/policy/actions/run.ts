@@ -81,6 +81,8 @@ export interface MakeContext {
   scope: string;
   /** The server's runner for a route module's action (the ingress gives the module's own code); absent, the action runs its offline form (`policy test`). */
   moduleRunner?: (type: string, config: unknown) => Runner | undefined;
+  /** `edgeform policy test`: module actions the server gives no runner for run their offline forms (elsewhere such a policy is refused). */
+  offline?: boolean;
 }
 
 /** Makes the runner of one compiled action from its typed config. */
