@@ -5,6 +5,7 @@
 // does. IP restrictions name their policies by id, as the ingress reads them (live); the
 // policies' rules as they are now are written beside each id so `policy test` can run them.
 import fs from 'node:fs';
+import path from 'node:path';
 import { Command } from 'commander';
 import { parseAllDocuments, stringify } from 'yaml';
 import type { TrafficPolicy } from '../provider/catalog/validate/traffic-policy.js';
@@ -34,14 +35,21 @@ function isId(arg: string) {
 
 // ---- a manifest file ---------------------------------------------------------------------
 
-function fromFile(file: string, choose: string | undefined): Found {
-  let text: string;
+/** A manifest file's documents, or those of every *.yaml / *.yml file of a folder (its IPPolicy documents may be beside the edge's). */
+function manifestDocs(file: string): Doc[] {
+  let texts: string[];
   try {
-    text = fs.readFileSync(file, 'utf8');
+    texts = fs.statSync(file).isDirectory()
+      ? fs.readdirSync(file).filter((f) => /\.ya?ml$/i.test(f)).sort().map((f) => fs.readFileSync(path.join(file, f), 'utf8'))
+      : [fs.readFileSync(file, 'utf8')];
   } catch (e) {
-    throw new UsageError(`cannot read ${file}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file; give a manifest file, a route id (edghtsrt_...), EDGE_ID/ROUTE_ID, or a TCP or TLS edge id (edgtcp_..., edgtls_...)' : (e as Error).message}`);
+    throw new UsageError(`cannot read ${file}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file; give a manifest file (or folder), a route id (edghtsrt_...), EDGE_ID/ROUTE_ID, or a TCP or TLS edge id (edgtcp_..., edgtls_...)' : (e as Error).message}`);
   }
-  const docs = parseAllDocuments(text).map((d) => d.toJS() as Doc).filter((d) => d && typeof d === 'object');
+  return texts.flatMap((t) => parseAllDocuments(t).map((d) => d.toJS() as Doc)).filter((d) => d && typeof d === 'object');
+}
+
+function fromFile(file: string, choose: string | undefined): Found {
+  const docs = manifestDocs(file);
   const rules = new Map<string, { cidr: string; action: 'allow' | 'deny' }[]>();
   for (const d of docs) if (d.kind === 'IPPolicy' && d.name) rules.set(`IPPolicy/${d.name}`, (d.rules ?? []).map((r: Doc) => ({ cidr: r.cidr, action: r.action })));
   const candidates: Found[] = [];
@@ -148,6 +156,9 @@ export function policyShowCommand(setCode: (code: number) => void, io: () => Io)
     try {
       const found = isId(arg) ? await fromApi(arg, opts) : fromFile(arg, opts.route);
       const policy = shownPolicy(found);
+      const unknown = ipPolicyIds(found.doc).filter((id) => !found.rules.has(id));
+      // The ingress reads these live; without their rules `policy test` would take them as empty and let every client through.
+      if (unknown.length) out.err(`${out.errStyle.yellow('Warning:')} ${unknown.join(', ')} ${unknown.length === 1 ? 'is' : 'are'} not in ${arg}: written with no rules, so policy test lets every client past ${unknown.length === 1 ? 'it' : 'them'}; give the folder that holds ${unknown.length === 1 ? 'its IPPolicy document' : 'their IPPolicy documents'}, or the route's id\n`);
       if (opts.json) out.out(`${JSON.stringify({ route: found.label, policy })}\n`);
       else {
         const empty = !Object.keys(policy).length;

@@ -64,7 +64,14 @@ routes:
   - {match_type: path_prefix, match: /b, websocket_tcp_converter: {}}
 `;
 
+const LONELY = `kind: TCPEdge
+name: ssh
+hostports: [tcp.example.com:22022]
+ip_restriction: {ip_policy_ids: [IPPolicy/elsewhere]}
+`;
+
 const dir = manifestDir({ 'shop.yaml': MANIFEST, 'two.yaml': TWO_ROUTES });
+const lonely = manifestDir({ 'ssh.yaml': LONELY });
 let ing: HttpIngress;
 let shown: string;
 
@@ -140,7 +147,12 @@ describe('edgeform policy show', () => {
   it('says what to give when the argument is neither a file nor an id, and when no API key is set', async () => {
     const missing = await runCli(['policy', 'show', path.join(dir, 'nope.yaml')]);
     expect(missing.code).toBe(2);
-    expect(missing.stderr).toContain('no such file; give a manifest file, a route id (edghtsrt_...)');
+    expect(missing.stderr).toContain('no such file; give a manifest file (or folder), a route id (edghtsrt_...)');
+    // An IP policy the file does not hold: printed without rules, and said so.
+    const partial = await runCli(['policy', 'show', path.join(lonely, 'ssh.yaml')]);
+    expect(partial.code).toBe(0);
+    expect(partial.stderr).toContain('IPPolicy/elsewhere is not in');
+    expect(partial.stdout).toContain('type: module-ip-restriction');
     const noKey = await runCli(['policy', 'show', 'edghtsrt_abc123'], { EDGEFORM_API_KEY: undefined });
     expect(noKey.code).toBe(2);
     expect(noKey.stderr).toContain('no API key: set EDGEFORM_API_KEY (or --api-key)');
