@@ -8,7 +8,9 @@ import { Problems } from '../reconciler/manifest/problems.js';
 import { compilePolicy, evaluate, isCompiled, PolicyState, type CompiledPolicy, type PolicyInput, type PolicyResult } from '../server/policy/index.js';
 import { recordUpstream, type HttpResponse } from '../server/policy/actions/run.js';
 import { replaceSse } from '../server/policy/actions/service.js';
+import { worthCompressing } from '../server/ingress/modules/compression.js';
 import { UsageError, type Io } from './reconcile.js';
+import { policyShowCommand } from './policy-show.js';
 
 const collect = (v: string, prior: string[] = []) => [...prior, v];
 
@@ -89,7 +91,8 @@ async function runOnce(policy: CompiledPolicy, state: PolicyState, base: Omit<Po
   const req = await settled(evaluate(policy, 'on_http_request', { ...base, now }, state));
   run.phases.on_http_request = req;
   let response: HttpResponse;
-  if (req.outcome === 'close') return { ...run, closed: true };
+  // 'answered' (a server answered itself) only happens at the ingress; offline it cannot, but it ends as a close would.
+  if (req.outcome === 'close' || req.outcome === 'answered') return { ...run, closed: true };
   if (req.outcome !== 'continue' && 'forward_internal' in req.outcome) return { ...run, forwarded_internal: req.outcome.forward_internal.url };
   if (req.outcome !== 'continue') {
     response = req.outcome.response;
@@ -101,10 +104,28 @@ async function runOnce(policy: CompiledPolicy, state: PolicyState, base: Omit<Po
     // The upstream's answer is what circuit-breaker actions count.
     recordUpstream(req.mutations, now, upstream.status);
   }
+  // A forwarded request's response edits made in on_http_request (a response_headers module,
+  // a compression module) apply to the answer as the ingress applies them: after on_http_response
+  // has read the upstream's own headers, before that phase's edits.
+  const early = run.forwarded ? req.mutations.response : undefined;
+  const editedEarly = !!early && (early.remove_headers.length > 0 || Object.keys(early.set_headers).length > 0 || !!early.compress);
+  const applyEarly = (r: HttpResponse): HttpResponse => {
+    if (!early || !editedEarly) return r;
+    const headers = { ...r.headers };
+    for (const h of early.remove_headers) delete headers[h];
+    Object.assign(headers, early.set_headers);
+    if (early.compress && worthCompressing({ status: r.status, headers }, base.req!.method)) {
+      headers['content-encoding'] = early.compress;
+      delete headers['content-length'];
+    }
+    return { ...r, headers };
+  };
   if (policy.phases.on_http_response) {
-    const res = await settled(evaluate(policy, 'on_http_response', { ...base, now, res: { status_code: response.status, headers: response.headers, body: response.body }, actions: req.actions, vars: req.vars }, state));
+    const raw = response;
+    response = applyEarly(response);
+    const res = await settled(evaluate(policy, 'on_http_response', { ...base, now, res: { status_code: raw.status, headers: raw.headers, body: raw.body }, actions: req.actions, vars: req.vars }, state));
     run.phases.on_http_response = res;
-    if (res.outcome === 'close') return { ...run, forwarded: false, closed: true };
+    if (res.outcome === 'close' || res.outcome === 'answered') return { ...run, forwarded: false, closed: true };
     if (res.outcome !== 'continue' && 'response' in res.outcome) return { ...run, forwarded: false, response: res.outcome.response, limited: res.actions.service.rate_limit.limited };
     const m = res.mutations.response;
     const headers = { ...response.headers, ...m.set_headers };
@@ -117,8 +138,8 @@ async function runOnce(policy: CompiledPolicy, state: PolicyState, base: Omit<Po
       delete headers['content-length'];
     }
     response = { ...response, headers, body };
-  }
-  if (run.forwarded) return policy.phases.on_http_response || upstream !== UPSTREAM ? { ...run, client_response: response } : run;
+  } else response = applyEarly(response);
+  if (run.forwarded) return policy.phases.on_http_response || upstream !== UPSTREAM || editedEarly ? { ...run, client_response: response } : run;
   return { ...run, response };
 }
 
@@ -199,7 +220,7 @@ export function policyCommand(setCode: (code: number) => void, io: () => Io): Co
         setCode(e instanceof UsageError ? 2 : 1);
       });
     });
-  return new Command('policy').description('Work with traffic-policy documents offline.').addCommand(test);
+  return new Command('policy').description('Work with traffic-policy documents: test one offline, or show a route as the policy the ingress runs for it.').addCommand(test).addCommand(policyShowCommand(setCode, io));
 }
 
 function readInput(path: string, what: string): string {
@@ -231,7 +252,7 @@ async function runTest(out: Io, file: string, opts: Record<string, any>): Promis
   } catch (e) {
     throw new UsageError(`cannot read the policy ${file}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
   }
-  const compiled = compilePolicy(text, { phases: PHASES });
+  const compiled = compilePolicy(text, { phases: PHASES, offline: true });
   if (!isCompiled(compiled)) {
     const problems = problemsOf(file, text, compiled.problems);
     if (opts.json) out.out(`${JSON.stringify({ valid: false, problems: problems.list })}\n`);

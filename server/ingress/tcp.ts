@@ -12,6 +12,9 @@ import { compilePolicy, evaluate, isCompiled, type CompiledPolicy } from '../pol
 import { relayTcp } from './backends/relay.js';
 import { resolveBackend } from './backends/resolve.js';
 import { ipAllowed } from './modules/ip-restriction.js';
+import { streamPolicy } from '../policy/route.js';
+import type { Runner } from '../policy/actions/run.js';
+import { MODULE_ACTIONS } from '../../provider/catalog/validate/policy/actions/modules.js';
 import type { IngressDeps, IngressTable, StreamEdgeEntry } from './types.js';
 
 export interface StreamDeps extends IngressDeps {
@@ -21,11 +24,34 @@ export interface StreamDeps extends IngressDeps {
 
 const enabled = (m: { enabled?: boolean } | null | undefined) => !!m && m.enabled !== false;
 
-/** The edge's on_tcp_connect policy, compiled once per table version (the entry is per table); null if it does not compile. */
+/** What the connection's module actions are given (RunContext.host). */
+interface StreamHost { table: IngressTable; ip: string }
+
+/** ip_restriction as an action on a connection: refused connections are closed. */
+function streamModuleRunner(type: string, config: unknown): Runner | undefined {
+  if (type !== MODULE_ACTIONS.ip_restriction) return undefined;
+  const c = config as { ip_policy_ids?: string[]; ip_policies?: { id: string }[] };
+  const ids = c.ip_policy_ids ?? (c.ip_policies ?? []).map((p) => p.id);
+  return (ctx) => {
+    const host = ctx.host as StreamHost;
+    return ipAllowed(host.table, ids, host.ip) ? { did: `${type}: allowed` } : { ended: 'close', did: `${type}: ${host.ip} refused` };
+  };
+}
+
+/**
+ * The edge's chain (its ip_restriction, then its policy's on_tcp_connect rules: server/policy/route.ts),
+ * compiled once per table version (the entry is per table); null if it does not compile.
+ */
 function policyOf(edge: StreamEdgeEntry): CompiledPolicy | null {
   if (edge.compiled === undefined) {
-    const compiled = compilePolicy(String(edge.doc.traffic_policy.value), { phases: ['on_tcp_connect'], scope: edge.doc.id });
-    edge.compiled = isCompiled(compiled) ? compiled : null;
+    let compiled: CompiledPolicy | null = null;
+    const own = enabled(edge.doc.traffic_policy) ? compilePolicy(String(edge.doc.traffic_policy.value), { phases: ['on_tcp_connect'], scope: edge.doc.id, moduleRunner: streamModuleRunner }) : undefined;
+    const shape = streamPolicy(edge.doc);
+    if ((own === undefined || isCompiled(own)) && !('problems' in shape)) {
+      const c = compilePolicy(JSON.stringify(shape.policy), { phases: ['on_tcp_connect'], scope: edge.doc.id, moduleRunner: streamModuleRunner });
+      compiled = isCompiled(c) ? c : null;
+    }
+    edge.compiled = compiled;
   }
   return edge.compiled as CompiledPolicy | null;
 }
@@ -35,17 +61,18 @@ export const clientIpOf = (socket: net.Socket) => (socket.remoteAddress ?? '').r
 
 /** Why a connection is refused (the access log's `refused`); undefined when it may go on. */
 function refusal(socket: net.Socket, edge: StreamEdgeEntry, table: IngressTable, deps: StreamDeps): string | undefined {
+  if (!enabled(edge.doc.ip_restriction) && !enabled(edge.doc.traffic_policy)) return undefined;
   const ip = clientIpOf(socket);
-  if (enabled(edge.doc.ip_restriction) && !ipAllowed(table, edge.doc.ip_restriction.ip_policy_ids ?? [], ip)) return 'ip_restriction';
-  if (!enabled(edge.doc.traffic_policy)) return undefined;
   const policy = policyOf(edge);
   // A policy that no longer compiles refuses rather than lets everyone through.
   if (!policy) return 'traffic_policy_invalid';
   const version = socket instanceof tls.TLSSocket ? socket.getProtocol()?.replace(/^TLSv/, '') : undefined;
-  const r = evaluate(policy, 'on_tcp_connect', { now: deps.now(), conn: { client_ip: ip, server_port: deps.publicPort, client_port: socket.remotePort, server_ip: socket.localAddress, ...(version ? { tls_version: version } : {}) }, endpoint: { id: edge.doc.id } }, deps.policyState);
+  const host: StreamHost = { table, ip };
+  const r = evaluate(policy, 'on_tcp_connect', { now: deps.now(), conn: { client_ip: ip, server_port: deps.publicPort, client_port: socket.remotePort, server_ip: socket.localAddress, ...(version ? { tls_version: version } : {}) }, endpoint: { id: edge.doc.id } }, deps.policyState, host);
   // The log action's lines (on_tcp_connect has no action that waits).
   for (const metadata of r.mutations.logs ?? []) deps.log({ level: 'info', msg: 'traffic policy log action', edge: edge.doc.id, metadata });
-  return r.outcome === 'continue' ? undefined : 'traffic_policy';
+  if (r.outcome === 'continue') return undefined;
+  return r.rules[r.rules.length - 1]?.actions.some((a) => a.type === MODULE_ACTIONS.ip_restriction) ? 'ip_restriction' : 'traffic_policy';
 }
 
 /** Carries one client connection of a TCP or TLS edge to its backend, or closes it. */

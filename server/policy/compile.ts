@@ -4,7 +4,7 @@ import { compileTrafficPolicy, type Phase, type PolicyIssue } from '../../provid
 import type { CelProgram } from '../../provider/catalog/validate/policy/cel.js';
 import { runnerOf } from './actions/index.js';
 import type { Template } from '../../provider/catalog/validate/policy/template.js';
-import type { Runner } from './actions/run.js';
+import type { MakeContext, Runner } from './actions/run.js';
 
 export interface RunnableRule {
   index: number;
@@ -22,16 +22,33 @@ export interface CompileOptions {
   phases?: readonly Phase[];
   /** Names this policy's rate-limit buckets apart from other policies' in one state (e.g. the route id). */
   scope?: string;
+  /** The server's runners for route modules' actions (MakeContext.moduleRunner). */
+  moduleRunner?: MakeContext['moduleRunner'];
+  /** Run module-* actions without a server's runner in their offline forms (`edgeform policy test`). */
+  offline?: boolean;
 }
 
 export function compilePolicy(text: string, opts: CompileOptions = {}): { problems: PolicyIssue[] } | CompiledPolicy {
   const r = compileTrafficPolicy(text, { phases: opts.phases });
   if (!r.ok) return { problems: r.issues };
   const phases: CompiledPolicy['phases'] = {};
+  const make: MakeContext = { scope: opts.scope ?? '', moduleRunner: opts.moduleRunner, offline: opts.offline };
+  const problems: PolicyIssue[] = [];
   for (const [phase, rules] of Object.entries(r.compiled) as [Phase, NonNullable<(typeof r.compiled)[Phase]>][]) {
-    phases[phase] = rules.map((rule) => ({ ...rule, actions: rule.actions.map((a) => ({ type: a.type, run: runnerOf(a, { scope: opts.scope ?? '' }), templates: a.templates })) }));
+    phases[phase] = rules.map((rule, i) => ({
+      ...rule,
+      actions: rule.actions.map((a, j) => {
+        try {
+          return { type: a.type, run: runnerOf(a, make), templates: a.templates };
+        } catch (e) {
+          // A runner that cannot be made here (a module action where no route module can run): refused, never skipped.
+          problems.push({ path: `${phase}[${i}].actions[${j}].type`, message: (e as Error).message });
+          return { type: a.type, run: () => ({ did: '' }), templates: a.templates };
+        }
+      }),
+    }));
   }
-  return { phases };
+  return problems.length ? { problems } : { phases };
 }
 
 export const isCompiled = (r: ReturnType<typeof compilePolicy>): r is CompiledPolicy => 'phases' in r;

@@ -39,17 +39,17 @@ lookups.reqCookie = (name) => (current?.req?.cookies as Record<string, Record<st
 lookups.resCookie = (name) => (current?.res?.cookies as Record<string, Record<string, unknown>[]> | undefined)?.[name]?.[0];
 
 /** Where a phase stopped to wait for an action, and what it had so far. */
-interface Resume { vars: CelVariables; now: number; mutations: Mutations; rules: RuleTrace[]; rule: number; action: number }
+interface Resume { vars: CelVariables; now: number; mutations: Mutations; rules: RuleTrace[]; rule: number; action: number; host?: unknown }
 
 /**
  * Runs one phase. Synchronous unless an action must wait (an http-request, a JWKS fetch):
  * then `pending` holds the phase's final result, and the caller awaits it.
  */
-export function evaluate(policy: CompiledPolicy, phase: Phase, input: PolicyInput, state: PolicyState): PolicyResult {
+export function evaluate(policy: CompiledPolicy, phase: Phase, input: PolicyInput, state: PolicyState, host?: unknown): PolicyResult {
   const now = input.now ?? Date.now();
   const vars = celVariables(input, now);
   const mutations: Mutations = { request: { set_headers: {}, remove_headers: [] }, response: { set_headers: {}, remove_headers: [] } };
-  return run(policy, phase, state, { vars, now, mutations, rules: [], rule: 0, action: 0 });
+  return run(policy, phase, state, { vars, now, mutations, rules: [], rule: 0, action: 0, host });
 }
 
 function run(policy: CompiledPolicy, phase: Phase, state: PolicyState, at: Resume): PolicyResult {
@@ -97,7 +97,7 @@ function run(policy: CompiledPolicy, phase: Phase, state: PolicyState, at: Resum
         const action = rule.actions[j];
         let r: ActionRun;
         try {
-          r = action.run({ phase, vars, state, now, mutations, templates: action.templates });
+          r = action.run({ phase, vars, state, now, mutations, templates: action.templates, host: at.host });
         } catch (err) {
           // An interpolation or a configuration that fails on this request: the action does
           // nothing and says why; the rule's later actions and later rules still run.

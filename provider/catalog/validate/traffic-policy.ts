@@ -56,7 +56,8 @@ export type CompiledRules = Partial<Record<Phase, CompiledRule[]>>;
 export type CompileResult = { ok: true; policy: TrafficPolicy; compiled: CompiledRules } | { ok: false; issues: PolicyIssue[] };
 
 function unknownType(type: string): string {
-  return `unknown action type "${type}"${didYouMean(type, ACTION_TYPES)}; supported types: ${ACTION_TYPES.join(', ')}`;
+  // The module-* actions (a route's modules, as `edgeform policy show` prints them) are left out of the list: a policy written by hand uses the others.
+  return `unknown action type "${type}"${didYouMean(type, ACTION_TYPES)}; supported types: ${ACTION_TYPES.filter((t) => !t.startsWith('module-')).join(', ')}`;
 }
 
 function compileAction(type: string, config: Record<string, unknown>, path: string, issues: PolicyIssue[], phase: Phase): CompiledAction | undefined {
@@ -71,7 +72,7 @@ function compileAction(type: string, config: Record<string, unknown>, path: stri
   }
   const templates = new Map<string, Template>();
   const before = issues.length;
-  compileTemplates(config, join(path, 'config'), phase, new Set(def.expressionFields ?? []), templates, issues);
+  if (!def.literal) compileTemplates(config, join(path, 'config'), phase, new Set(def.expressionFields ?? []), templates, issues);
   const typed = def.check({ config, path: join(path, 'config'), issues, type }, phase);
   return typed === undefined || issues.length > before ? undefined : { type, config: typed, templates };
 }

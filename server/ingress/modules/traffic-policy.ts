@@ -15,20 +15,20 @@ import type { Exchange, FilterFactory, IngressDeps } from '../types.js';
 import { compressBody } from './compression.js';
 import { WEBHOOK_BODY_LIMIT } from './webhook-verification.js';
 
-const PHASES = ['on_http_request', 'on_http_response'] as const;
+export const PHASES = ['on_http_request', 'on_http_response'] as const;
 
 /** Actions that read the request body: a policy with one reads it before on_http_request. */
 const BODY_ACTIONS = new Set(['verify-webhook', 'request-body-find-replace']);
 
 
-function requestInput(ex: Exchange, body?: Buffer) {
+export function requestInput(ex: Exchange, body?: Buffer) {
   const headers: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(ex.req.headers)) if (v !== undefined && !k.startsWith(':')) headers[k] = v;
   const port = ex.publicPort === (ex.scheme === 'https' ? 443 : 80) ? '' : `:${ex.publicPort}`;
   return { method: ex.method, url: `${ex.scheme}://${ex.host}${port}${ex.path}`, headers, version: ex.req.httpVersion, ...(body ? { body } : {}) };
 }
 
-function connectionInput(ex: Exchange) {
+export function connectionInput(ex: Exchange) {
   const socket = ex.req.socket as Partial<TLSSocket> | undefined;
   const protocol = socket?.getProtocol?.();
   const tls = protocol
@@ -47,7 +47,7 @@ function connectionInput(ex: Exchange) {
   return { client_ip: ex.clientIp, server_port: ex.publicPort, client_port: socket?.remotePort, server_ip: socket?.localAddress, ...(tls ? { tls_version: tls.version, tls } : {}) };
 }
 
-function applyRequest(ex: Exchange, m: Mutations['request']) {
+export function applyRequest(ex: Exchange, m: Mutations['request']) {
   for (const name of m.remove_headers) delete ex.upstreamHeaders[name.toLowerCase()];
   for (const [name, value] of Object.entries(m.set_headers)) ex.upstreamHeaders[name.toLowerCase()] = value;
   if (m.url) {
@@ -83,7 +83,7 @@ function replacingBody(m: NonNullable<Mutations['response']['find_replace']>): T
   });
 }
 
-function applyResponse(ex: Exchange, m: Mutations['response']) {
+export function applyResponse(ex: Exchange, m: Mutations['response']) {
   if (m.remove_headers.length || Object.keys(m.set_headers).length) {
     ex.onResponseHead((head) => {
       for (const name of m.remove_headers) delete head.headers[name.toLowerCase()];
@@ -128,8 +128,9 @@ function applyResponse(ex: Exchange, m: Mutations['response']) {
   }
 }
 
-async function ended(ex: Exchange, r: PolicyResult, deps: IngressDeps): Promise<boolean> {
+export async function ended(ex: Exchange, r: PolicyResult, deps: IngressDeps): Promise<boolean> {
   if (r.outcome === 'continue') return false;
+  if (r.outcome === 'answered') return true;
   if (r.outcome === 'close') {
     // close-connection: the client's connection ends without an answer.
     ex.answer({ status: 403, headers: { 'content-type': 'text/plain; charset=utf-8', connection: 'close' }, body: 'Forbidden\n' });
@@ -141,9 +142,9 @@ async function ended(ex: Exchange, r: PolicyResult, deps: IngressDeps): Promise<
   return true;
 }
 
-const settled = async (r: PolicyResult): Promise<PolicyResult> => (r.pending ? settled(await r.pending) : r);
+export const settled = async (r: PolicyResult): Promise<PolicyResult> => (r.pending ? settled(await r.pending) : r);
 
-function readsBody(policy: CompiledPolicy): boolean {
+export function readsBody(policy: CompiledPolicy): boolean {
   return !!policy.phases.on_http_request?.some((rule) => rule.actions.some((a) => BODY_ACTIONS.has(a.type)));
 }
 

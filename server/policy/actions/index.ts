@@ -12,6 +12,7 @@ import { restrictIps } from './restrict-ips.js';
 import type { MakeContext, Runner, RunnerFactory } from './run.js';
 import * as service from './service.js';
 import { urlRewrite } from './url-rewrite.js';
+import { MODULE_ACTION_TYPES, moduleRunnerFactory } from './modules.js';
 
 const RUNNERS = new Map<string, RunnerFactory>([
   ['rate-limit', rateLimit],
@@ -35,6 +36,7 @@ const RUNNERS = new Map<string, RunnerFactory>([
   ['set-vars', service.setVars],
   ['sse-find-replace', service.sseFindReplace],
   ['verify-webhook', service.verifyWebhook],
+  ...MODULE_ACTION_TYPES.map((type) => [type, moduleRunnerFactory(type)] as [string, RunnerFactory]),
 ]);
 
 /** Adds (or replaces) the runner of an action type. */

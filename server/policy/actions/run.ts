@@ -18,7 +18,11 @@ export interface HttpResponse {
 /** Where forward-internal sends a request (the endpoints code resolves the URL). */
 export interface ForwardTarget { url: string; binding?: string; on_error: 'halt' | 'continue' }
 
-export type Ended = { response: HttpResponse } | 'close' | { forward_internal: ForwardTarget };
+/**
+ * How a request or connection ended. `answered`: the server running the engine answered it
+ * itself (a route module's action at the ingress: a sign-in redirect, a taken WebSocket).
+ */
+export type Ended = { response: HttpResponse } | 'close' | 'answered' | { forward_internal: ForwardTarget };
 
 /** Changes to pass on: to the request sent upstream, or to the response sent to the client. */
 export interface HeaderChanges { set_headers: Record<string, string>; remove_headers: string[] }
@@ -56,6 +60,8 @@ export interface RunContext {
   mutations: Mutations;
   /** The action's compiled `${}` strings; read fields through expand(). */
   templates: Map<string, Template>;
+  /** What the server running the engine gives its actions (the ingress: the exchange or connection); undefined in `policy test`. */
+  host?: unknown;
 }
 
 export interface ActionRun {
@@ -71,7 +77,13 @@ export interface ActionRun {
 export type Runner = (ctx: RunContext) => ActionRun;
 
 /** What a runner is made with: the policy's scope (rate-limit buckets), and the hooks a server gives (forward-internal). */
-export interface MakeContext { scope: string }
+export interface MakeContext {
+  scope: string;
+  /** The server's runner for a route module's action (the ingress gives the module's own code); absent, the action runs its offline form (`policy test`). */
+  moduleRunner?: (type: string, config: unknown) => Runner | undefined;
+  /** `edgeform policy test`: module actions the server gives no runner for run their offline forms (elsewhere such a policy is refused). */
+  offline?: boolean;
+}
 
 /** Makes the runner of one compiled action from its typed config. */
 export type RunnerFactory = (config: any, make: MakeContext) => Runner;

@@ -12,6 +12,8 @@ export interface ActionDef<T> {
   fields: readonly string[];
   /** Top-level fields that hold CEL expressions themselves (not `${}` templates). */
   expressionFields?: readonly string[];
+  /** No field holds `${}` interpolations: the config is taken literally (a route module's settings). */
+  literal?: boolean;
   /** The typed config, or undefined after adding problems to `c.issues`. */
   check(c: ConfigContext, phase: Phase): T | undefined;
 }

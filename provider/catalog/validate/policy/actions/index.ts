@@ -10,6 +10,7 @@ import { removeHeaders } from './remove-headers.js';
 import { restrictIps } from './restrict-ips.js';
 import { urlRewrite } from './url-rewrite.js';
 import * as service from './service.js';
+import { moduleActions } from './modules.js';
 
 export const ACTIONS = [
   rateLimit, deny, customResponse, addHeaders, removeHeaders, redirect, urlRewrite, restrictIps,
@@ -17,6 +18,7 @@ export const ACTIONS = [
   service.httpRequest, service.jwtValidation, service.log, service.requestBodyFindReplace, service.responseBodyFindReplace,
   service.setVars, service.sseFindReplace, service.verifyWebhook,
   service.oauthAction, service.openidConnect, service.owaspRequest, service.owaspResponse, service.samlAction, service.terminateTls,
+  ...moduleActions,
 ] as const;
 
 export const ACTION_TYPES = ACTIONS.map((a) => a.type);

@@ -335,7 +335,7 @@ const refused = (type: string, phases: typeof ALL_PHASES | typeof HTTP_PHASES | 
 
 export const owaspRequest = refused('owasp-crs-request', ['on_http_request'], 'no maintained OWASP Core Rule Set engine runs in-process in Node.js; put a WAF (ModSecurity, Coraza) in front of the upstream');
 export const owaspResponse = refused('owasp-crs-response', ['on_http_response'], 'no maintained OWASP Core Rule Set engine runs in-process in Node.js; put a WAF (ModSecurity, Coraza) in front of the upstream');
-export const oauthAction = refused('oauth', ['on_http_request'], "not yet as a policy action; use the route's oauth module (docs/routes.md), which runs the same login flow");
-export const openidConnect = refused('openid-connect', ['on_http_request'], "not yet as a policy action; use the route's oidc module (docs/routes.md)");
-export const samlAction = refused('saml', ['on_http_request'], "not yet as a policy action; use the route's saml module (docs/routes.md)");
+export const oauthAction = refused('oauth', ['on_http_request'], "not yet in the service's form; use the route's oauth module (docs/routes.md), or its action module-oauth, which run the same login flow");
+export const openidConnect = refused('openid-connect', ['on_http_request'], "not yet in the service's form; use the route's oidc module (docs/routes.md), or its action module-oidc");
+export const samlAction = refused('saml', ['on_http_request'], "not yet in the service's form; use the route's saml module (docs/routes.md), or its action module-saml");
 export const terminateTls = refused('terminate-tls', ALL_PHASES, "TLS is terminated by the edge's listener and its certificate settings (a TLS edge's tls_termination module), not by a policy");
