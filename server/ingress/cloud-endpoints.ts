@@ -5,10 +5,13 @@
 // the next member in turn, and a deleted member is out of the next table at once.
 import { cloudEndpoint } from '../../provider/catalog/endpoints.js';
 import { parseEndpointUrl, type EndpointUrl } from '../../provider/catalog/validate/endpoint-url.js';
+import { endpointChain, serveEndpoint } from './agent-endpoints.js';
+import { runChain } from './http/chain.js';
 import { errorAnswer } from './http/error-page.js';
+import type { HttpExchange } from './http/exchange.js';
 import { trafficPolicy } from './modules/traffic-policy.js';
 import type { SnapshotRow } from './table.js';
-import type { CloudEndpointEntry, Exchange, HttpFilter, IngressDeps, IngressTable } from './types.js';
+import type { CloudEndpointEntry, EdgeAnswer, Exchange, HttpFilter, IngressDeps, IngressTable } from './types.js';
 
 export const isCloudEndpointRow = (r: Pick<SnapshotRow, 'kind' | 'parentId'>) => r.kind === cloudEndpoint.kind && r.parentId === null;
 
@@ -72,6 +75,18 @@ export async function fellThrough(ex: Exchange, endpointId = ex.route.id): Promi
 /** How many internal endpoints one request may pass through (a policy forwarding to itself, or two to each other, stops here). */
 export const MAX_FORWARDS = 8;
 
+/**
+ * The tunnel of the agent's internal endpoint (or the pool member) at `url` that takes the next
+ * request, if an agent bound one (gateway.pickInternalTunnel; an ingress worker's gateway,
+ * server/cluster/worker.ts, knows none).
+ */
+export function agentInternalTunnel(deps: IngressDeps, url: string): string | undefined {
+  const u = parseEndpointUrl(url);
+  if (typeof u === 'string' || !u.internal) return undefined;
+  const g = deps.gateway as Partial<Pick<IngressDeps['gateway'], 'pickInternalTunnel'>>;
+  return g.pickInternalTunnel?.(u.scheme === 'tcp' ? u.url : `${u.scheme}://${u.host}`);
+}
+
 /** The member of the internal endpoint (or pool) at `url` that takes the next request. */
 function internalMember(table: IngressTable, url: string): CloudEndpointEntry | undefined {
   const u = parseEndpointUrl(url);
@@ -91,6 +106,14 @@ export async function forwardInternal(ex: Exchange, url: string, deps: IngressDe
   const hops = (ex.locals.forwardInternal as number | undefined) ?? 0;
   if (hops >= MAX_FORWARDS) return ex.answer(errorAnswer('ERR_SERVICE_762', `forward-internal passed through ${MAX_FORWARDS} endpoints without an answer (a loop?); the last went to ${url}`));
   ex.locals.forwardInternal = hops + 1;
+  // An agent's internal endpoint (or pool) there takes it first: its modules, then its upstream.
+  const tunnel = agentInternalTunnel(deps, url);
+  if (tunnel) {
+    const { chain } = endpointChain(deps, tunnel);
+    if (!Array.isArray(chain)) return ex.answer(chain as EdgeAnswer);
+    const relay = (e: Exchange) => serveEndpoint(e as HttpExchange, tunnel);
+    return chain.length ? runChain(chain as readonly HttpFilter[], ex as HttpExchange, relay) : relay(ex);
+  }
   const member = internalMember(ex.table, url);
   if (!member) return ex.answer(errorAnswer('ERR_SERVICE_761', `no internal endpoint is at ${url}`));
   await cloudEndpointFilter(member, deps).handle(ex, () => fellThrough(ex, member.id));

@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Metrics } from '../http/metrics.js';
-import { endpointTunnelFor, passThroughTls } from './agent-endpoints.js';
+import { endpointTunnelFor, passThroughTls, pickEndpointTunnel } from './agent-endpoints.js';
 import { readClientHello } from './client-hello.js';
 import { ClientRelays } from './client-relays.js';
 import { handleHttpsRequest, handleHttpsUpgrade, type HttpsContext } from './http/handler.js';
@@ -380,7 +380,7 @@ export class IngressListener {
     const endpoint = edge ? undefined : endpointTunnelFor(this.d.deps, hello.servername.toLowerCase());
     if (endpoint && this.d.deps.gateway.isTlsEndpoint(endpoint)) {
       this.count('tls');
-      return passThroughTls(socket, endpoint, this.d.deps, clientIpOf(socket));
+      return passThroughTls(socket, pickEndpointTunnel(this.d.deps, hello.servername.toLowerCase()) ?? endpoint, this.d.deps, clientIpOf(socket));
     }
     // HTTPS and TLS edges share a port: the server name's edge decides which it is. A port with
     // no edges yet answers like a port of HTTPS edges: a handshake, then the 404 page. A cloud
