@@ -101,12 +101,16 @@ export function forwardsTarget(value: string, where: string): string {
  * TCP endpoint's port) from the URL, whose scheme must be the tunnel's.
  */
 export function endpointFields(proto: string, e: { url?: string; hostname?: string; binding?: string; pooling_enabled?: boolean }, where: string): Record<string, unknown> {
-  const out: Record<string, unknown> = { hostname: e.hostname };
+  const out: Record<string, unknown> = { proto, hostname: e.hostname };
   if (e.url) {
     if (e.hostname) throw new ConfigError(`${where}: give url or hostname, not both`);
     const m = /^([a-z]+):\/\/([^/:?#]+)(?::(\d{1,5}))?\/?$/i.exec(e.url.trim());
     if (!m) throw new ConfigError(`${where}: url ${JSON.stringify(e.url)} is not scheme://host[:port] (e.g. https://api.internal, tcp://db.internal:5432)`);
-    if (m[1].toLowerCase() !== proto) throw new ConfigError(`${where}: url ${JSON.stringify(e.url)} is not a ${proto} URL`);
+    const scheme = m[1].toLowerCase();
+    // An http tunnel may take an https URL and the other way round (its scheme is the endpoint's), as the service's agent does.
+    const web = (p: string) => p === 'http' || p === 'https';
+    if (scheme !== proto && !(web(scheme) && web(proto))) throw new ConfigError(`${where}: url ${JSON.stringify(e.url)} is not a ${proto} URL`);
+    out.proto = scheme;
     out.hostname = m[2].toLowerCase();
     if (m[3] !== undefined) {
       if (proto !== 'tcp') throw new ConfigError(`${where}: url ${JSON.stringify(e.url)}: only a tcp URL names a port (the ingress's listeners give http, https and tls theirs)`);

@@ -791,7 +791,7 @@ function settleTaken(sessionId: string, rows: TunnelRow[], results: BoundTunnel[
       name: r.name,
       error: {
         error_code: 'ERR_SERVICE_320',
-        msg: `tunnel "${r.name}": the hostname ${t.key} is already served by ${by}; one tunnel session at a time holds a hostname, and it is free again once that session ends (stop that agent, or ask for another hostname)`,
+        msg: `tunnel "${r.name}": the hostname ${t.key} is already served by ${by}; one tunnel session at a time holds a hostname unless every endpoint there enables pooling (--pooling-enabled), and it is free again once that session ends (stop that agent, or ask for another hostname)`,
       },
     };
   }
