@@ -3,13 +3,17 @@
 // win, as they do over agents' endpoints). An internal endpoint (.internal) is never served
 // from outside. Several endpoints at one URL with pooling form a pool: each request goes to
 // the next member in turn, and a deleted member is out of the next table at once.
+import type net from 'node:net';
+import tls from 'node:tls';
 import { cloudEndpoint } from '../../provider/catalog/endpoints.js';
+import { compilePolicy, evaluate, isCompiled, type CompiledPolicy } from '../policy/index.js';
 import { parseEndpointUrl, type EndpointUrl } from '../../provider/catalog/validate/endpoint-url.js';
 import { endpointChain, serveEndpoint } from './agent-endpoints.js';
 import { runChain } from './http/chain.js';
 import { errorAnswer } from './http/error-page.js';
 import type { HttpExchange } from './http/exchange.js';
 import { trafficPolicy } from './modules/traffic-policy.js';
+import { spliceThroughTunnel } from './tcp.js';
 import type { SnapshotRow } from './table.js';
 import type { CloudEndpointEntry, EdgeAnswer, Exchange, HttpFilter, IngressDeps, IngressTable } from './types.js';
 
@@ -117,4 +121,87 @@ export async function forwardInternal(ex: Exchange, url: string, deps: IngressDe
   const member = internalMember(ex.table, url);
   if (!member) return ex.answer(errorAnswer('ERR_SERVICE_761', `no internal endpoint is at ${url}`));
   await cloudEndpointFilter(member, deps).handle(ex, () => fellThrough(ex, member.id));
+}
+
+// ---- TCP and TLS cloud endpoints: connections, decided by on_tcp_connect -------------------
+
+/**
+ * The member of a public TLS cloud endpoint (pool) at this server name and public port, when
+ * no edge and no agent's endpoint has the name (the listener asks only then).
+ */
+export function publicTlsCloudEndpoint(table: IngressTable, host: string, publicPort: number): CloudEndpointEntry | undefined {
+  const list = table.cloudEndpoints?.get(host);
+  const members = list?.filter((e) => !e.url.internal && e.url.scheme === 'tls' && e.url.port === publicPort);
+  if (!members?.length) return undefined;
+  return members.length === 1 ? members[0] : nextOf(list!, members[0].url.url, members);
+}
+
+/** The public TCP cloud endpoints by port, per table (a TCP connection has no name: the port chooses). */
+const tcpByPort = new WeakMap<ReadonlyMap<string, CloudEndpointEntry[]>, Map<number, CloudEndpointEntry[]>>();
+export function publicTcpCloudEndpoint(table: IngressTable, publicPort: number): CloudEndpointEntry | undefined {
+  const all = table.cloudEndpoints;
+  if (!all?.size) return undefined;
+  let byPort = tcpByPort.get(all);
+  if (!byPort) {
+    byPort = new Map();
+    for (const list of all.values()) {
+      for (const e of list) {
+        if (e.url.internal || e.url.scheme !== 'tcp') continue;
+        const at = byPort.get(e.url.port);
+        if (at) at.push(e);
+        else byPort.set(e.url.port, [e]);
+      }
+    }
+    tcpByPort.set(all, byPort);
+  }
+  const members = byPort.get(publicPort);
+  if (!members?.length) return undefined;
+  // Endpoints at one port under different names cannot be told apart: the oldest URL's pool serves.
+  const url = members[0].url.url;
+  const pool = members.filter((e) => e.url.url === url);
+  return pool.length === 1 ? pool[0] : nextOf(members, url, pool);
+}
+
+/** Each tcp/tls entry's on_tcp_connect policy, compiled once per entry; null if it does not compile. */
+const tcpPolicies = new WeakMap<CloudEndpointEntry, CompiledPolicy | null>();
+function tcpPolicyOf(entry: CloudEndpointEntry): CompiledPolicy | null {
+  let p = tcpPolicies.get(entry);
+  if (p === undefined) {
+    const compiled = compilePolicy(entry.trafficPolicy, { phases: ['on_tcp_connect'], scope: entry.id });
+    tcpPolicies.set(entry, (p = isCompiled(compiled) ? compiled : null));
+  }
+  return p;
+}
+
+/**
+ * A connection to a TCP or TLS cloud endpoint: its on_tcp_connect phase decides. `restrict-ips`
+ * or `deny` close it; `forward-internal` splices it (a TLS one still encrypted) to the agent's
+ * internal endpoint at the URL (a pool member in turn), or hands it to an internal cloud
+ * endpoint, whose own on_tcp_connect decides (at most MAX_FORWARDS hops). A connection no rule
+ * ended, or forwarded to nothing, is closed; the access-log line says why (`refused`).
+ */
+export function connectCloudEndpoint(socket: net.Socket, entry: CloudEndpointEntry, table: IngressTable, deps: IngressDeps & { publicPort: number }, line: Record<string, unknown>, hops = 0): void {
+  line.endpoint = entry.id;
+  const ip = String(line.client_ip ?? '');
+  const policy = tcpPolicyOf(entry);
+  // A policy that no longer compiles refuses rather than lets everyone through.
+  if (!policy) return refuse(socket, line, 'traffic_policy_invalid');
+  const version = socket instanceof tls.TLSSocket ? socket.getProtocol()?.replace(/^TLSv/, '') : undefined;
+  const r = evaluate(policy, 'on_tcp_connect', { now: deps.now(), conn: { client_ip: ip, server_port: deps.publicPort, client_port: socket.remotePort, server_ip: socket.localAddress, ...(version ? { tls_version: version } : {}) }, endpoint: { id: entry.id } }, deps.policyState);
+  for (const metadata of r.mutations.logs ?? []) deps.log({ level: 'info', msg: 'traffic policy log action', endpoint: entry.id, metadata });
+  if (r.outcome === 'continue') return refuse(socket, line, 'ERR_SERVICE_760');
+  if (r.outcome === 'close' || !('forward_internal' in r.outcome)) return refuse(socket, line, 'traffic_policy');
+  const url = r.outcome.forward_internal.url;
+  if (hops >= MAX_FORWARDS) return refuse(socket, line, 'ERR_SERVICE_762');
+  line.forwarded_to = url;
+  const tunnel = agentInternalTunnel(deps, url);
+  if (tunnel) return spliceThroughTunnel(socket, tunnel, deps, ip, line);
+  const member = internalMember(table, url);
+  if (member && (member.url.scheme === 'tcp' || member.url.scheme === 'tls')) return connectCloudEndpoint(socket, member, table, deps, line, hops + 1);
+  refuse(socket, line, 'ERR_SERVICE_761');
+}
+
+function refuse(socket: net.Socket, line: Record<string, unknown>, why: string) {
+  line.refused = why;
+  socket.destroy();
 }
