@@ -724,6 +724,11 @@ export class Gateway implements LocalHolder {
     return this.nextMember(`internal:${url}`);
   }
 
+  /** Whether an agent's internal endpoint is online at `url` (here or at a peer), without taking a turn. */
+  hasInternalTunnel(url: string): boolean {
+    return this.poolMembers(`internal:${url}`).length > 0;
+  }
+
   /** A pool's members: this instance's, then the other instances' (peers/peers.ts). */
   private poolMembers(key: string): string[] {
     const here = this.pools.get(key);

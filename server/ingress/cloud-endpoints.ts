@@ -6,6 +6,7 @@
 import type net from 'node:net';
 import tls from 'node:tls';
 import { cloudEndpoint } from '../../provider/catalog/endpoints.js';
+import { setForwardInternal } from '../policy/actions/service.js';
 import { compilePolicy, evaluate, isCompiled, type CompiledPolicy } from '../policy/index.js';
 import { parseEndpointUrl, type EndpointUrl } from '../../provider/catalog/validate/endpoint-url.js';
 import { endpointChain, serveEndpoint } from './agent-endpoints.js';
@@ -89,6 +90,30 @@ export function agentInternalTunnel(deps: IngressDeps, url: string): string | un
   if (typeof u === 'string' || !u.internal) return undefined;
   const g = deps.gateway as Partial<Pick<IngressDeps['gateway'], 'pickInternalTunnel'>>;
   return g.pickInternalTunnel?.(u.scheme === 'tcp' ? u.url : `${u.scheme}://${u.host}`);
+}
+
+/**
+ * forward-internal's `on_error: continue` (issue 36): the engine asks, while it evaluates,
+ * whether the URL has an endpoint; for an ingress's evaluations (known by its PolicyState) the
+ * answer is whether an agent's internal endpoint is online there or an internal cloud endpoint
+ * is in its current table. No: the action does nothing and the policy's next actions run. With
+ * `on_error: halt` the engine is told yes, and the ingress answers a missing target itself
+ * (502 ERR_SERVICE_761). An upstream that fails once forwarded is that upstream's answer.
+ */
+const forwardTargets = new WeakMap<object, (url: string) => boolean>();
+setForwardInternal((url, _binding, state, onError) => {
+  if (onError !== 'continue') return true;
+  const known = forwardTargets.get(state);
+  return known ? known(url) : true;
+});
+export function serveForwardTargets(deps: IngressDeps, table: () => IngressTable): void {
+  forwardTargets.set(deps.policyState, (url) => {
+    const u = parseEndpointUrl(url);
+    if (typeof u === 'string' || !u.internal) return false;
+    const g = deps.gateway as Partial<Pick<IngressDeps['gateway'], 'hasInternalTunnel'>>;
+    if (g.hasInternalTunnel?.(u.scheme === 'tcp' ? u.url : `${u.scheme}://${u.host}`)) return true;
+    return !!table().cloudEndpoints?.get(u.host)?.some((e) => e.url.internal && e.url.url === u.url);
+  });
 }
 
 /** The member of the internal endpoint (or pool) at `url` that takes the next request. */

@@ -142,3 +142,28 @@ describe('a pool of agents', () => {
     }
   });
 });
+
+describe("forward-internal's on_error: continue", () => {
+  it('a target that is missing or whose agent went runs the next actions (a custom error page); one online takes the request', async () => {
+    const made = await s.post('/endpoints', {
+      url: 'https://fallback.example.com',
+      traffic_policy: JSON.stringify({
+        on_http_request: [{ actions: [
+          { type: 'forward-internal', config: { url: 'https://app.internal', on_error: 'continue' } },
+          { type: 'custom-response', config: { status_code: 503, body: 'down for maintenance' } },
+        ] }],
+      }),
+    });
+    expect(made.status, made.text).toBe(201);
+    const missing = await get('fallback.example.com', '/x');
+    expect([missing.status, missing.text]).toEqual([503, 'down for maintenance']);
+    const a = agent('http', String(await upstream('app')), '--url', 'https://app.internal');
+    await a.waitFor('online: tn_');
+    const online = await get('fallback.example.com', '/x');
+    expect([online.status, online.text]).toEqual([200, 'app /x']);
+    a.kill('SIGTERM');
+    await until(async () => (await agentEndpoints('https://app.internal')).length === 0, 15_000, () => 'the stopped agent stayed listed');
+    const gone = await get('fallback.example.com', '/x');
+    expect([gone.status, gone.text]).toEqual([503, 'down for maintenance']);
+  });
+});
