@@ -6,7 +6,9 @@
 import type net from 'node:net';
 import tls from 'node:tls';
 import { cloudEndpoint } from '../../provider/catalog/endpoints.js';
+import { setIpPolicyLookup, type IpPolicyVerdict } from '../policy/actions/restrict-ips.js';
 import { setForwardInternal } from '../policy/actions/service.js';
+import { addressKey } from './ip-rules.js';
 import { compilePolicy, evaluate, isCompiled, type CompiledPolicy } from '../policy/index.js';
 import { parseEndpointUrl, type EndpointUrl } from '../../provider/catalog/validate/endpoint-url.js';
 import { endpointChain, serveEndpoint } from './agent-endpoints.js';
@@ -106,7 +108,32 @@ setForwardInternal((url, _binding, state, onError) => {
   const known = forwardTargets.get(state);
   return known ? known(url) : true;
 });
-export function serveForwardTargets(deps: IngressDeps, table: () => IngressTable): void {
+/**
+ * restrict-ips' `ip_policies` (issue 36): the IP policies of the ingress's current table, by id
+ * (their rules as an edge's ip_restriction reads them: any deny rule holding the address
+ * refuses it; with allow rules, one must hold it). An id the table does not have (deleted since)
+ * has no rules.
+ */
+const ipPolicyLookups = new WeakMap<object, (ids: readonly string[], ip: string) => IpPolicyVerdict>();
+setIpPolicyLookup((state, ids, ip) => ipPolicyLookups.get(state)?.(ids, ip));
+
+/** Registers what the engine asks an ingress while it evaluates (forward-internal targets, IP policies). */
+export function servePolicyLookups(deps: IngressDeps, table: () => IngressTable): void {
+  ipPolicyLookups.set(deps.policyState, (ids, ip) => {
+    const t = table();
+    const key = addressKey(ip.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, ''));
+    const v: IpPolicyVerdict = { hasAllow: false };
+    for (const id of ids) {
+      const set = t.ipPolicies.get(id);
+      if (!set || set.size === 0) continue;
+      if (set.hasAllow) v.hasAllow = true;
+      // An address that is not an IP is refused once any rule exists.
+      if (!key) v.denied ??= `IP policy ${id} (not an IP address)`;
+      else if (set.holds(key, 'deny')) v.denied ??= `IP policy ${id}`;
+      else if (set.holds(key, 'allow')) v.allowed ??= `IP policy ${id}`;
+    }
+    return v;
+  });
   forwardTargets.set(deps.policyState, (url) => {
     const u = parseEndpointUrl(url);
     if (typeof u === 'string' || !u.internal) return false;

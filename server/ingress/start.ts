@@ -19,7 +19,7 @@ import { AcmeIntercept } from './acme/intercept.js';
 import { AcmeManager } from './acme/manager.js';
 import type { AcmeSettings } from './acme/settings.js';
 import type { IngressDeps, IngressListenerSpec } from './types.js';
-import { serveForwardTargets } from './cloud-endpoints.js';
+import { servePolicyLookups } from './cloud-endpoints.js';
 
 export interface IngressOptions {
   listeners: IngressListenerSpec[];
@@ -78,8 +78,8 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
     buffers: new BufferBudget(MiB * (o.bufferMib ?? DEFAULT_BUFFER_MIB)),
     unread: new UnreadAnswers(MiB * (o.unreadMib ?? DEFAULT_UNREAD_MIB), undefined, log),
   };
-  // forward-internal's on_error: continue asks whether a target is there (cloud-endpoints.ts).
-  serveForwardTargets(deps, () => table.now);
+  // The engine asks the ingress whether a forward-internal target is there and what IP policies say (cloud-endpoints.ts).
+  servePolicyLookups(deps, () => table.now);
   const contexts = new TlsContexts(ca, () => table.now);
   const limits = { ...LISTENER_LIMITS, ...o.limits };
   const acme = o.acme ? new AcmeManager({ settings: o.acme, ctx: o.ctx, table, listenerPorts: o.listeners.map((l) => l.publicPort), metrics: o.metrics, log: deps.log }) : undefined;

@@ -7,7 +7,7 @@ import net, { type AddressInfo } from 'node:net';
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentialToken, startAgent, type AgentProcess } from '../helpers/agent.js';
-import { ingressPort } from '../helpers/ingress-client.js';
+import { edgeRequest, ingressPort, localCa } from '../helpers/ingress-client.js';
 import { Pki } from '../helpers/pki.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { removeTempDirs } from '../helpers/temp.js';
@@ -22,7 +22,7 @@ const agents: AgentProcess[] = [];
 beforeAll(async () => {
   s = await startTestServer({
     agentHeartbeatMs: 2000,
-    ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }, { publicPort: 5432, host: '127.0.0.1', port: 0 }, { publicPort: 5433, host: '127.0.0.1', port: 0 }],
+    ingress: [{ publicPort: 443, host: '127.0.0.1', port: 0 }, { publicPort: 5432, host: '127.0.0.1', port: 0 }, { publicPort: 5433, host: '127.0.0.1', port: 0 }, { publicPort: 5434, host: '127.0.0.1', port: 0 }],
   });
   token = (await credentialToken(s)).token;
   pki = new Pki();
@@ -110,5 +110,32 @@ describe('TCP and TLS cloud endpoints', () => {
     });
     expect(denied).not.toBe('handshake');
     await until(() => s.logs.some((l) => l.includes('"kind":"cloud-tls"') && l.includes('"server_name":"denied.example.com"') && l.includes('"refused":"traffic_policy"')), 5000, () => 'no access-log line of the denied TLS connection');
+  });
+});
+
+describe("restrict-ips' ip_policies in an endpoint's policy", () => {
+  it('the named IP policies decide (a change of their rules is live), on HTTP and TCP; an id that does not exist is refused', async () => {
+    const ipp = (await s.post('/ip_policies', { description: 'loopback' })).body;
+    const rule = await s.post('/ip_policy_rules', { ip_policy_id: ipp.id, cidr: '127.0.0.0/8', action: 'deny' });
+    expect(rule.status, rule.text).toBe(201);
+    const restrict = { type: 'restrict-ips', config: { ip_policies: [ipp.id] } };
+    const web = await s.post('/endpoints', { url: 'https://guarded.example.com', traffic_policy: JSON.stringify({ on_http_request: [{ actions: [restrict, { type: 'custom-response', config: { status_code: 200, body: 'in' } }] }] }) });
+    expect(web.status, web.text).toBe(201);
+    const get = () => edgeRequest({ port: ingressPort(s, 443), host: 'guarded.example.com', ca: localCa(s) });
+    expect((await get()).status).toBe(403);
+    // The rule becomes an allow: the next request passes.
+    await s.del(`/ip_policy_rules/${rule.body.id}`);
+    await s.post('/ip_policy_rules', { ip_policy_id: ipp.id, cidr: '127.0.0.1/32', action: 'allow' });
+    await until(async () => (await get()).status === 200, 5000, () => 'the allow rule did not take effect');
+    expect((await get()).text).toBe('in');
+    // An allow list the client is outside of refuses it.
+    const other = (await s.post('/ip_policies', { description: 'elsewhere' })).body;
+    await s.post('/ip_policy_rules', { ip_policy_id: other.id, cidr: '192.0.2.0/24', action: 'allow' });
+    const tcp = await s.post('/endpoints', { url: 'tcp://guarded.example.com:5434', traffic_policy: JSON.stringify({ on_tcp_connect: [{ actions: [{ type: 'restrict-ips', config: { ip_policies: [other.id] } }, fwd('tcp://db.internal:5432')] }] }) });
+    expect(tcp.status, tcp.text).toBe(201);
+    expect(await roundTrip(() => net.connect(ingressPort(s, 5434), '127.0.0.1'), 'ping')).toEqual({ got: '', closed: true });
+    await until(() => s.logs.some((l) => l.includes('"public_port":5434') && l.includes('"refused":"traffic_policy"')), 5000, () => 'no access-log line of the refused connection');
+    const missing = await s.post('/endpoints', { url: 'https://nowhere.example.com', traffic_policy: JSON.stringify({ on_http_request: [{ actions: [{ type: 'restrict-ips', config: { ip_policies: ['ipp_doesnotexist'] } }, { type: 'deny' }] }] }) });
+    expect([missing.status, missing.body.error_code]).toEqual([400, 'ERR_SERVICE_107']);
   });
 });
