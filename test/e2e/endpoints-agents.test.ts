@@ -3,7 +3,9 @@
 // service's SDK (@ngrok/ngrok, `.binding('internal')`); neither is reachable from outside. Two
 // agents with --pooling-enabled at one URL share its requests; one without pooling (agent or
 // SDK) is refused with 409 ERR_SERVICE_320; a member that goes leaves the pool at once and
-// every request is still answered. One server for the file (beforeAll).
+// every request is still answered; the SDK joins with poolingEnabled. forward-internal's
+// on_error: continue runs the next actions while the target is missing or its agent gone.
+// One server for the file (beforeAll).
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -140,6 +142,13 @@ describe('a pool of agents', () => {
       const r = await get('pool.example.com', `/after${i}`);
       expect([r.status, r.text]).toEqual([200, `b /after${i}`]);
     }
+    // The SDK joins the pool with poolingEnabled: the two members share the requests again.
+    const joined = await within(session.httpEndpoint().domain('pool.example.com').poolingEnabled(true).listenAndForward(`http://127.0.0.1:${await upstream('sdk')}`), 15_000, 'listen');
+    expect(joined.url()).toBe(url);
+    const after: string[] = [];
+    for (let i = 0; i < 6; i++) after.push((await get('pool.example.com', '/')).text.split(' ')[0]);
+    expect(after.sort()).toEqual(['b', 'b', 'b', 'sdk', 'sdk', 'sdk']);
+    await joined.close();
   });
 });
 
