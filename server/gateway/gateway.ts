@@ -695,7 +695,10 @@ export class Gateway implements LocalHolder {
     if (pool !== undefined) {
       const members = this.pools.get(pool);
       members?.delete(tunnelId);
-      if (!members?.size) this.pools.delete(pool);
+      if (!members?.size) {
+        this.pools.delete(pool);
+        this.turns.delete(pool);
+      }
       this.poolOf.delete(tunnelId);
     }
     this.tunnelsChanged();

@@ -2,7 +2,9 @@
 // request at its URL. Consulted when no edge and no agent's endpoint serves the name (edges
 // win, as they do over agents' endpoints). An internal endpoint (.internal) is never served
 // from outside. Several endpoints at one URL with pooling form a pool: each request goes to
-// the next member in turn, and a deleted member is out of the next table at once.
+// the next member in turn, and a deleted member is out of the next table at once. TCP and TLS
+// cloud endpoints decide each connection in on_tcp_connect (connectCloudEndpoint);
+// forward-internal reaches agents' internal endpoints (and pools) before cloud ones.
 import type net from 'node:net';
 import tls from 'node:tls';
 import { cloudEndpoint } from '../../provider/catalog/endpoints.js';
