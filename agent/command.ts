@@ -15,6 +15,9 @@ export function agentCommand(setCode: (code: number) => void) {
     .addOption(new Option('--authtoken <token>', 'token of a tunnel credential (POST /credentials)').env('EDGEFORM_AUTHTOKEN'))
     .option('--label <key=value>', 'a label of the tunnel (repeatable); tunnel-group backends with these labels send it traffic', (v: string, prev: string[] = []) => [...prev, v])
     .option('--forwards-to <address>', 'where the labeled tunnel sends traffic: host:port or a URL')
+    .option('--url <url>', 'the endpoint\'s URL (type and address given): https://app.example.com, or an internal one such as https://api.internal or tcp://db.internal:5432')
+    .addOption(new Option('--binding <binding>', 'public (the default), or internal: reached only through forward-internal from a cloud endpoint\'s policy (the URL must be under .internal)').choices(['public', 'internal']))
+    .option('--pooling-enabled', 'share the URL with other endpoints that enable pooling: each request (or connection) goes to one of them in turn; without it a URL another endpoint holds is refused (409)')
     .option('--metadata <string>', 'metadata of the session and of the command-line tunnel (e.g. JSON)')
     .option('--config <file>', 'YAML file with api_url, authtoken, metadata, update_check, state_dir and tunnels (see docs/agents.md)')
     .option('--no-update-check', 'refuse updates from the server (update then fails with ERR_SERVICE_323)')
@@ -25,6 +28,7 @@ export function agentCommand(setCode: (code: number) => void) {
 Examples:
   edgeform agent --api-url http://127.0.0.1:8080 --authtoken "$TOKEN" --label app=web --forwards-to 127.0.0.1:3000
   edgeform agent --authtoken "$TOKEN" http 3000
+  edgeform agent --authtoken "$TOKEN" http 3000 --url https://api.internal --pooling-enabled
   edgeform agent --config agent.yml
 
 Exit codes: 0 stopped (stop command, SIGTERM, SIGINT); 1 the server refused the token; 2 a usage error.`)

@@ -26,6 +26,11 @@ export interface AgentFlags {
   config?: string;
   updateCheck?: boolean;
   stateDir?: string;
+  /** The command-line endpoint's URL (its hostname; an internal TCP one's port too). */
+  url?: string;
+  /** `public` or `internal` (issue 36). */
+  binding?: string;
+  poolingEnabled?: boolean;
 }
 
 /** A problem with the settings: exit 2 with this sentence. */
@@ -37,6 +42,10 @@ const fileTunnel = z.strictObject({
   addr: z.union([z.string(), z.number()]).optional(),
   forwards_to: z.string().optional(),
   hostname: z.string().optional(),
+  /** Issue 36: the endpoint's URL (instead of hostname), its binding and pooling. */
+  url: z.string().optional(),
+  binding: z.enum(['public', 'internal']).optional(),
+  pooling_enabled: z.boolean().optional(),
   metadata: z.string().optional(),
 });
 
@@ -87,6 +96,35 @@ export function forwardsTarget(value: string, where: string): string {
   return v;
 }
 
+/**
+ * An endpoint's URL, binding and pooling as the tunnel's fields: the hostname (and an internal
+ * TCP endpoint's port) from the URL, whose scheme must be the tunnel's.
+ */
+export function endpointFields(proto: string, e: { url?: string; hostname?: string; binding?: string; pooling_enabled?: boolean }, where: string): Record<string, unknown> {
+  const out: Record<string, unknown> = { proto, hostname: e.hostname };
+  if (e.url) {
+    if (e.hostname) throw new ConfigError(`${where}: give url or hostname, not both`);
+    const m = /^([a-z]+):\/\/([^/:?#]+)(?::(\d{1,5}))?\/?$/i.exec(e.url.trim());
+    if (!m) throw new ConfigError(`${where}: url ${JSON.stringify(e.url)} is not scheme://host[:port] (e.g. https://api.internal, tcp://db.internal:5432)`);
+    const scheme = m[1].toLowerCase();
+    // An http tunnel may take an https URL and the other way round (its scheme is the endpoint's), as the service's agent does.
+    const web = (p: string) => p === 'http' || p === 'https';
+    if (scheme !== proto && !(web(scheme) && web(proto))) throw new ConfigError(`${where}: url ${JSON.stringify(e.url)} is not a ${proto} URL`);
+    out.proto = scheme;
+    out.hostname = m[2].toLowerCase();
+    if (m[3] !== undefined) {
+      if (proto !== 'tcp') throw new ConfigError(`${where}: url ${JSON.stringify(e.url)}: only a tcp URL names a port (the ingress's listeners give http, https and tls theirs)`);
+      out.port = Number(m[3]);
+    }
+  }
+  if (e.binding !== undefined) {
+    if (e.binding !== 'public' && e.binding !== 'internal') throw new ConfigError(`${where}: binding ${JSON.stringify(e.binding)} is not public or internal`);
+    out.bindings = [e.binding];
+  }
+  if (e.pooling_enabled) out.pooling_enabled = true;
+  return out;
+}
+
 function checked(t: Record<string, unknown>, where: string): TunnelConfig {
   const r = tunnelConfig.safeParse(t);
   if (!r.success) {
@@ -130,8 +168,9 @@ export function resolveAgentConfig(flags: AgentFlags, ephemeral: { proto?: strin
     const where = `${flags.config}: tunnels.${name}`;
     if (t.proto) {
       if (t.addr === undefined && !t.forwards_to) throw new ConfigError(`${where}: an ephemeral tunnel needs addr (a port or host:port)`);
-      tunnels.push(checked({ name, proto: t.proto, hostname: t.hostname, forwards_to: t.forwards_to ?? upstreamOf(t.proto, t.addr!), metadata: t.metadata ?? '' }, where));
+      tunnels.push(checked({ name, proto: t.proto, ...endpointFields(t.proto, t, where), forwards_to: t.forwards_to ?? upstreamOf(t.proto, t.addr!), metadata: t.metadata ?? '' }, where));
     } else {
+      if (t.url || t.binding || t.pooling_enabled) throw new ConfigError(`${where}: url, binding and pooling_enabled are an endpoint's (a tunnel with a proto), not a labeled tunnel's`);
       const labels = Array.isArray(t.labels) ? parseLabels(t.labels) : t.labels;
       const forwards = t.forwards_to ?? (t.addr === undefined ? undefined : String(t.addr));
       if (!labels || !forwards) throw new ConfigError(`${where}: a tunnel has labels and forwards_to, or a proto (http, https, tcp, tls) and addr`);
@@ -147,7 +186,9 @@ export function resolveAgentConfig(flags: AgentFlags, ephemeral: { proto?: strin
   if (ephemeral.proto) {
     if (!(PROTOS as readonly string[]).includes(ephemeral.proto)) throw new ConfigError(`unknown tunnel type ${JSON.stringify(ephemeral.proto)}; use http, https, tcp or tls`);
     if (!ephemeral.addr) throw new ConfigError(`edgeform agent ${ephemeral.proto} needs an address: a port (3000) or host:port`);
-    tunnels.push(checked({ name: ephemeral.proto, proto: ephemeral.proto, forwards_to: upstreamOf(ephemeral.proto, ephemeral.addr), metadata: cliMetadata }, 'command line'));
+    tunnels.push(checked({ name: ephemeral.proto, proto: ephemeral.proto, ...endpointFields(ephemeral.proto, { url: flags.url, binding: flags.binding, pooling_enabled: flags.poolingEnabled }, 'command line'), forwards_to: upstreamOf(ephemeral.proto, ephemeral.addr), metadata: cliMetadata }, 'command line'));
+  } else if (flags.url || flags.binding || flags.poolingEnabled) {
+    throw new ConfigError('--url, --binding and --pooling-enabled are for an endpoint: give its type and address (edgeform agent http 3000 --url https://api.internal)');
   }
   if (!tunnels.length) throw new ConfigError('no tunnel to start: give --label k=v --forwards-to host:port, a type and address (http 3000), or --config FILE with tunnels');
   return {

@@ -54,6 +54,12 @@ export const tunnelConfig = z.strictObject({
   hostname: z.string().min(1).max(253).optional(),
   forwards_to: z.string().min(1).max(1024),
   metadata: z.string().max(4096).default(''),
+  /** Issue 36: `internal` for an endpoint reached only through forward-internal (its hostname under .internal). */
+  bindings: z.array(z.enum(['public', 'internal'])).max(1).optional(),
+  /** Endpoints at one URL that all enable pooling share its requests. */
+  pooling_enabled: z.boolean().optional(),
+  /** An internal TCP endpoint's port (tcp://NAME.internal:PORT); public TCP endpoints get theirs from the server. */
+  port: z.number().int().min(1).max(65535).optional(),
 }).refine((t) => (t.labels === undefined) !== (t.proto === undefined), { message: 'a tunnel has either labels or a proto (http, https, tcp, tls), not both' })
   .refine((t) => t.labels === undefined || Object.keys(t.labels).length > 0, { message: 'labels: at least one label' });
 export type TunnelConfig = z.infer<typeof tunnelConfig>;

@@ -13,6 +13,8 @@ export interface TunnelSnapshot {
   routes: [string, FullDoc][];
   /** The proto (http, https, tls, tcp) of each endpoint's tunnel: a plain-HTTP listener serves http ones only. */
   protos: [string, string][];
+  /** Pools (issue 36): endpoints with pooling by hostname or `tcp:PORT`, internal endpoints by `internal:URL`, to their members. */
+  pools?: [string, string[]][];
 }
 
 export type ToWorker =
@@ -37,6 +39,11 @@ export function tunnelSnapshot(gateway: Gateway): TunnelSnapshot {
     if (t.tls) snap.tls.push(t.id);
     if (t.route) snap.routes.push([t.id, t.route]);
     if (t.proto) snap.protos.push([t.id, t.proto]);
+    if (t.pool !== undefined) {
+      const at = (snap.pools ??= []).find(([k]) => k === t.pool);
+      if (at) at[1].push(t.id);
+      else snap.pools.push([t.pool, [t.id]]);
+    }
   }
   return snap;
 }

@@ -30,6 +30,9 @@ class RemoteGateway {
   private tls = new Set<string>();
   private routes = new Map<string, FullDoc>();
   private protos = new Map<string, string>();
+  /** Pools and internal endpoints (issue 36), by key, and each one's next turn (per worker). */
+  private pools = new Map<string, string[]>();
+  private turns = new Map<string, number>();
   constructor(private readonly holder: HolderClient) {}
 
   update(s: TunnelSnapshot) {
@@ -39,6 +42,7 @@ class RemoteGateway {
     this.tls = new Set(s.tls);
     this.routes = new Map(s.routes);
     this.protos = new Map(s.protos);
+    this.pools = new Map(s.pools ?? []);
   }
 
   labeledTunnels() { return this.labeled; }
@@ -50,12 +54,22 @@ class RemoteGateway {
   openTcp(id: string, client = ''): ClientHttp2Stream { return this.holder.openTcp(id, client); }
   /** No pooled connections across the channel: each relayed request is its own stream to the primary. */
   takePooled() { return undefined; }
-  endpointTunnel(host: string) { return this.endpoints.get(host); }
+  endpointTunnel(host: string) { return this.endpoints.get(host) ?? this.pools.get(host)?.[0]; }
+  pickEndpointTunnel(host: string) { return this.endpoints.get(host) ?? this.next(host); }
+  pickInternalTunnel(url: string) { return this.next(`internal:${url}`); }
+  hasInternalTunnel(url: string) { return !!this.pools.get(`internal:${url}`)?.length; }
+  private next(key: string): string | undefined {
+    const members = this.pools.get(key);
+    if (!members?.length) return undefined;
+    const turn = this.turns.get(key) ?? 0;
+    this.turns.set(key, (turn + 1) % 1_000_000);
+    return members[turn % members.length];
+  }
   isTlsEndpoint(id: string) { return this.tls.has(id); }
   endpointRoute(id: string) { return this.routes.get(id); }
   endpointProto(id: string) { return this.protos.get(id); }
-  tcpEndpointTunnel(port: number) { return this.endpoints.get(`tcp:${port}`); }
-  get hasEndpoints() { return this.endpoints.size > 0; }
+  tcpEndpointTunnel(port: number) { return this.endpoints.get(`tcp:${port}`) ?? this.next(`tcp:${port}`); }
+  get hasEndpoints() { return this.endpoints.size > 0 || this.pools.size > 0; }
 }
 
 /** This worker's share of a per-client bound (rounded up; 0 stays "no limit"). */

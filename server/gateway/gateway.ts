@@ -129,6 +129,15 @@ export class Gateway implements LocalHolder {
   /** Endpoint hostnames of tunnels held here (http, https, tls), for the ingress (ingress/agent-endpoints.ts). */
   private endpointHosts = new Map<string, string>();
   private hostOf = new Map<string, string>();
+  /**
+   * Pools (issue 36) held here: endpoints with pooling enabled by their key (a hostname, or
+   * `tcp:PORT`), and internal endpoints (pooled or not) by `internal:URL`; the members by tunnel,
+   * in the order they came. With peers, the other instances' members join (poolMembers).
+   */
+  private pools = new Map<string, Set<string>>();
+  private poolOf = new Map<string, string>();
+  /** The next turn of each pool (per instance). */
+  private turns = new Map<string, number>();
   /** The route modules an endpoint runs (asked for by its agent, gateway/v2/bind.ts), by tunnel. */
   private endpointRoutes = new Map<string, FullDoc>();
   /** Endpoints whose TLS passes through to the agent (proto tls), by tunnel. */
@@ -331,7 +340,7 @@ export class Gateway implements LocalHolder {
       if (r.labels) this.labeled.set(r.id, r.labels);
       const prefix = r.proto === undefined || r.proto === 'http' ? plainPrefix(r.forwardsTo) : undefined;
       if (prefix !== undefined) this.plainHttp.set(r.id, prefix);
-      if (r.endpoint) this.addEndpoint(r.id, r.endpoint.publicUrl, r.proto);
+      if (r.endpoint) this.addEndpoint(r.id, r.endpoint.publicUrl, r.proto, r.endpoint);
     }
     this.tunnelsChanged();
     this.opts.log({ level: 'info', msg: 'agent session started', session: sessionId, credential: credential.credentialId, ip, tunnels: rows.length, refused: results.filter((r) => r.error).length });
@@ -358,10 +367,17 @@ export class Gateway implements LocalHolder {
         continue;
       }
       const proto = t.proto!;
-      const host = proto === 'tcp' ? this.opts.endpointDomain : (t.hostname ?? `${randomBytes(6).toString('hex')}.${this.opts.endpointDomain}`).toLowerCase();
+      // Issue 36: an internal endpoint (a name under .internal, --binding internal) is reached
+      // only through forward-internal: its URL is its name (and a TCP one's port), no listener's.
+      const asked = t.hostname?.toLowerCase();
+      const internal = !!asked && /\.internal$/.test(asked);
+      if (t.bindings?.[0] === 'internal' && !internal) { fail('ERR_SERVICE_103', `tunnel "${t.name}": an internal endpoint needs a URL under .internal (--url https://api.internal)`); continue; }
+      if (t.bindings?.[0] === 'public' && internal) { fail('ERR_SERVICE_103', `tunnel "${t.name}": ${asked} is under .internal, which is bound internal, not public`); continue; }
+      if (proto === 'tcp' && internal !== (t.port !== undefined)) { fail('ERR_SERVICE_103', `tunnel "${t.name}": an internal TCP endpoint needs its port (--url tcp://NAME.internal:PORT), and only an internal one names a port`); continue; }
+      const host = proto === 'tcp' && !internal ? this.opts.endpointDomain : (asked ?? `${randomBytes(6).toString('hex')}.${this.opts.endpointDomain}`);
       if (!bindAllowed(credential.acl, t, host)) { fail('ERR_SERVICE_212', refusal(credential.acl, t, host)); continue; }
-      const publicUrl = proto === 'tcp' ? this.tcpUrl() : this.endpointUrl(proto, host);
-      const row: TunnelRow = { id: newId('tn'), name: t.name, metadata: t.metadata, forwardsTo: t.forwards_to, proto, endpoint: { id: newId('ep'), publicUrl } };
+      const publicUrl = internal ? (proto === 'tcp' ? `tcp://${host}:${t.port}` : `${proto}://${host}`) : proto === 'tcp' ? this.tcpUrl() : this.endpointUrl(proto, host);
+      const row: TunnelRow = { id: newId('tn'), name: t.name, metadata: t.metadata, forwardsTo: t.forwards_to, proto, endpoint: { id: newId('ep'), publicUrl, pooled: t.pooling_enabled === true, internal } };
       rows.push(row);
       results.push({ name: t.name, id: row.id, public_url: publicUrl });
     }
@@ -530,6 +546,8 @@ export class Gateway implements LocalHolder {
       if (labels) t.labels = labels;
       const host = this.hostOf.get(id);
       if (host !== undefined) t.host = host;
+      const pool = this.poolOf.get(id);
+      if (pool !== undefined) t.pool = pool;
       if (this.tlsEndpoints.has(id)) t.tls = true;
       const proto = this.endpointProtos.get(id);
       if (proto) t.proto = proto;
@@ -649,19 +667,27 @@ export class Gateway implements LocalHolder {
   }
 
   /** A tunnel of an attached session, online here: labeled ones for tunnel-group backends, endpoints by hostname. */
-  addTunnel(sessionId: string, tunnelId: string, t: { labels?: Record<string, string>; publicUrl?: string; proto?: string; route?: FullDoc }) {
+  addTunnel(sessionId: string, tunnelId: string, t: { labels?: Record<string, string>; publicUrl?: string; proto?: string; route?: FullDoc; internal?: boolean; pooled?: boolean }) {
     this.tunnels.set(tunnelId, sessionId);
     if (t.route) this.endpointRoutes.set(tunnelId, t.route);
     if (t.labels) this.labeled.set(tunnelId, t.labels);
-    if (t.publicUrl) this.addEndpoint(tunnelId, t.publicUrl, t.proto);
+    if (t.publicUrl) this.addEndpoint(tunnelId, t.publicUrl, t.proto, t);
     this.tunnelsChanged();
   }
 
-  private addEndpoint(tunnelId: string, publicUrl: string, proto?: string) {
+  private addEndpoint(tunnelId: string, publicUrl: string, proto?: string, how: { internal?: boolean; pooled?: boolean } = {}) {
     const host = proto === 'tcp' ? `tcp:${new URL(publicUrl).port}` : endpointKey(publicUrl);
-    this.endpointHosts.set(host, tunnelId);
     if (proto === 'tls') this.tlsEndpoints.add(tunnelId);
     if (proto) this.endpointProtos.set(tunnelId, proto);
+    if (how.internal || how.pooled) {
+      const key = how.internal ? internalKey(publicUrl) : host;
+      let members = this.pools.get(key);
+      if (!members) this.pools.set(key, (members = new Set()));
+      members.add(tunnelId);
+      this.poolOf.set(tunnelId, key);
+      return;
+    }
+    this.endpointHosts.set(host, tunnelId);
     this.hostOf.set(tunnelId, host);
   }
 
@@ -675,12 +701,62 @@ export class Gateway implements LocalHolder {
     const host = this.hostOf.get(tunnelId);
     if (host !== undefined && this.endpointHosts.get(host) === tunnelId) this.endpointHosts.delete(host);
     this.hostOf.delete(tunnelId);
+    // A pool member leaves its pool at once: the next request goes to the others.
+    const pool = this.poolOf.get(tunnelId);
+    if (pool !== undefined) {
+      const members = this.pools.get(pool);
+      members?.delete(tunnelId);
+      if (!members?.size) {
+        this.pools.delete(pool);
+        this.turns.delete(pool);
+      }
+      this.poolOf.delete(tunnelId);
+    }
     this.tunnelsChanged();
   }
 
-  /** The online tunnel of this instance whose endpoint has this hostname (lower case), if any. */
+  /**
+   * The online tunnel whose public endpoint has this hostname (lower case; `tcp:PORT` for TCP),
+   * here or at a peer, if any; for a pool, its first member (which is enough to know what the
+   * name is). The tunnel that takes a request or connection is pickEndpointTunnel's.
+   */
   endpointTunnel(hostname: string): string | undefined {
-    return this.endpointHosts.get(hostname) ?? this.peers?.hosts.get(hostname);
+    return this.endpointHosts.get(hostname) ?? this.peers?.hosts.get(hostname) ?? this.poolMembers(hostname)[0];
+  }
+
+  /** The tunnel that takes the next request or connection for this hostname: a pool's members in turn. */
+  pickEndpointTunnel(hostname: string): string | undefined {
+    return this.endpointHosts.get(hostname) ?? this.peers?.hosts.get(hostname) ?? this.nextMember(hostname);
+  }
+
+  /**
+   * The tunnel that takes the next request or connection for the internal endpoint (or pool)
+   * at `url` (canonical, as parseEndpointUrl writes it), through forward-internal; undefined
+   * when no agent's endpoint is there.
+   */
+  pickInternalTunnel(url: string): string | undefined {
+    return this.nextMember(`internal:${url}`);
+  }
+
+  /** Whether an agent's internal endpoint is online at `url` (here or at a peer), without taking a turn. */
+  hasInternalTunnel(url: string): boolean {
+    return this.poolMembers(`internal:${url}`).length > 0;
+  }
+
+  /** A pool's members: this instance's, then the other instances' (peers/peers.ts). */
+  private poolMembers(key: string): string[] {
+    const here = this.pools.get(key);
+    const there = this.peers?.pools.get(key);
+    if (!there?.length) return here ? [...here] : [];
+    return [...(here ?? []), ...there.filter((id) => !here?.has(id))];
+  }
+
+  private nextMember(key: string): string | undefined {
+    const members = this.poolMembers(key);
+    if (members.length <= 1) return members[0];
+    const turn = this.turns.get(key) ?? 0;
+    this.turns.set(key, (turn + 1) % 1_000_000);
+    return members[turn % members.length];
   }
 
   /** Whether the endpoint's tunnel is a tls one (its connections pass through, still encrypted). */
@@ -701,11 +777,17 @@ export class Gateway implements LocalHolder {
   /** The online tunnel of this instance whose TCP endpoint has this public port, if any. */
   tcpEndpointTunnel(port: number): string | undefined {
     const key = `tcp:${port}`;
-    return this.endpointHosts.get(key) ?? this.peers?.hosts.get(key);
+    return this.endpointHosts.get(key) ?? this.peers?.hosts.get(key) ?? this.nextMember(key);
   }
 
   /** Whether any endpoint is online here (the ingress then reads a ClientHello on a port without edges). */
-  get hasEndpoints() { return this.endpointHosts.size > 0 || (this.peers?.hosts.size ?? 0) > 0; }
+  get hasEndpoints() { return this.endpointHosts.size > 0 || (this.peers?.hosts.size ?? 0) > 0 || this.pools.size > 0 || (this.peers?.pools.size ?? 0) > 0; }
+}
+
+/** The pool key of an internal endpoint: its URL as forward-internal names it (scheme, name, a TCP port). */
+function internalKey(publicUrl: string): string {
+  const u = new URL(publicUrl);
+  return `internal:${u.protocol}//${u.hostname}${u.protocol === 'tcp:' ? `:${u.port}` : ''}`;
 }
 
 /**
@@ -728,7 +810,7 @@ function settleTaken(sessionId: string, rows: TunnelRow[], results: BoundTunnel[
       name: r.name,
       error: {
         error_code: 'ERR_SERVICE_320',
-        msg: `tunnel "${r.name}": the hostname ${t.key} is already served by ${by}; one tunnel session at a time holds a hostname, and it is free again once that session ends (stop that agent, or ask for another hostname)`,
+        msg: `tunnel "${r.name}": the hostname ${t.key} is already served by ${by}; one tunnel session at a time holds a hostname unless every endpoint there enables pooling (--pooling-enabled), and it is free again once that session ends (stop that agent, or ask for another hostname)`,
       },
     };
   }

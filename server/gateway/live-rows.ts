@@ -31,7 +31,12 @@ export interface TunnelRow {
   forwardsTo: string;
   labels?: Record<string, string>;
   proto?: string;
-  endpoint?: { id: string; publicUrl: string };
+  /**
+   * An endpoint's record: `pooled` (the agent enabled pooling: endpoints at one URL that all
+   * pool share it, issue 36) and `internal` (a name under .internal, reached only through
+   * forward-internal).
+   */
+  endpoint?: { id: string; publicUrl: string; pooled?: boolean; internal?: boolean };
 }
 
 type Row = { id: string; kind: string; parentId: string | null; createdAt: Date; data: unknown };
@@ -44,6 +49,12 @@ const stored = (r: Row) => {
   return { id: r.id, kind: r.kind, parentId: r.parentId, createdAt: r.createdAt, body: data.body, computed: data.computed, secretFields: {}, internal: {} };
 };
 
+/** An agent endpoint row's computed fields (its read form: server/resources/endpoints.ts). */
+export function endpointComputed(t: TunnelRow) {
+  const e = t.endpoint!;
+  return { public_url: e.publicUrl, proto: t.proto, bindings: [e.internal ? 'internal' : 'public'], pooling_enabled: e.pooled === true };
+}
+
 export async function shaped(ctx: ServerContext, tx: Tx, kind: KindEntry, rows: Row[]) {
   return present(asCtx(ctx), prismaRows(tx), kind, rows.map(stored));
 }
@@ -55,6 +66,26 @@ export const ENDPOINT_SCOPE = 'agent-endpoint';
 export function endpointKey(publicUrl: string): string {
   const url = new URL(publicUrl);
   return url.protocol === 'tcp:' ? url.host : url.hostname;
+}
+
+/**
+ * A pool member's key: the endpoint's key, then its own id, so members at one URL hold keys of
+ * their own; an endpoint without pooling holds the bare key, which a member refuses (and the
+ * other way round: writers look for both, holderOfKey).
+ */
+export const POOL_MARK = '#pool:';
+export function endpointKeyOf(e: { id: string; publicUrl: string; pooled?: boolean }): string {
+  return e.pooled ? `${endpointKey(e.publicUrl)}${POOL_MARK}${e.id}` : endpointKey(e.publicUrl);
+}
+
+/**
+ * Who holds `key` against a new endpoint: the endpoint without pooling at it, or (for one
+ * without pooling) any pool member at it. Undefined when it is free to take.
+ */
+export async function holderOfKey(tx: Pick<Tx, 'uniqueKey'>, key: string, pooled: boolean | undefined) {
+  const exact = await tx.uniqueKey.findUnique({ where: { scope_value: { scope: ENDPOINT_SCOPE, value: key } }, select: { resource: { select: { parentId: true } } } });
+  if (exact || pooled) return exact ?? undefined;
+  return (await tx.uniqueKey.findFirst({ where: { scope: ENDPOINT_SCOPE, value: { startsWith: `${key}${POOL_MARK}` } }, select: { resource: { select: { parentId: true } } } })) ?? undefined;
 }
 
 /**
@@ -141,10 +172,10 @@ async function writeSession(ctx: ServerContext, instanceId: string, s: SessionRo
     }
     const placed: TunnelRow[] = [];
     // Who holds a key: a tunnel placed earlier in this session (not written yet), or a stored endpoint.
-    const holderOf = async (key: string) => {
-      const here = placed.find((p) => p.endpoint && endpointKey(p.endpoint.publicUrl) === key);
+    const holderOf = async (key: string, pooled?: boolean) => {
+      const here = placed.find((p) => p.endpoint && endpointKey(p.endpoint.publicUrl) === key && !(pooled && p.endpoint.pooled));
       if (here) return { holderTunnel: here.id, holderSession: s.id };
-      const row = await tx.uniqueKey.findUnique({ where: { scope_value: { scope: ENDPOINT_SCOPE, value: key } }, select: { resource: { select: { parentId: true } } } });
+      const row = await holderOfKey(tx, key, pooled);
       if (!row) return undefined;
       const holderTunnel = row.resource.parentId ?? undefined;
       const holderSession = holderTunnel ? (await tx.resource.findUnique({ where: { id: holderTunnel }, select: { parentId: true } }))?.parentId ?? undefined : undefined;
@@ -159,11 +190,11 @@ async function writeSession(ctx: ServerContext, instanceId: string, s: SessionRo
     for (const t of tunnels) {
       if (!t.endpoint) { placed.push(t); continue; }
       let key = endpointKey(t.endpoint.publicUrl);
-      let holder = await holderOf(key);
-      for (let i = 0; i < 20 && holder && t.proto === 'tcp'; i++) {
+      let holder = await holderOf(key, t.endpoint.pooled);
+      for (let i = 0; i < 20 && holder && t.proto === 'tcp' && !t.endpoint.internal; i++) {
         t.endpoint.publicUrl = opts.repick(t);
         key = endpointKey(t.endpoint.publicUrl);
-        holder = await holderOf(key);
+        holder = await holderOf(key, t.endpoint.pooled);
       }
       if (holder) taken.push({ tunnelId: t.id, key, ...holder });
       else placed.push(t);
@@ -190,10 +221,10 @@ async function writeSession(ctx: ServerContext, instanceId: string, s: SessionRo
       });
       if (t.endpoint) {
         await tx.resource.create({
-          data: { id: t.endpoint.id, kind: endpoint.kind, parentId: t.id, createdAt: at, updatedAt: at, data: { body: {}, computed: { public_url: t.endpoint.publicUrl, proto: t.proto } } },
+          data: { id: t.endpoint.id, kind: endpoint.kind, parentId: t.id, createdAt: at, updatedAt: at, data: { body: {}, computed: endpointComputed(t) } },
         });
         // Deleted with the endpoint row (cascade): the hostname is free once the session goes.
-        await tx.uniqueKey.create({ data: { scope: ENDPOINT_SCOPE, value: endpointKey(t.endpoint.publicUrl), resourceId: t.endpoint.id } });
+        await tx.uniqueKey.create({ data: { scope: ENDPOINT_SCOPE, value: endpointKeyOf(t.endpoint), resourceId: t.endpoint.id } });
       }
     }
     const [session] = await shaped(ctx, tx, tunnelSession, [await tx.resource.findUniqueOrThrow({ where: { id: s.id } })]);

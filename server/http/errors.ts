@@ -65,7 +65,7 @@ export const ERRORS = {
   ERR_SERVICE_749: { status: 502, summary: 'The edge could not handle the request (a fault of the server, logged with the request).' },
   ERR_SERVICE_750: { status: 502, summary: 'The backend cannot carry a WebSocket or TCP stream (an http_response backend).' },
   ERR_SERVICE_760: { status: 502, summary: 'No rule of the cloud endpoint\'s traffic policy ended the request (the service\'s answer to a non-terminating cloud endpoint policy; the API refuses such a policy, so an expression that failed to evaluate is the usual cause).' },
-  ERR_SERVICE_761: { status: 502, summary: 'A forward-internal action named an internal endpoint URL that no cloud endpoint has (deleted, or never made).' },
+  ERR_SERVICE_761: { status: 502, summary: 'A forward-internal action (with on_error: halt) named an internal endpoint URL that no cloud endpoint and no online agent has (deleted, never made, or its agent gone).' },
   ERR_SERVICE_762: { status: 502, summary: 'A request passed through 8 internal endpoints by forward-internal without an answer: the policies forward in a loop.' },
   ERR_SERVICE_840: { status: 403, summary: 'The credential already holds as many agent sessions as the server allows per credential (--agent-max-sessions-per-credential); stop one of its agents, or start this one with another credential.' },
   ERR_SERVICE_752: { status: 503, summary: 'The agent\'s connection is still closing the many requests this client address (100 at most) or all its clients (1,000) cancelled, at the pace its HTTP/2 server accepts (about 25 a second); retry in a few seconds.' },

@@ -16,6 +16,16 @@ export function endpointTunnelFor(deps: IngressDeps, host: string): string | und
   return deps.gateway.endpointTunnel(host);
 }
 
+/**
+ * The tunnel that takes this request or connection for the hostname: a pool's members in turn
+ * (gateway.pickEndpointTunnel); an ingress worker's gateway (server/cluster/worker.ts) has no
+ * pools and gives its one tunnel.
+ */
+export function pickEndpointTunnel(deps: IngressDeps, host: string): string | undefined {
+  const g = deps.gateway as Partial<Pick<IngressDeps['gateway'], 'pickEndpointTunnel'>>;
+  return g.pickEndpointTunnel ? g.pickEndpointTunnel(host) : deps.gateway.endpointTunnel(host);
+}
+
 /** The modules an endpoint's agent asked for (gateway/v2/bind.ts), built once per route document and ingress. */
 const chains = new WeakMap<FullDoc, readonly HttpFilter[] | EdgeAnswer>();
 export function endpointChain(deps: IngressDeps, tunnelId: string): { route?: FullDoc; chain: readonly HttpFilter[] | EdgeAnswer } {

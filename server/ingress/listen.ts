@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Metrics } from '../http/metrics.js';
-import { endpointTunnelFor, passThroughTls } from './agent-endpoints.js';
+import { endpointTunnelFor, passThroughTls, pickEndpointTunnel } from './agent-endpoints.js';
 import { readClientHello } from './client-hello.js';
 import { ClientRelays } from './client-relays.js';
 import { handleHttpsRequest, handleHttpsUpgrade, type HttpsContext } from './http/handler.js';
@@ -20,7 +20,8 @@ import type { LiveTable } from './live-table.js';
 import { clientIpOf, streamEdge, type StreamDeps } from './tcp.js';
 import { ERROR_CODE_HEADER, errorAnswer } from './http/error-page.js';
 import { terminationKey, terminationOf, type Termination, type TlsContexts } from './tls.js';
-import type { EdgeAnswer, HttpsEdgeEntry, IngressDeps, IngressListenerSpec, StreamEdgeEntry } from './types.js';
+import type { CloudEndpointEntry, EdgeAnswer, HttpsEdgeEntry, IngressDeps, IngressListenerSpec, IngressTable, StreamEdgeEntry } from './types.js';
+import { connectCloudEndpoint, publicTcpCloudEndpoint, publicTlsCloudEndpoint } from './cloud-endpoints.js';
 
 /** The default of `--ingress-connections-per-client`: far above what a browser opens (6 per host over HTTP/1.1, one over HTTP/2). */
 export const DEFAULT_CONNECTIONS_PER_CLIENT = 256;
@@ -344,6 +345,12 @@ export class IngressListener {
       this.count('tcp');
       return streamEdge(socket, [...held.hosts.values()][0] as StreamEdgeEntry, table, this.streamDeps(), undefined);
     }
+    // A TCP cloud endpoint at this public port (issue 36), where no edge holds the port: the port chooses (no name in TCP).
+    const tcpCloud = held || this.spec.plain ? undefined : publicTcpCloudEndpoint(table, this.spec.publicPort);
+    if (tcpCloud) {
+      this.count('tcp');
+      return this.cloudConnection(socket, tcpCloud, table, 'cloud-tcp');
+    }
     if (this.spec.plain) {
       this.count('http');
       this.plainHttp().emit('connection', socket);
@@ -380,7 +387,13 @@ export class IngressListener {
     const endpoint = edge ? undefined : endpointTunnelFor(this.d.deps, hello.servername.toLowerCase());
     if (endpoint && this.d.deps.gateway.isTlsEndpoint(endpoint)) {
       this.count('tls');
-      return passThroughTls(socket, endpoint, this.d.deps, clientIpOf(socket));
+      return passThroughTls(socket, pickEndpointTunnel(this.d.deps, hello.servername.toLowerCase()) ?? endpoint, this.d.deps, clientIpOf(socket));
+    }
+    // A TLS cloud endpoint at the name and this port (issue 36): its on_tcp_connect decides, the TLS passes through.
+    const tlsCloud = edge || endpoint ? undefined : publicTlsCloudEndpoint(now, hello.servername.toLowerCase(), this.spec.publicPort);
+    if (tlsCloud) {
+      this.count('tls');
+      return this.cloudConnection(socket, tlsCloud, now, 'cloud-tls', hello.servername);
     }
     // HTTPS and TLS edges share a port: the server name's edge decides which it is. A port with
     // no edges yet answers like a port of HTTPS edges: a handshake, then the 404 page. A cloud
@@ -465,6 +478,15 @@ export class IngressListener {
       stream.destroy(new Error('the request body stalled'));
     });
     req.once('end', () => stream.setTimeout(0));
+  }
+
+  /** A connection of a TCP or TLS cloud endpoint, with its access-log line as a TCP edge's (tcp.ts). */
+  private cloudConnection(socket: net.Socket, entry: CloudEndpointEntry, table: IngressTable, kind: string, servername?: string) {
+    const deps = this.streamDeps();
+    const started = deps.now();
+    const line: Record<string, unknown> = { msg: 'ingress connection', kind, public_port: deps.publicPort, client_ip: clientIpOf(socket), ...(servername ? { server_name: servername } : {}) };
+    socket.once('close', () => deps.log({ level: 'info', ...line, bytes_in: socket.bytesRead, bytes_out: socket.bytesWritten, duration_ms: deps.now() - started }));
+    connectCloudEndpoint(socket, entry, table, deps, line);
   }
 
   private streamDeps(): StreamDeps {

@@ -18,6 +18,7 @@ import { TlsContexts } from './tls.js';
 import { AcmeIntercept } from './acme/intercept.js';
 import type { AcmeSettings } from './acme/settings.js';
 import type { IngressDeps, IngressListenerSpec } from './types.js';
+import { servePolicyLookups } from './cloud-endpoints.js';
 
 export interface IngressOptions {
   listeners: IngressListenerSpec[];
@@ -78,6 +79,8 @@ export async function startIngress(o: IngressOptions): Promise<RunningIngress> {
     buffers: new BufferBudget(MiB * (o.bufferMib ?? DEFAULT_BUFFER_MIB)),
     unread: new UnreadAnswers(MiB * (o.unreadMib ?? DEFAULT_UNREAD_MIB), undefined, log),
   };
+  // The engine asks the ingress whether a forward-internal target is there and what IP policies say (cloud-endpoints.ts).
+  servePolicyLookups(deps, () => table.now);
   const contexts = new TlsContexts(ca, () => table.now);
   const limits = { ...LISTENER_LIMITS, ...o.limits };
   // Loaded only with --acme-directory: acme-client (and axios) cost a tenth of a second of every start (issue 29).

@@ -3,7 +3,9 @@
 // API never changes; and the URL rule: one endpoint per URL unless every endpoint there
 // enables pooling (the service's 409), and none at a host:port an edge or an agent holds.
 import { cloudEndpoint } from '../../provider/catalog/endpoints.js';
+import { ipPolicy } from '../../provider/catalog/ip-policies.js';
 import { tunnel, tunnelSession } from '../../provider/catalog/tunnels.js';
+import { parseTrafficPolicy } from '../../provider/catalog/validate/traffic-policy.js';
 import { parseEndpointUrl, type EndpointUrl } from '../../provider/catalog/validate/endpoint-url.js';
 import { ENDPOINT_SCOPE, endpointKey } from '../gateway/live-rows.js';
 import { ApiError } from '../http/errors.js';
@@ -44,15 +46,34 @@ async function checkUrl(tx: Writes, id: string, body: Doc) {
   }
 }
 
+/**
+ * The IP policies the policy's restrict-ips actions name (`ip_policies`) must exist: an id that
+ * does not is 400 ERR_SERVICE_107, as any reference to a missing resource. (One deleted later
+ * has no rules at the ingress: server/ingress/cloud-endpoints.ts.)
+ */
+async function checkIpPolicies(tx: Writes, body: Doc) {
+  const r = typeof body.traffic_policy === 'string' ? parseTrafficPolicy(body.traffic_policy) : undefined;
+  if (!r?.ok) return;
+  const named = new Set<string>();
+  for (const rules of Object.values(r.policy as Record<string, { actions?: { type?: string; config?: { ip_policies?: unknown } }[] }[] | undefined>)) {
+    for (const rule of rules ?? []) for (const a of rule.actions ?? []) if (a.type === 'restrict-ips' && Array.isArray(a.config?.ip_policies)) for (const id of a.config!.ip_policies) named.add(String(id));
+  }
+  if (!named.size) return;
+  const found = new Set((await tx.resources([...named])).filter((row) => row.kind === ipPolicy.kind).map((row) => row.id));
+  for (const id of named) if (!found.has(id)) throw new ApiError('ERR_SERVICE_107', `traffic_policy: restrict-ips names IP policy ${id}, which does not exist`, { field: 'traffic_policy', id });
+}
+
 behaviour(cloudEndpoint.kind, {
   changing: ({ row }) => {
     if (isAgentEndpoint(row)) throw readOnly(row.id);
   },
   prepare: async ({ id, body, tx }) => {
     if (tx) await checkUrl(tx, id, body);
+    if (tx) await checkIpPolicies(tx, body);
   },
   created: async ({ id, body, tx }) => {
     await checkUrl(tx, id, body);
+    await checkIpPolicies(tx, body);
   },
   deleting: ({ row }) => {
     if (isAgentEndpoint(row)) throw readOnly(row.id);
@@ -74,8 +95,8 @@ behaviour(cloudEndpoint.kind, {
       proto: row.computed.proto ?? (typeof parsed === 'string' ? null : parsed.scheme),
       hostport: typeof parsed === 'string' ? null : parsed.hostport,
       traffic_policy: null,
-      bindings: ['public'],
-      pooling_enabled: false,
+      bindings: Array.isArray(row.computed.bindings) ? row.computed.bindings : ['public'],
+      pooling_enabled: row.computed.pooling_enabled === true,
       description: '',
       metadata: typeof tc.metadata === 'string' ? tc.metadata : '',
       upstream_url: typeof tc.forwards_to === 'string' ? tc.forwards_to : null,

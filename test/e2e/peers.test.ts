@@ -4,7 +4,7 @@
 // that tunnel's agent is connected (HTTP and WebSocket upgrades alike); an agent's endpoint
 // hostname is served by every instance; the channel between instances refuses a client
 // without the key (no certificate, or one from another key) and closes garbage, and the
-// instance keeps serving.
+// instance keeps serving. A pool of agents' endpoints on two instances is balanced by every one.
 import crypto from 'node:crypto';
 import http from 'node:http';
 import http2 from 'node:http2';
@@ -142,6 +142,28 @@ describe.skipIf(!available)('one data plane across three instances (PostgreSQL)'
         last = `${r.status} ${r.text.slice(0, 200)}`;
         return r.text === 'upstream-c /ep';
       }, 20_000, () => `instance ${servers.indexOf(s)} did not serve ${endpointHost}: ${last}`);
+    }
+  });
+
+  it('a pool of agents on two instances (issue 36): every instance shares the requests among both members', async () => {
+    const cr = await credentialToken(servers[0]);
+    const host = 'pool-peers.example.com';
+    const members: AgentProcess[] = [];
+    for (const [i, name] of [[0, 'pool-a'], [2, 'pool-c']] as const) {
+      const port = await startUpstream(name, upstreams);
+      const m = startAgent(['--api-url', servers[i].url, '--authtoken', cr.token, '--no-update-check', 'https', String(port), '--url', `https://${host}`, '--pooling-enabled']);
+      agents.push(m);
+      members.push(m);
+    }
+    await Promise.all(members.map((m) => m.waitFor('online: tn_')));
+    for (const s of servers) {
+      const seen = new Set<string>();
+      await until(async () => {
+        const r = await get(s, '/p', host).catch(() => undefined);
+        if (r?.status === 200) seen.add(String(r.headers['x-upstream']));
+        return seen.size === 2;
+      }, 20_000, () => `instance ${servers.indexOf(s)} reached only ${[...seen].join(', ')}`);
+      expect([...seen].sort()).toEqual(['pool-a', 'pool-c']);
     }
   });
 

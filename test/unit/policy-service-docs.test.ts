@@ -21,7 +21,6 @@ const REFUSED: [RegExp, RegExp][] = [
   [/oidc|add-authentication-[23]/, /openid-connect is not supported by edgeform's policy engine: .*route's oidc module/],
   [/owasp-crs/, /owasp-crs-(request|response) is not supported by edgeform's policy engine: no maintained OWASP Core Rule Set engine/],
   [/terminate-tls/, /terminate-tls is not supported by edgeform's policy engine/],
-  [/using-ip-policies|testing-traffic/, /ip_policies \(references to IP policies\) are not resolved by edgeform's policy engine yet/],
   [/rate-limit_examples_basic-example/, /bucket_key entry "hasReqHeader\('host'\) \? getReqHeader\('host'\)\[0\] : 'unknown'" must be req\.host, conn\.client_ip, req\.headers\['<name>'\] or getReqHeader\('<Name>'\) \(SPEC; the service also takes other expressions, edgeform does not\)/],
   [/filter-by-ip-category|block-unwanted-requests-[068]|route-requests-1[0-3]|redirect_examples_3|add-and-remove-headers-0/, /needs a MaxMind-format geography or IP-intelligence database, which this server has not been given \(--geoip-db PATH, EDGEFORM_GEOIP_DB\)/],
 ];

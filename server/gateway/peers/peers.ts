@@ -33,6 +33,8 @@ export class Peers {
   hosts = new Map<string, string>();
   /** Streams sent over links since dropped (their own counts are gone with them). */
   private sentBefore = 0;
+  /** Pool members (and internal endpoints) of the other instances by pool key (SharedTunnel.pool). */
+  pools = new Map<string, string[]>();
   /** Whether this instance still advertises itself (false once it drains). */
   private advertising = false;
 
@@ -89,12 +91,14 @@ export class Peers {
     const tunnels = new Map<string, RemoteTunnel>();
     const labeled = new Map<string, Readonly<Record<string, string>>>();
     const hosts = new Map<string, string>();
+    const pools = new Map<string, string[]>();
     for (const link of this.links.values()) {
       if (!link.up) continue;
       for (const t of link.tunnels) {
         tunnels.set(t.id, { link, t });
         if (t.labels) labeled.set(t.id, t.labels);
         if (t.host) hosts.set(t.host, t.id);
+        if (t.pool) pools.set(t.pool, [...(pools.get(t.pool) ?? []), t.id]);
       }
     }
     const same = tunnels.size === this.tunnels.size && [...tunnels].every(([id, r]) => this.tunnels.get(id)?.link === r.link && this.tunnels.get(id)?.t === r.t);
@@ -102,6 +106,7 @@ export class Peers {
     this.tunnels = tunnels;
     this.labeled = labeled;
     this.hosts = hosts;
+    this.pools = pools;
     this.changed();
   }
 

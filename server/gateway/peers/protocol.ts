@@ -31,6 +31,8 @@ export interface SharedTunnel {
   labels?: Readonly<Record<string, string>>;
   /** An endpoint's key: its hostname (http, https, tls) or `tcp:PORT`. */
   host?: string;
+  /** A pool member's (or an internal endpoint's) pool: its hostname, `tcp:PORT`, or `internal:URL` (issue 36); such a tunnel has no `host`. */
+  pool?: string;
   /** A tls endpoint (its connections pass through, still encrypted). */
   tls?: boolean;
   /** An endpoint's proto (http, https, tls, tcp): a plain-HTTP listener serves http ones only. */

@@ -146,12 +146,17 @@ export interface BindAsk {
   modules: Record<string, Record<string, unknown>>;
   /** A TCP endpoint's port, when one was asked for (else a free one in the range is taken). */
   port?: number;
+  /** Bound `internal` (a name under .internal): reached only through forward-internal (issue 36). */
+  internal: boolean;
+  /** pooling_enabled: endpoints at one URL that all enable it form a pool. */
+  pooled: boolean;
 }
+
+const INTERNAL = /\.internal$/;
 
 /** The endpoint a Bind asks for, or the ApiError it is refused with. `o` is the message with lower-cased keys. */
 export function checkBind(o: any, endpointDomain: string, tcpPorts?: { first: number; last: number }): BindAsk {
   const proto = String(o.proto ?? '');
-  if (proto === 'tcp' && !tcpPorts) throw new ApiError('ERR_SERVICE_112', 'this server serves no TCP endpoints (edgeform serve --agent-tcp-ports FIRST-LAST); bind an https endpoint, or a labeled tunnel behind a TCP edge');
   if (proto !== 'http' && proto !== 'https' && proto !== 'tcp' && proto !== 'tls') throw new ApiError('ERR_SERVICE_112', `the endpoint protocol ${JSON.stringify(proto)} is not one of http, https, tcp, tls`);
   const opts = (o.opts && typeof o.opts === 'object' ? o.opts : {}) as Record<string, unknown>;
   const extra = (o.extra && typeof o.extra === 'object' ? o.extra : {}) as Record<string, unknown>;
@@ -175,22 +180,37 @@ export function checkBind(o: any, endpointDomain: string, tcpPorts?: { first: nu
   if (opts.proxyproto !== undefined && opts.proxyproto !== 0 && opts.proxyproto !== null) asked.add('proxy_proto');
   if (typeof extra.ippolicyref === 'string' && extra.ippolicyref) asked.add('ip_restriction (IPPolicyRef)');
   const bindings = Array.isArray(extra.bindings) ? extra.bindings : [];
-  if (bindings.some((b) => b !== 'public')) asked.add(`bindings ${bindings.join(',')}`);
-  if (extra.poolingenabled === true) asked.add('pooling');
+  // One binding, public or internal (issue 36); kubernetes, or several, stay refused.
+  if (bindings.length > 1 || bindings.some((b) => b !== 'public' && b !== 'internal')) asked.add(`bindings ${bindings.join(',')}`);
+  const pooled = extra.poolingenabled === true;
   if (asked.size) {
     throw new ApiError('ERR_SERVICE_112', `this server does not enforce ${[...asked].join(', ')} on an agent's endpoint, and never publishes one without a protection it was asked for; ` +
       'remove it from the listener and use a labeled listener behind an https edge whose route has the equivalent module instead (docs/agents.md)');
   }
   const str = (v: unknown) => (typeof v === 'string' ? v.trim().toLowerCase() : '');
+  const wantsInternal = bindings[0] === 'internal';
+  /** The binding follows the name: internal exactly for a name under .internal. */
+  const bound = (hostname: string) => {
+    const internal = INTERNAL.test(hostname);
+    if (wantsInternal && !internal) throw new ApiError('ERR_SERVICE_103', `an internal endpoint's URL must be under .internal (e.g. https://api.internal), not ${JSON.stringify(hostname)}`);
+    if (bindings[0] === 'public' && internal) throw new ApiError('ERR_SERVICE_103', `the URL ${JSON.stringify(hostname)} is under .internal, which is bound internal, not public`);
+    return internal;
+  };
   if (proto === 'tcp') {
     const addr = str(opts.addr) || (str(opts.url).startsWith('tcp://') ? str(opts.url).slice(6) : '');
-    if (!addr) return { proto, hostname: endpointDomain, modules, port: undefined };
+    if (wantsInternal && !addr) throw new ApiError('ERR_SERVICE_103', 'an internal TCP endpoint needs its URL: tcp://NAME.internal:PORT');
+    // An internal TCP endpoint is reached by its name and any port (forward-internal), never on a public port.
+    const named = /^(.+\.internal):(\d{1,5})$/.exec(addr);
+    if (named && Number(named[2]) >= 1 && Number(named[2]) <= 65535 && bound(named[1])) return { proto, hostname: named[1], modules, port: Number(named[2]), internal: true, pooled };
+    if (addr) bound(addr.replace(/:\d*$/, ''));
+    if (!tcpPorts) throw new ApiError('ERR_SERVICE_112', 'this server serves no TCP endpoints (edgeform serve --agent-tcp-ports FIRST-LAST); bind an https endpoint, an internal one (tcp://NAME.internal:PORT), or a labeled tunnel behind a TCP edge');
+    if (!addr) return { proto, hostname: endpointDomain, modules, port: undefined, internal: false, pooled };
     const m = /^(.+):(\d{1,5})$/.exec(addr);
     const port = Number(m?.[2]);
     if (!m || m[1] !== endpointDomain || port < tcpPorts!.first || port > tcpPorts!.last) {
       throw new ApiError('ERR_SERVICE_103', `the TCP address ${JSON.stringify(addr)} is not one this server serves: ${endpointDomain}:${tcpPorts!.first} to ${endpointDomain}:${tcpPorts!.last}, or none for a free one`);
     }
-    return { proto, hostname: endpointDomain, modules, port };
+    return { proto, hostname: endpointDomain, modules, port, internal: false, pooled };
   }
   let hostname = str(opts.domain) || str(opts.hostname) || (str(opts.subdomain) ? `${str(opts.subdomain)}.${endpointDomain}` : '');
   if (!hostname && typeof opts.url === 'string' && opts.url) {
@@ -200,7 +220,8 @@ export function checkBind(o: any, endpointDomain: string, tcpPorts?: { first: nu
       throw new ApiError('ERR_SERVICE_103', `the endpoint URL ${JSON.stringify(opts.url)} does not parse`);
     }
   }
+  if (!hostname && wantsInternal) throw new ApiError('ERR_SERVICE_103', 'an internal endpoint needs its URL (e.g. https://api.internal)');
   if (!hostname) hostname = `${randomBytes(6).toString('hex')}.${endpointDomain}`;
   if (!HOSTNAME.test(hostname)) throw new ApiError('ERR_SERVICE_103', `the endpoint hostname ${JSON.stringify(hostname)} is not a valid DNS name`);
-  return { proto, hostname, modules };
+  return { proto, hostname, modules, internal: bound(hostname), pooled };
 }

@@ -7,7 +7,7 @@ import { emit, rfc3339 } from '../../events/outbox.js';
 import { ApiError } from '../../http/errors.js';
 import type { ServerContext } from '../../resources/context.js';
 import { prismaRows } from '../../store/prisma-rows.js';
-import { deleteSessions, ENDPOINT_SCOPE, endpointKey, shaped, TX, type TunnelRow } from '../live-rows.js';
+import { deleteSessions, ENDPOINT_SCOPE, endpointComputed, endpointKey, endpointKeyOf, holderOfKey, shaped, TX, type TunnelRow } from '../live-rows.js';
 
 /** Writes one tunnel (and its endpoint) of a live session; throws 409 when its hostname is held by another live session. */
 export async function addTunnel(ctx: ServerContext, sessionId: string, region: string, t: TunnelRow, staleBefore: () => Date): Promise<void> {
@@ -17,7 +17,7 @@ export async function addTunnel(ctx: ServerContext, sessionId: string, region: s
     } catch (e) {
       if ((e as { code?: string }).code !== 'P2002' || attempt >= 2 || !t.endpoint) throw e;
       const key = endpointKey(t.endpoint.publicUrl);
-      const held = await ctx.db.prisma.uniqueKey.findUnique({ where: { scope_value: { scope: ENDPOINT_SCOPE, value: key } }, select: { resource: { select: { parentId: true } } } });
+      const held = await holderOfKey(ctx.db.prisma, key, t.endpoint.pooled);
       const holderTunnel = held?.resource.parentId;
       const holderSession = holderTunnel ? (await ctx.db.prisma.resource.findUnique({ where: { id: holderTunnel }, select: { parentId: true } }))?.parentId : undefined;
       const lease = holderSession ? await ctx.db.prisma.agentLease.findUnique({ where: { sessionId: holderSession } }) : null;
@@ -25,7 +25,8 @@ export async function addTunnel(ctx: ServerContext, sessionId: string, region: s
         await deleteSessions(ctx, [holderSession]);
         continue;
       }
-      throw new ApiError('ERR_SERVICE_320', `the hostname ${key} is already served by tunnel ${holderTunnel ?? '(unknown)'} of tunnel session ${holderSession ?? '(unknown)'}; one tunnel session at a time holds a hostname, and it is free again once that session ends`);
+      const pooling = t.endpoint.pooled ? 'it does not enable pooling' : 'this one does not enable pooling (pooling_enabled on both shares it)';
+      throw new ApiError('ERR_SERVICE_320', `the hostname ${key} is already served by tunnel ${holderTunnel ?? '(unknown)'} of tunnel session ${holderSession ?? '(unknown)'}, and ${pooling}; one tunnel session at a time holds a hostname, and it is free again once that session ends`);
     }
   }
 }
@@ -41,8 +42,11 @@ async function writeTunnel(ctx: ServerContext, sessionId: string, region: string
       },
     });
     if (t.endpoint) {
-      await tx.resource.create({ data: { id: t.endpoint.id, kind: endpoint.kind, parentId: t.id, createdAt: at, updatedAt: at, data: { body: {}, computed: { public_url: t.endpoint.publicUrl, proto: t.proto } } } });
-      await tx.uniqueKey.create({ data: { scope: ENDPOINT_SCOPE, value: endpointKey(t.endpoint.publicUrl), resourceId: t.endpoint.id } });
+      // A pool member and an endpoint without pooling hold different keys: the one that would
+      // share a name without both pooling fails here as the unique key would (addTunnel's 409).
+      if (await holderOfKey(tx, endpointKey(t.endpoint.publicUrl), t.endpoint.pooled)) throw Object.assign(new Error('the endpoint key is held'), { code: 'P2002' });
+      await tx.resource.create({ data: { id: t.endpoint.id, kind: endpoint.kind, parentId: t.id, createdAt: at, updatedAt: at, data: { body: {}, computed: endpointComputed(t) } } });
+      await tx.uniqueKey.create({ data: { scope: ENDPOINT_SCOPE, value: endpointKeyOf(t.endpoint), resourceId: t.endpoint.id } });
     }
     const [doc] = await shaped(ctx, tx, tunnel, [await tx.resource.findUniqueOrThrow({ where: { id: t.id } })]);
     await emit(prismaRows(tx), tunnel, 'created', doc);

@@ -37,6 +37,9 @@ interface Held extends ProxyTarget {
   /** The route modules the endpoint runs (bind.ts), as a route document whose id is the tunnel's. */
   route?: FullDoc;
   claimed: boolean;
+  /** Issue 36: bound internal (reached through forward-internal only), and pooling enabled. */
+  internal?: boolean;
+  pooled?: boolean;
 }
 
 /** What a session keeps across its connections (a resumed session keeps its id and tunnels). */
@@ -250,13 +253,14 @@ export class V2Connection implements AttachedSession {
     // A rebind on a new session (the old one ended): the id and URL its token vouches for.
     const vouched = id ? this.gw.readBindToken(String(extra.token ?? ''), st.credential.credentialId, id) : undefined;
     const range = this.gw.opts.tcpPorts;
-    const pick = () => (ask.proto !== 'tcp' ? this.gw.gateway.endpointUrl(ask.proto, ask.hostname) : `tcp://${ask.hostname}:${ask.port ?? randomInt(range!.first, range!.last + 1)}`);
+    // An internal endpoint's URL is its name alone (no listener serves it; forward-internal names it so).
+    const pick = () => (ask.proto === 'tcp' ? `tcp://${ask.hostname}:${ask.port ?? randomInt(range!.first, range!.last + 1)}` : ask.internal ? `${ask.proto}://${ask.hostname}` : this.gw.gateway.endpointUrl(ask.proto, ask.hostname));
     let publicUrl = vouched?.url ?? pick();
     const host = new URL(publicUrl).hostname;
     if (!bindAllowed(st.credential.acl, {}, host)) throw new ApiError('ERR_SERVICE_212', refusal(st.credential.acl, { name: host }, host));
     const tunnelId = vouched ? id : newId('tn');
     const route = Object.keys(ask.modules).length ? checkModules(this.gw, { id: tunnelId, ...ask.modules }) : undefined;
-    const row: TunnelRow = { id: tunnelId, name: host, metadata: String(extra.metadata ?? ''), forwardsTo: String(o.forwardsto ?? ''), proto: ask.proto, endpoint: { id: newId('ep'), publicUrl } };
+    const row: TunnelRow = { id: tunnelId, name: host, metadata: String(extra.metadata ?? ''), forwardsTo: String(o.forwardsto ?? ''), proto: ask.proto, endpoint: { id: newId('ep'), publicUrl, pooled: ask.pooled, internal: ask.internal } };
     // A free port is drawn again while the one drawn is taken (20 draws at most).
     for (let draw = 0; ; draw++) {
       try {
@@ -267,7 +271,7 @@ export class V2Connection implements AttachedSession {
         row.endpoint!.publicUrl = publicUrl = pick();
       }
     }
-    const t: Held = { id: row.id, proto: ask.proto, labeled: false, forwardsTo: row.forwardsTo, forwardsProto: String(o.forwardsproto ?? ''), publicUrl, route, claimed: true };
+    const t: Held = { id: row.id, proto: ask.proto, labeled: false, forwardsTo: row.forwardsTo, forwardsProto: String(o.forwardsproto ?? ''), publicUrl, route, claimed: true, internal: ask.internal, pooled: ask.pooled };
     if (!await this.keep(t)) return;
     this.gw.log({ level: 'info', msg: 'agent tunnel bound (version 2)', session: st.id, tunnel: t.id, url: publicUrl });
     reply(t);
@@ -310,7 +314,7 @@ export class V2Connection implements AttachedSession {
       return false;
     }
     st.tunnels.set(t.id, t);
-    this.gw.gateway.addTunnel(st.id, t.id, { labels: t.labels, publicUrl: t.publicUrl, proto: t.proto, route: t.route });
+    this.gw.gateway.addTunnel(st.id, t.id, { labels: t.labels, publicUrl: t.publicUrl, proto: t.proto, route: t.route, internal: t.internal, pooled: t.pooled });
     return true;
   }
 

@@ -7,7 +7,7 @@ import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import { callbackRoute } from '../auth/callback-route.js';
-import { connectEndpoint, endpointChain, endpointTunnelFor, serveEndpoint } from '../agent-endpoints.js';
+import { connectEndpoint, endpointChain, pickEndpointTunnel, serveEndpoint } from '../agent-endpoints.js';
 import { connectBackend, serveBackend, serveBackendNow } from '../backends/serve.js';
 import { cloudEndpointFilter, fellThrough, publicCloudEndpoint } from '../cloud-endpoints.js';
 import type { EdgeAnswer, Exchange, HttpFilter, HttpsEdgeEntry, IngressDeps, IngressTable } from '../types.js';
@@ -93,7 +93,7 @@ function chooseExchange(req: Req, res: Res, ctx: HttpsContext, upgrade?: HttpExc
   const chosen = compiled && !refused && !callback ? chooseRoute(compiled.matchers, ctx.host, path) : undefined;
   const route = callback ?? chosen?.route;
   // No edge serves the name: an agent's endpoint may (agent-endpoints.ts).
-  const endpoint = compiled ? undefined : endpointTunnelFor(ctx.deps, ctx.host);
+  const endpoint = compiled ? undefined : pickEndpointTunnel(ctx.deps, ctx.host);
   const modules = endpoint ? endpointChain(ctx.deps, endpoint) : undefined;
   // Nor an agent's: a cloud endpoint may (cloud-endpoints.ts); its policy answers.
   const cloud = compiled || endpoint ? undefined : publicCloudEndpoint(ctx.table, ctx.host);

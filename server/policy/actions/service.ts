@@ -340,7 +340,7 @@ export const httpRequest: RunnerFactory = (config: A.HttpRequestAction): Runner 
  * (setForwardInternal) and the ingress acts on `mutations.request.forward_internal`. Without
  * a resolver, a forward to an endpoint that does not exist follows on_error.
  */
-export type ForwardInternalResolver = (url: string, binding: string | undefined) => boolean;
+export type ForwardInternalResolver = (url: string, binding: string | undefined, state: RunContext['state'], onError: 'halt' | 'continue') => boolean;
 let resolver: ForwardInternalResolver | undefined;
 export function setForwardInternal(r: ForwardInternalResolver | undefined): void {
   resolver = r;
@@ -348,7 +348,7 @@ export function setForwardInternal(r: ForwardInternalResolver | undefined): void
 
 export const forwardInternal: RunnerFactory = (config: A.ForwardInternalAction): Runner => (ctx) => {
   const url = expand(ctx, config.url);
-  const known = resolver ? resolver(url, config.binding) : true;
+  const known = resolver ? resolver(url, config.binding, ctx.state, config.on_error) : true;
   if (!known) {
     if (config.on_error === 'continue') return { did: `forward-internal: no internal endpoint ${url}; continues (on_error: continue)` };
     return { ended: respond(404, `No internal endpoint ${url}\n`), did: `forward-internal: no internal endpoint ${url}; 404` };

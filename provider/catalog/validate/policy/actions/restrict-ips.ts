@@ -5,19 +5,17 @@ import { parseCidr } from '../../cidr.js';
 import { onlyFields, problem } from '../config.js';
 import { ALL_PHASES, defineAction } from './define.js';
 
-export interface RestrictIpsAction { enforce: boolean; allow: string[]; deny: string[] }
+export interface RestrictIpsAction { enforce: boolean; allow: string[]; deny: string[]; /** IP policies by id (ipp_...), resolved by the server that runs the policy (issue 36); absent when none. */ ip_policies?: string[] }
+
+const IPP_ID = /^ipp_[A-Za-z0-9]{1,64}$/;
 
 export const restrictIps = defineAction<RestrictIpsAction>({
   type: 'restrict-ips',
   phases: ALL_PHASES,
-  fields: ['enforce', 'allow', 'deny'],
+  fields: ['enforce', 'allow', 'deny', 'ip_policies'],
   check(c) {
-    if (c.config.ip_policies !== undefined) {
-      problem(c, 'ip_policies', "ip_policies (references to IP policies) are not resolved by edgeform's policy engine yet; list the CIDRs in allow and deny, or use the route's ip_restriction module, which takes edgeform's IP policies");
-      return undefined;
-    }
     onlyFields(c, this.fields);
-    const { enforce = true, allow = [], deny = [] } = c.config;
+    const { enforce = true, allow = [], deny = [], ip_policies = [] } = c.config;
     let ok = true;
     if (typeof enforce !== 'boolean') ok = !!problem(c, 'enforce', 'enforce must be true or false');
     const list = (key: 'allow' | 'deny', v: unknown): string[] => {
@@ -32,7 +30,10 @@ export const restrictIps = defineAction<RestrictIpsAction>({
     };
     const a = list('allow', allow);
     const d = list('deny', deny);
-    if (ok && a.length + d.length === 0) ok = !!problem(c, undefined, 'restrict-ips needs at least one CIDR in allow or deny');
-    return ok ? { enforce: enforce as boolean, allow: a, deny: d } : undefined;
+    // The service's references to IP policies: their allow and deny rules join the lists (the ingress resolves them per connection).
+    const p = Array.isArray(ip_policies) && ip_policies.length <= 100 && ip_policies.every((x) => typeof x === 'string' && IPP_ID.test(x)) ? [...new Set(ip_policies as string[])] : undefined;
+    if (!p) ok = !!problem(c, 'ip_policies', 'ip_policies must be a list of at most 100 IP policy ids such as ipp_...');
+    if (ok && a.length + d.length + p!.length === 0) ok = !!problem(c, undefined, 'restrict-ips needs at least one CIDR in allow or deny, or an IP policy in ip_policies');
+    return ok ? { enforce: enforce as boolean, allow: a, deny: d, ...(p!.length ? { ip_policies: p! } : {}) } : undefined;
   },
 });

@@ -305,7 +305,8 @@ export const httpRequest = defineAction<HttpRequestAction>({
 export interface ForwardInternalAction { url: string; binding?: string; on_error: 'halt' | 'continue' }
 export const forwardInternal = defineAction<ForwardInternalAction>({
   type: 'forward-internal',
-  phases: ['on_http_request'],
+  // on_tcp_connect: a TCP or TLS cloud endpoint hands the connection on (server/ingress/cloud-endpoints.ts).
+  phases: ['on_http_request', 'on_tcp_connect'],
   fields: ['url', 'binding', 'on_error'],
   check(c) {
     onlyFields(c, this.fields);
