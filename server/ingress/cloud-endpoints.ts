@@ -244,7 +244,7 @@ export function connectCloudEndpoint(socket: net.Socket, entry: CloudEndpointEnt
   const r = evaluate(policy, 'on_tcp_connect', { now: deps.now(), conn: { client_ip: ip, server_port: deps.publicPort, client_port: socket.remotePort, server_ip: socket.localAddress, ...(version ? { tls_version: version } : {}) }, endpoint: { id: entry.id } }, deps.policyState);
   for (const metadata of r.mutations.logs ?? []) deps.log({ level: 'info', msg: 'traffic policy log action', endpoint: entry.id, metadata });
   if (r.outcome === 'continue') return refuse(socket, line, 'ERR_SERVICE_760');
-  if (r.outcome === 'close' || !('forward_internal' in r.outcome)) return refuse(socket, line, 'traffic_policy');
+  if (r.outcome === 'close' || r.outcome === 'answered' || !('forward_internal' in r.outcome)) return refuse(socket, line, 'traffic_policy');
   const url = r.outcome.forward_internal.url;
   if (hops >= MAX_FORWARDS) return refuse(socket, line, 'ERR_SERVICE_762');
   line.forwarded_to = url;
