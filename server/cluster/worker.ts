@@ -24,6 +24,7 @@ import { PrimaryAsker, RemoteBreaker, RemoteWindows } from './shared-windows.js'
 
 /** What the ingress asks of the gateway, answered from the primary's tunnels (a snapshot it keeps current). */
 class RemoteGateway {
+  /** Counted by the ingress (backends/relay.ts), as in the gateway. */
   readonly relayed = { pooled: 0, stream: 0 };
   private live = new Set<string>();
   private labeled = new Map<string, Readonly<Record<string, string>>>();
@@ -63,7 +64,6 @@ class RemoteGateway {
   labeledTunnels() { return this.labeled; }
   tunnelLive(id: string) { return this.live.has(id); }
   openStream(id: string, req: RelayRequest, client = ''): ClientHttp2Stream {
-    this.relayed.stream++;
     return this.holder.openStream(id, req, client);
   }
   openTcp(id: string, client = ''): ClientHttp2Stream { return this.holder.openTcp(id, client); }

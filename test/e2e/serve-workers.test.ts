@@ -208,5 +208,6 @@ describe('edgeform serve --workers 2 --ingress-connections-per-client 2', () => 
     }
     for (const s of sockets) s.destroy();
     expect(outcomes.filter((o) => o === 'open')).toHaveLength(2);
-  });
+    // A server of its own (two workers) starts in about 20 s on a loaded 2-core machine.
+  }, 120_000);
 });
