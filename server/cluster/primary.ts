@@ -5,7 +5,9 @@
 //  - the routing table: a committed write's ids go to every worker, and its API answer waits
 //    until each has applied them (as ingress.changed() on one process);
 //  - agents' tunnels: what tunnels are online goes to every worker as it changes, and a worker
-//    reaches a tunnel through the holder channel (relay-channel.ts): one in-memory hop;
+//    reaches a tunnel through the holder channel (relay-channel.ts): one in-memory hop, over
+//    pooled upstream connections of its own (its share of --agent-relay-pool) when it can;
+//  - GET /metrics: the workers' ingress counters are asked for and added up (Metrics.othersOf);
 //  - rate limits (traffic policies' rate-limit) and circuit breakers: one set, here (shared-windows.ts);
 //  - per-client bounds: each worker holds 1/N of `--ingress-connections-per-client` and
 //    `--ingress-relays-per-client` (rounded up), so one client spreading its connections over

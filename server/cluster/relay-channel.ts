@@ -3,6 +3,9 @@
 // one stream per relayed request or TCP stream, which the holder pipes into its own
 // `gateway.openStream` / `gateway.openTcp`. The worker gets a ClientHttp2Stream, as from
 // gateway.openStream, so the ingress does not know the difference: one extra in-memory hop.
+// A worker's pooled upstream connections (gateway/relay-pool.ts) are TCP streams of this
+// channel (openUpstream): the holder joins each to a CONNECT stream to the agent and passes
+// bytes on, the HTTP/1.1 over it is the worker's.
 //
 // The shape is that of the channel between instances (server/gateway/peers/, issue 33): a
 // stream to another holder naming a tunnel. The two can become one: the holder side here is

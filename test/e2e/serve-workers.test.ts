@@ -3,7 +3,9 @@
 // pid) that served it; node:cluster hands new connections to the workers in turn, so requests
 // on fresh connections reach both.
 //  - both workers answer an http_response route and a route through `edgeform agent` (the
-//    agent's connection is held by the primary: the workers reach it over the holder channel);
+//    agent's connection is held by the primary: the workers reach it over the holder channel),
+//    over pooled upstream connections of their own, and GET /metrics at the primary counts
+//    what every worker served under one process's metric names;
 //  - a rate limit of 5 per minute allows 5 requests in all, not 5 per worker, and a route's
 //    circuit breaker counts the failures every worker saw;
 //  - a change through the API is served by both workers as soon as the API has answered;
