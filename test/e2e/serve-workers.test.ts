@@ -132,7 +132,8 @@ describe('edgeform serve --workers 2', () => {
     }, 10_000, () => 'no request went over a pooled connection');
     // Every request either worker logged is counted once, whichever worker served it.
     const served = () => ing.lines().filter((l) => l.msg === 'ingress request');
-    await until(async () => (await metric('edgeform_ingress_requests_total')) === served().length, 10_000, async () => `GET /metrics counts ${await metric('edgeform_ingress_requests_total')} requests, the workers logged ${served().length}`);
+    let counted = 0;
+    await until(async () => (counted = await metric('edgeform_ingress_requests_total')) === served().length, 10_000, () => `GET /metrics counts ${counted} requests, the workers logged ${served().length}`);
     expect(new Set(served().map((l) => l.worker)).size).toBe(2);
     expect(await metric('edgeform_ingress_request_duration_seconds_count')).toBe(served().length);
     expect(await metric('edgeform_ingress_connections_total')).toBeGreaterThanOrEqual(served().length);
