@@ -6,7 +6,8 @@
 //      upstream (a keep-alive upstream pool on both sides);
 // each with 1 worker and with every core (`edgeform serve --workers W` beside nginx
 // `worker_processes W`), the servers pinned with taskset to the same W cores, in alternating
-// rounds (edgeform, then nginx, each figure), medians printed with each round's ratio.
+// rounds (each round: for each worker count, edgeform then nginx; every server is started
+// before the first round), medians printed with each round's ratio.
 //
 // It installs nothing: it uses Debian's nginx (`apt-get install -y nginx`) and, when present,
 // wrk (`apt-get install -y wrk`) as the load generator; without wrk it falls back to a Node
@@ -338,6 +339,10 @@ async function main() {
   const row = (name: string, r: Measured) => `  ${name.padEnd(40)} ${r.rps.toFixed(0).padStart(8)} req/s   p50 ${r.p50.toFixed(2).padStart(7)} ms   p99 ${r.p99.toFixed(2).padStart(7)} ms${r.cpuUs ? `   CPU/request ${r.cpuUs.toFixed(0)} µs` : ''}`;
   const results: Record<string, { edge: Measured; nginx: Measured }> = {};
 
+  // Every worker count's servers start first, then each round measures them all in turn (edgeform
+  // then nginx, for each worker count): the machine's load drifts, and a figure of 2 workers
+  // taken minutes after the figure of 1 would say as much about the drift as about the workers.
+  const setups: { w: number; wdir: string; edgePort: number; nginxPort: number; barePort: number; edge: { serve: ChildProcess; agent: ChildProcess }; ngx: ChildProcess; bare?: { child: ChildProcess } }[] = [];
   for (const w of workers) {
     const wdir = path.join(dir, `w${w}`);
     fs.mkdirSync(wdir);
@@ -349,45 +354,60 @@ async function main() {
     const barePort = w === 1 ? await freePort() : 0;
     const bare = w === 1 ? await start(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--role', 'bare-https', String(barePort), files.cert, files.key], { ready: 'ready', cores: serverCores(1) }) : undefined;
     console.log(`${w} worker${w > 1 ? 's' : ''}: servers on core${w > 1 ? 's' : ''} ${serverCores(w).join(',')}; load generator, agent and upstream on ${loadCores(w).join(',')}${serverCores(w).includes(loadCores(w)[0]) ? ' (sharing the servers\' cores)' : ''}`);
-    const figures: [string, string, string][] = [];
-    if (ONLY !== 'agent') figures.push(['fixed', 'edge, http_response backend', 'nginx return 200']);
-    if (ONLY !== 'fixed') figures.push(['agent', 'edge, edgeform agent to the upstream', 'nginx proxy_pass to the upstream']);
-    if (process.env.BENCH_PAUSE) {
-      console.log(`paused: edgeform on ${edgePort}, nginx on ${nginxPort}, ${wdir}`);
-      await new Promise((r) => setTimeout(r, Number(process.env.BENCH_PAUSE) * 1000));
+    if (process.env.BENCH_PAUSE) console.log(`  edgeform on ${edgePort} (${wdir}), nginx on ${nginxPort}`);
+    setups.push({ w, wdir, edgePort, nginxPort, barePort, edge, ngx, bare });
+  }
+  console.log('');
+  if (process.env.BENCH_PAUSE) {
+    console.log(`paused for ${process.env.BENCH_PAUSE} s`);
+    await new Promise((r) => setTimeout(r, Number(process.env.BENCH_PAUSE) * 1000));
+  }
+  const figures: [string, string, string][] = [];
+  if (ONLY !== 'agent') figures.push(['fixed', 'edge, http_response backend', 'nginx return 200']);
+  if (ONLY !== 'fixed') figures.push(['agent', 'edge, edgeform agent to the upstream', 'nginx proxy_pass to the upstream']);
+  const m = (xs: Measured[]): Measured => ({ rps: med(xs.map((x) => x.rps)), p50: med(xs.map((x) => x.p50)), p99: med(xs.map((x) => x.p99)), requests: med(xs.map((x) => x.requests)), cpuUs: xs.every((x) => x.cpuUs !== undefined) ? med(xs.map((x) => x.cpuUs!)) : undefined });
+  for (const [p, edgeName, nginxName] of figures) {
+    const e = new Map<number, Measured[]>(), n = new Map<number, Measured[]>(), b: Measured[] = [];
+    for (const s of setups) {
+      e.set(s.w, []);
+      n.set(s.w, []);
     }
-    try {
-      await runFigures();
-    } catch (err) {
-      // What edgeform logged last says why a measurement failed.
-      console.error(fs.readFileSync(path.join(wdir, 'serve.log'), 'utf8').split('\n').filter((l) => !l.includes('"ingress request"')).slice(-15).join('\n'));
-      throw err;
-    }
-    async function runFigures() {
-    for (const [p, edgeName, nginxName] of figures) {
-      const e: Measured[] = [], n: Measured[] = [], b: Measured[] = [];
-      for (let r = 0; r < ROUNDS; r++) {
-        e.push(await measure(edgePort, caCert.cert, `/${p}`, w, p === 'agent' ? [edge.serve, edge.agent] : [edge.serve]));
-        n.push(await measure(nginxPort, caCert.cert, `/${p}`, w, [ngx]));
-        if (bare && p === 'fixed') b.push(await measure(barePort, caCert.cert, '/', w, [bare.child]));
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const s of setups) {
+        try {
+          e.get(s.w)!.push(await measure(s.edgePort, caCert.cert, `/${p}`, s.w, p === 'agent' ? [s.edge.serve, s.edge.agent] : [s.edge.serve]));
+        } catch (err) {
+          // What edgeform logged last says why a measurement failed.
+          console.error(fs.readFileSync(path.join(s.wdir, 'serve.log'), 'utf8').split('\n').filter((l) => !l.includes('"ingress request"')).slice(-15).join('\n'));
+          throw err;
+        }
+        n.get(s.w)!.push(await measure(s.nginxPort, caCert.cert, `/${p}`, s.w, [s.ngx]));
+        if (s.bare && p === 'fixed') b.push(await measure(s.barePort, caCert.cert, '/', s.w, [s.bare.child]));
       }
-      const m = (xs: Measured[]): Measured => ({ rps: med(xs.map((x) => x.rps)), p50: med(xs.map((x) => x.p50)), p99: med(xs.map((x) => x.p99)), requests: med(xs.map((x) => x.requests)), cpuUs: xs.every((x) => x.cpuUs !== undefined) ? med(xs.map((x) => x.cpuUs!)) : undefined });
-      const em = m(e), nm = m(n);
-      results[`${p}@${w}`] = { edge: em, nginx: nm };
+    }
+    for (const s of setups) {
+      const es = e.get(s.w)!, ns = n.get(s.w)!;
+      const em = m(es), nm = m(ns);
+      results[`${p}@${s.w}`] = { edge: em, nginx: nm };
       const target = p === 'fixed' ? 0.8 : 0.5;
+      console.log(`${s.w} worker${s.w > 1 ? 's' : ''}:`);
       console.log(row(edgeName, em));
       console.log(row(nginxName, nm));
-      if (b.length) {
+      if (s.bare && b.length) {
         const bm = m(b);
         console.log(row('bare node:https (Node\'s own floor)', bm));
         console.log(`    bare node:https/nginx ${(bm.rps / nm.rps).toFixed(2)}${bm.cpuUs && nm.cpuUs ? ` (by CPU per request ${(nm.cpuUs / bm.cpuUs).toFixed(2)})` : ''}; edgeform/bare node:https ${(em.rps / bm.rps).toFixed(2)}${bm.cpuUs && em.cpuUs ? ` (by CPU per request ${(bm.cpuUs / em.cpuUs).toFixed(2)})` : ''}`);
       }
-      console.log(`    edgeform/nginx ${(em.rps / nm.rps).toFixed(2)} of the medians (target at least ${target}; rounds ${e.map((x, i) => (x.rps / n[i].rps).toFixed(2)).join(', ')})${em.cpuUs && nm.cpuUs ? `; by CPU per request ${(nm.cpuUs / em.cpuUs).toFixed(2)}` : ''}`);
+      console.log(`    edgeform/nginx ${(em.rps / nm.rps).toFixed(2)} of the medians (target at least ${target}; rounds ${es.map((x, i) => (x.rps / ns[i].rps).toFixed(2)).join(', ')})${em.cpuUs && nm.cpuUs ? `; by CPU per request ${(nm.cpuUs / em.cpuUs).toFixed(2)}` : ''}`);
     }
+    if (setups.length > 1) {
+      const [lo, hi] = [setups[0], setups[setups.length - 1]];
+      const el = e.get(lo.w)!, eh = e.get(hi.w)!;
+      console.log(`    edgeform ${hi.w} workers over ${lo.w}, round by round: ${eh.map((x, i) => (x.rps / el[i].rps).toFixed(2)).join(', ')}`);
     }
     console.log('');
-    await Promise.all([stop(edge.serve), stop(edge.agent), stop(ngx), ...(bare ? [stop(bare.child)] : [])]);
   }
+  await Promise.all(setups.flatMap((s) => [stop(s.edge.serve), stop(s.edge.agent), stop(s.ngx), ...(s.bare ? [stop(s.bare.child)] : [])]));
   if (workers.length > 1) {
     const [lo, hi] = [workers[0], workers[workers.length - 1]];
     for (const p of ['fixed', 'agent']) {

@@ -192,7 +192,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         });
         if (forked) {
           const local = ingress;
-          ingress = await startWorkers(local, { workers: config.workers!, listeners: [...(config.ingress ?? []), ...(config.ingressHttp ?? [])], gateway, log: logFields }).catch(async (e) => {
+          ingress = await startWorkers(local, { workers: config.workers!, listeners: [...(config.ingress ?? []), ...(config.ingressHttp ?? [])], gateway, metrics, log: logFields }).catch(async (e) => {
             await local.drain(0);
             throw e;
           });

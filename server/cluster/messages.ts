@@ -15,23 +15,33 @@ export interface TunnelSnapshot {
   protos: [string, string][];
   /** Pools (issue 36): endpoints with pooling by hostname or `tcp:PORT`, internal endpoints by `internal:URL`, to their members. */
   pools?: [string, string[]][];
+  /**
+   * Tunnels whose requests go over pooled connections, with the path prefix of their
+   * forwards_to (gateway.pooledPrefix): a worker keeps its own pool of each, TCP streams
+   * through the primary to the agent, as the primary keeps its own (gateway/relay-pool.ts).
+   */
+  pooled: [string, string][];
 }
 
 export type ToWorker =
   | { t: 'tunnels'; snap: TunnelSnapshot }
   | { t: 'changed'; seq: number; ids?: string[] }
-  | { t: 'drain'; deadlineMs: number };
+  | { t: 'drain'; deadlineMs: number }
+  /** The worker's ingress metrics, for the primary's GET /metrics (answered with `metrics`). */
+  | { t: 'metrics'; id: number };
 
 export type ToPrimary =
   | { t: 'ready'; listeners: string[]; agentTcpPorts: number[] }
   | { t: 'applied'; seq: number }
+  /** The worker's ingress metrics (prom-client's getMetricsAsJSON), for the primary's GET /metrics. */
+  | { t: 'metrics'; id: number; metrics: unknown[] }
   /** Whole log lines of the worker, for the primary to write. */
   | { t: 'log'; text: string }
   | { t: 'failed'; message: string; code?: string; syscall?: string; address?: string; port?: number };
 
 /** The tunnels the primary's gateway reaches (its own and, with peers, the other instances'), as the ingress looks them up. */
 export function tunnelSnapshot(gateway: Gateway): TunnelSnapshot {
-  const snap: TunnelSnapshot = { live: [], labeled: [], endpoints: [], tls: [], routes: [], protos: [] };
+  const snap: TunnelSnapshot = { live: [], labeled: [], endpoints: [], tls: [], routes: [], protos: [], pooled: [] };
   for (const t of gateway.reachableTunnels()) {
     snap.live.push(t.id);
     if (t.labels) snap.labeled.push([t.id, { ...t.labels }]);
@@ -44,6 +54,8 @@ export function tunnelSnapshot(gateway: Gateway): TunnelSnapshot {
       if (at) at[1].push(t.id);
       else snap.pools.push([t.pool, [t.id]]);
     }
+    const prefix = gateway.pooledPrefix(t.id);
+    if (prefix !== undefined) snap.pooled.push([t.id, prefix]);
   }
   return snap;
 }

@@ -5,7 +5,9 @@
 //  - the routing table: a committed write's ids go to every worker, and its API answer waits
 //    until each has applied them (as ingress.changed() on one process);
 //  - agents' tunnels: what tunnels are online goes to every worker as it changes, and a worker
-//    reaches a tunnel through the holder channel (relay-channel.ts): one in-memory hop;
+//    reaches a tunnel through the holder channel (relay-channel.ts): one in-memory hop, over
+//    pooled upstream connections of its own (its share of --agent-relay-pool) when it can;
+//  - GET /metrics: the workers' ingress counters are asked for and added up (Metrics.othersOf);
 //  - rate limits (traffic policies' rate-limit) and circuit breakers: one set, here (shared-windows.ts);
 //  - per-client bounds: each worker holds 1/N of `--ingress-connections-per-client` and
 //    `--ingress-relays-per-client` (rounded up), so one client spreading its connections over
@@ -19,6 +21,7 @@ import path from 'node:path';
 import type { Gateway } from '../gateway/gateway.js';
 import type { RunningIngress } from '../ingress/start.js';
 import type { IngressListenerSpec } from '../ingress/types.js';
+import type { Metrics, MetricJson } from '../http/metrics.js';
 import { flushLogLines } from '../log-lines.js';
 import { serveHolder } from './relay-channel.js';
 import { serveWindows } from './shared-windows.js';
@@ -31,9 +34,14 @@ export interface ClusterOptions {
   log: (fields: Record<string, unknown>) => void;
   /** Where the workers' log lines are written (whole lines; default this process's standard output, after its own pending lines). */
   writeText?: (text: string) => void;
+  /** The server's metrics: GET /metrics adds up the workers' ingress counters (Metrics.othersOf). */
+  metrics?: Metrics;
   /** How long a worker may take to start (read the table, listen) before the start fails. */
   startTimeoutMs?: number;
 }
+
+/** How long GET /metrics waits for a worker's counters; one that has not answered by then is left out of that answer (and logged). */
+export const METRICS_WAIT_MS = 2000;
 
 const writeText = (text: string) => {
   flushLogLines();
@@ -76,7 +84,38 @@ export async function startWorkers(local: RunningIngress, o: ClusterOptions): Pr
     }
   };
   /** A worker that exited no longer holds up any write's answer. */
-  const gone = (id: number) => { for (const s of [...waiting.keys()]) applied(id, s); };
+  const gone = (id: number) => {
+    for (const s of [...waiting.keys()]) applied(id, s);
+    for (const ask of asked.values()) ask.answered(id, undefined);
+  };
+
+  // GET /metrics: each worker's ingress counters, asked for when the metrics are read.
+  let metricsSeq = 0;
+  const asked = new Map<number, { answered: (worker: number, metrics: MetricJson[] | undefined) => void }>();
+  const workerMetrics = () => new Promise<MetricJson[][]>((resolve) => {
+    const id = ++metricsSeq;
+    const live = workers.filter((w) => w.isConnected() && ready.has(w.id));
+    const left = new Set(live.map((w) => w.id));
+    const got: MetricJson[][] = [];
+    const finish = () => {
+      clearTimeout(timer);
+      asked.delete(id);
+      resolve(got);
+    };
+    const timer = setTimeout(() => {
+      o.log({ level: 'warn', msg: `GET /metrics: ${left.size} ingress worker(s) did not send their counters within ${METRICS_WAIT_MS} ms; their counts are missing from this answer`, workers: workers.filter((w) => left.has(w.id)).map((w) => w.process.pid) });
+      finish();
+    }, METRICS_WAIT_MS);
+    asked.set(id, {
+      answered(worker, metrics) {
+        if (!left.delete(worker)) return;
+        if (metrics) got.push(metrics);
+        if (!left.size) finish();
+      },
+    });
+    if (!left.size) return finish();
+    for (const w of live) send(w, { t: 'metrics', id });
+  });
 
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the ingress workers did not start within ${(o.startTimeoutMs ?? 120_000) / 1000} s`)), o.startTimeoutMs ?? 120_000);
@@ -93,6 +132,7 @@ export async function startWorkers(local: RunningIngress, o: ClusterOptions): Pr
             resolve();
           }
         } else if (m.t === 'applied') applied(w.id, m.seq);
+        else if (m.t === 'metrics') asked.get(m.id)?.answered(w.id, m.metrics as MetricJson[]);
         else if (m.t === 'log') (o.writeText ?? writeText)(m.text);
         else if (m.t === 'failed') {
           clearTimeout(timer);
@@ -121,6 +161,7 @@ export async function startWorkers(local: RunningIngress, o: ClusterOptions): Pr
     throw e;
   });
 
+  if (o.metrics) o.metrics.othersOf = workerMetrics;
   const first = ready.values().next().value!;
   const pids = workers.map((w) => w.process.pid!);
   return {
@@ -139,6 +180,7 @@ export async function startWorkers(local: RunningIngress, o: ClusterOptions): Pr
     },
     async drain(deadlineMs) {
       stopping = true;
+      if (o.metrics?.othersOf === workerMetrics) o.metrics.othersOf = undefined;
       unwatch();
       await Promise.all(workers.map((w) => new Promise<void>((resolve) => {
         if (w.isDead()) return resolve();

@@ -3,6 +3,9 @@
 // one stream per relayed request or TCP stream, which the holder pipes into its own
 // `gateway.openStream` / `gateway.openTcp`. The worker gets a ClientHttp2Stream, as from
 // gateway.openStream, so the ingress does not know the difference: one extra in-memory hop.
+// A worker's pooled upstream connections (gateway/relay-pool.ts) are TCP streams of this
+// channel (openUpstream): the holder joins each to a CONNECT stream to the agent and passes
+// bytes on, the HTTP/1.1 over it is the worker's.
 //
 // The shape is that of the channel between instances (server/gateway/peers/, issue 33): a
 // stream to another holder naming a tunnel. The two can become one: the holder side here is
@@ -13,7 +16,8 @@ import fs from 'node:fs';
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import net from 'node:net';
 import { CONNECTION_HEADERS } from '../../agent/protocol.js';
-import { H2_WINDOW, RELAY_WINDOW } from '../gateway/connection.js';
+import { H2_WINDOW, OPEN_TIMEOUT_MS, RELAY_WINDOW } from '../gateway/connection.js';
+import { upstreamReached } from '../gateway/relay-pool.js';
 import type { Gateway } from '../gateway/gateway.js';
 
 /** Headers of a channel stream that name what it is for; removed before the agent sees the rest. */
@@ -130,6 +134,15 @@ export class HolderClient {
 
   openTcp(tunnelId: string, client = ''): ClientHttp2Stream {
     return this.connection().request({ ':method': 'POST', ':path': '/', [TUNNEL]: tunnelId, [KIND]: 'tcp', [CLIENT]: client }, { endStream: false });
+  }
+
+  /**
+   * A connection for a worker's pool (gateway/relay-pool.ts): a TCP stream through the holder
+   * to the tunnel's upstream, once the agent reached it. The holder only passes its bytes on
+   * (join); the HTTP/1.1 over it is the worker's, as the holder's own pooled connections are its own.
+   */
+  openUpstream(tunnelId: string): Promise<ClientHttp2Stream> {
+    return upstreamReached(this.openTcp(tunnelId), OPEN_TIMEOUT_MS);
   }
 
   close() {

@@ -7,7 +7,8 @@
 import type { ClientHttp2Stream } from 'node:http2';
 import type { ServerConfig } from '../config.js';
 import type { Gateway } from '../gateway/gateway.js';
-import { Metrics } from '../http/metrics.js';
+import { DEFAULT_RELAY_POOL, RelayPool, type PooledConnection } from '../gateway/relay-pool.js';
+import { isIngressMetric, Metrics } from '../http/metrics.js';
 import { DEFAULT_CONNECTIONS_PER_CLIENT, LISTENER_LIMITS } from '../ingress/listen.js';
 import { DEFAULT_BUFFER_MIB, DEFAULT_UNREAD_MIB } from '../ingress/buffer-budget.js';
 import { DEFAULT_RELAYS_PER_CLIENT } from '../ingress/client-relays.js';
@@ -23,6 +24,7 @@ import { PrimaryAsker, RemoteBreaker, RemoteWindows } from './shared-windows.js'
 
 /** What the ingress asks of the gateway, answered from the primary's tunnels (a snapshot it keeps current). */
 class RemoteGateway {
+  /** Counted by the ingress (backends/relay.ts), as in the gateway. */
   readonly relayed = { pooled: 0, stream: 0 };
   private live = new Set<string>();
   private labeled = new Map<string, Readonly<Record<string, string>>>();
@@ -30,10 +32,15 @@ class RemoteGateway {
   private tls = new Set<string>();
   private routes = new Map<string, FullDoc>();
   private protos = new Map<string, string>();
-  /** Pools and internal endpoints (issue 36), by key, and each one's next turn (per worker). */
-  private pools = new Map<string, string[]>();
+  /** Endpoint pools and internal endpoints (issue 36), by key, and each one's next turn (per worker). */
+  private endpointPools = new Map<string, string[]>();
   private turns = new Map<string, number>();
-  constructor(private readonly holder: HolderClient) {}
+  /** The path prefix of each tunnel whose requests go over pooled connections. */
+  private prefixes = new Map<string, string>();
+  /** This worker's pooled connections, per tunnel: TCP streams through the primary to the upstream. */
+  private pools = new Map<string, RelayPool>();
+  /** @param poolSize pooled connections per tunnel in this worker (its share of --agent-relay-pool). */
+  constructor(private readonly holder: HolderClient, private readonly poolSize: number) {}
 
   update(s: TunnelSnapshot) {
     this.live = new Set(s.live);
@@ -42,28 +49,51 @@ class RemoteGateway {
     this.tls = new Set(s.tls);
     this.routes = new Map(s.routes);
     this.protos = new Map(s.protos);
-    this.pools = new Map(s.pools ?? []);
+    this.endpointPools = new Map(s.pools ?? []);
+    const prefixes = new Map(s.pooled);
+    // A pool whose tunnel went (or now has another prefix) goes with it.
+    for (const [id, pool] of this.pools) {
+      if (prefixes.get(id) === this.prefixes.get(id)) continue;
+      pool.closeAll();
+      this.pools.delete(id);
+    }
+    this.prefixes = prefixes;
+  }
+
+  closePools() {
+    for (const pool of this.pools.values()) pool.closeAll();
+    this.pools.clear();
   }
 
   labeledTunnels() { return this.labeled; }
   tunnelLive(id: string) { return this.live.has(id); }
   openStream(id: string, req: RelayRequest, client = ''): ClientHttp2Stream {
-    this.relayed.stream++;
     return this.holder.openStream(id, req, client);
   }
   openTcp(id: string, client = ''): ClientHttp2Stream { return this.holder.openTcp(id, client); }
-  /** No pooled connections across the channel: each relayed request is its own stream to the primary. */
-  takePooled() { return undefined; }
-  endpointTunnel(host: string) { return this.endpoints.get(host) ?? this.pools.get(host)?.[0]; }
+  endpointTunnel(host: string) { return this.endpoints.get(host) ?? this.endpointPools.get(host)?.[0]; }
   pickEndpointTunnel(host: string) { return this.endpoints.get(host) ?? this.next(host); }
   pickInternalTunnel(url: string) { return this.next(`internal:${url}`); }
-  hasInternalTunnel(url: string) { return !!this.pools.get(`internal:${url}`)?.length; }
+  hasInternalTunnel(url: string) { return !!this.endpointPools.get(`internal:${url}`)?.length; }
   private next(key: string): string | undefined {
-    const members = this.pools.get(key);
+    const members = this.endpointPools.get(key);
     if (!members?.length) return undefined;
     const turn = this.turns.get(key) ?? 0;
     this.turns.set(key, (turn + 1) % 1_000_000);
     return members[turn % members.length];
+  }
+  /**
+   * An idle pooled connection of this worker to the tunnel's upstream, as the primary's gateway
+   * gives its own (gateway.takePooled): HTTP/1.1 spoken here, over a TCP stream the primary
+   * only passes on; undefined when none is idle (the request goes as a stream of its own).
+   */
+  takePooled(id: string): { conn: PooledConnection; prefix: string } | undefined {
+    const prefix = this.prefixes.get(id);
+    if (prefix === undefined || this.poolSize <= 0) return undefined;
+    let pool = this.pools.get(id);
+    if (!pool) this.pools.set(id, (pool = new RelayPool(this.poolSize, () => this.holder.openUpstream(id))));
+    const conn = pool.take();
+    return conn && { conn, prefix };
   }
   isTlsEndpoint(id: string) { return this.tls.has(id); }
   endpointRoute(id: string) { return this.routes.get(id); }
@@ -110,14 +140,16 @@ export async function runIngressWorker(config: ServerConfig): Promise<void> {
     if (!box) throw new Error('no secret key: the primary should have made one');
     const ctx: ServerContext = { db, box, publicUrl: config.publicUrl ?? '' };
     const holder = new HolderClient(process.env.EDGEFORM_WORKER_HOLDER!);
-    const gateway = new RemoteGateway(holder);
+    // Each worker holds its share of --agent-relay-pool: the agent keeps as many upstream connections as with one process.
+    const gateway = new RemoteGateway(holder, share(config.agentRelayPool ?? DEFAULT_RELAY_POOL, workers));
+    const metrics = new Metrics();
     const ingress = await startIngress({
       listeners: [...(config.ingress ?? []), ...(config.ingressHttp ?? [])],
       ctx,
       databaseUrl: config.databaseUrl,
       dataDir: config.dataDir ?? 'data',
       gateway: gateway as unknown as Gateway,
-      metrics: new Metrics(),
+      metrics,
       log: logFields,
       writeLine: write,
       relaysPerClient: share(config.ingressRelaysPerClient ?? DEFAULT_RELAYS_PER_CLIENT, workers),
@@ -142,6 +174,7 @@ export async function runIngressWorker(config: ServerConfig): Promise<void> {
       if (draining) return;
       draining = true;
       await ingress.drain(deadlineMs);
+      gateway.closePools();
       holder.close();
       await db.close();
       await flush();
@@ -155,6 +188,10 @@ export async function runIngressWorker(config: ServerConfig): Promise<void> {
           send({ t: 'applied', seq: m.seq });
         });
       } else if (m.t === 'drain') void drain(m.deadlineMs);
+      else if (m.t === 'metrics') {
+        // This worker's ingress counters, for the primary's GET /metrics to add up (the rest are the primary's).
+        metrics.registry.getMetricsAsJSON().then((all) => all.filter(isIngressMetric), () => []).then((list) => send({ t: 'metrics', id: m.id, metrics: list }));
+      }
     });
     // The primary is gone (it crashed, or was killed): nothing keeps this worker's table current.
     process.on('disconnect', () => void drain(0));

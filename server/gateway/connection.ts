@@ -6,7 +6,7 @@ import type { Socket } from 'node:net';
 import { CONNECTION_HEADERS, MAX_CONTROL_BODY, TUNNEL_HEADER } from '../../agent/protocol.js';
 import { ApiError } from '../http/errors.js';
 import { RESET_PACE, ResetPacer, type ResetPace } from './reset-pacer.js';
-import { RelayPool, type PooledConnection } from './relay-pool.js';
+import { RelayPool, upstreamReached, type PooledConnection } from './relay-pool.js';
 
 /** HTTP/2 settings of both ends: a large window so one stream can fill a fast link. */
 export const H2_WINDOW = 4 * 1024 * 1024;
@@ -35,7 +35,7 @@ const WITHOUT_BODY = { ...STREAM_OPTIONS, endStream: true };
 export class TimeoutError extends Error {}
 
 /** How long the agent has to reach a tunnel's upstream for a pooled connection. */
-const OPEN_TIMEOUT_MS = 10_000;
+export const OPEN_TIMEOUT_MS = 10_000;
 
 export interface ControlReply { status: number; body: any }
 
@@ -174,23 +174,7 @@ export class AgentConnection {
 
   /** A CONNECT stream the agent joined to the tunnel's upstream; fails when the agent could not reach it. */
   private openUpstream(tunnelId: string): Promise<ClientHttp2Stream> {
-    return new Promise((resolve, reject) => {
-      const stream = this.openTcp(tunnelId);
-      stream.on('error', () => {});
-      const done = (ok: boolean) => {
-        clearTimeout(timer);
-        stream.off('response', onResponse);
-        stream.off('close', onClose);
-        if (ok) return resolve(stream);
-        if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
-        reject(new Error('the agent did not reach the upstream'));
-      };
-      const onResponse = (h: http2.IncomingHttpHeaders) => done(Number(h[':status']) === 200);
-      const onClose = () => done(false);
-      const timer = setTimeout(done, OPEN_TIMEOUT_MS, false);
-      stream.on('response', onResponse);
-      stream.on('close', onClose);
-    });
+    return upstreamReached(this.openTcp(tunnelId), OPEN_TIMEOUT_MS);
   }
 
   /** A raw TCP stream to a tunnel's upstream (an HTTP/2 CONNECT stream; WebSockets ride on these too). */

@@ -650,6 +650,19 @@ export class Gateway implements LocalHolder {
     return pooled && { conn: pooled, prefix };
   }
 
+  /**
+   * For a pool held elsewhere (an ingress worker's, server/cluster/): the path prefix of the
+   * tunnel's forwards_to when requests to it may go over pooled connections, each a TCP stream
+   * through this gateway (openTcp); undefined when they may not (the pool is off, the upstream
+   * is not plain HTTP, another instance or an attached session holds the tunnel).
+   */
+  pooledPrefix(tunnelId: string): string | undefined {
+    if ((this.opts.relayPool ?? DEFAULT_RELAY_POOL) <= 0) return undefined;
+    const session = this.tunnels.get(tunnelId);
+    if (session === undefined || !this.sessions.has(session)) return undefined;
+    return this.plainHttp.get(tunnelId);
+  }
+
   private connOf(tunnelId: string): AgentConnection | AttachedSession {
     const session = this.tunnels.get(tunnelId);
     const live = session ? this.sessions.get(session)?.conn ?? this.attached.get(session) : undefined;

@@ -11,7 +11,7 @@
 // (ClientHttp2Session.request) and the agent a full HTTP/2 server request and an undici one;
 // a pooled one costs the server one HTTP/1.1 exchange on a stream that exists already, and the
 // agent two socket writes (bench/README.md).
-import type { ClientHttp2Stream } from 'node:http2';
+import { constants, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
 import { Readable } from 'node:stream';
 import type { Client, Dispatcher } from 'undici';
 import { HELD, type HoldingSource } from '../ingress/buffer-budget.js';
@@ -30,6 +30,30 @@ const KEEP_ALIVE = { keepAliveTimeout: 600_000, keepAliveMaxTimeout: 600_000, ke
 let undici: Promise<typeof import('undici')> | undefined;
 /** undici, loaded when the first pooled connection opens: loading it was a tenth of a CPU second or more of every serve start (issue 29). */
 const loadUndici = () => (undici ??= import('undici'));
+
+/**
+ * A CONNECT stream to a tunnel's upstream once the agent answered 200 (it reached the
+ * upstream): the stream a pooled connection speaks over. Fails (and cancels the stream) when
+ * the agent answered otherwise, the stream closed, or `timeoutMs` passed first.
+ */
+export function upstreamReached(stream: ClientHttp2Stream, timeoutMs: number): Promise<ClientHttp2Stream> {
+  return new Promise((resolve, reject) => {
+    stream.on('error', () => {});
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      stream.off('response', onResponse);
+      stream.off('close', onClose);
+      if (ok) return resolve(stream);
+      if (!stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
+      reject(new Error('the agent did not reach the upstream'));
+    };
+    const onResponse = (h: IncomingHttpHeaders) => done(Number(h[':status']) === 200);
+    const onClose = () => done(false);
+    const timer = setTimeout(done, timeoutMs, false);
+    stream.on('response', onResponse);
+    stream.on('close', onClose);
+  });
+}
 
 /** One CONNECT stream to the upstream and the HTTP/1.1 client that speaks over it. */
 export class PooledConnection {

@@ -2,8 +2,14 @@
 // API port without a token: counts and durations by route template, edge id and status,
 // never a path a client chose, a host name, an address or a secret. One registry per server,
 // so servers started side by side in one process (tests) do not mix their figures.
-import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
 import { RequestMetrics } from './request-metrics.js';
+
+/** The metrics the ingress counts: with ingress workers (server/cluster/), each counts its own and GET /metrics adds them up. */
+export const isIngressMetric = (m: { name: string }) => m.name.startsWith('edgeform_ingress_');
+
+/** A metric as prom-client's getMetricsAsJSON gives it (what a worker sends the primary). */
+export type MetricJson = Awaited<ReturnType<Registry['getMetricsAsJSON']>>[number];
 
 const SECONDS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -30,6 +36,8 @@ export class Metrics {
     name: 'edgeform_ingress_table_version',
     help: 'Version of the routing table in use (it grows with every reload).',
     registers: [this.registry],
+    // With ingress workers, each has its own table: the newest is reported.
+    aggregator: 'max',
     collect: () => {
       if (this.tableVersionOf) this.tableVersion.set(this.tableVersionOf());
     },
@@ -157,7 +165,22 @@ export class Metrics {
     this.ingress.observe(edge, undefined, status, seconds);
   }
 
+  /**
+   * The ingress metrics of the other processes serving this server's listeners (the ingress
+   * workers of `--workers N`, server/cluster/), each process's as getMetricsAsJSON gives them:
+   * GET /metrics adds them to this process's, under the same names, as one server's.
+   */
+  othersOf?: () => Promise<MetricJson[][]>;
+
   async render(): Promise<{ contentType: string; text: string }> {
-    return { contentType: this.registry.contentType, text: await this.registry.metrics() };
+    if (!this.othersOf) return { contentType: this.registry.contentType, text: await this.registry.metrics() };
+    const [own, others] = await Promise.all([this.registry.getMetricsAsJSON(), this.othersOf()]);
+    // Counters and histograms summed by label set, gauges by their aggregator (prom-client's
+    // cluster aggregation); every other metric (the process's, the database's, the agents')
+    // is this process's own, as it is with one process.
+    const summed = AggregatorRegistry.aggregate([own.filter(isIngressMetric), ...others.map((o) => o.filter(isIngressMetric))]);
+    const out = new Registry();
+    for (const m of own) out.registerMetric((isIngressMetric(m) && summed.getSingleMetric(m.name)) || ({ ...m, get: () => m } as unknown as Metric));
+    return { contentType: out.contentType, text: await out.metrics() };
   }
 }

@@ -99,15 +99,23 @@ async function relayed(ing: Ingress): Promise<{ pooled: number; stream: number }
 const get = (ing: Ingress, cert: string, p: string, o: { method?: string; body?: Buffer } = {}) =>
   edgeRequest({ port: ing.port(443), host: 'app.example.com', path: p, ca: cert, ...o });
 
-/** Sends requests until one went over a pooled connection (the first ones open it). */
-async function warmUntil(send: () => Promise<{ status: number }>, pooledCount: () => Promise<number> | number) {
-  const before = await pooledCount();
+/**
+ * The ingress processes of the `edgeform serve` servers here (EDGEFORM_TEST_WORKERS, test/helpers/serve.ts):
+ * each worker keeps a pool of its own, and requests on fresh connections reach them in turn.
+ */
+const WORKERS = Number(process.env.EDGEFORM_TEST_WORKERS) || 1;
+
+/** Sends requests until one went over a pooled connection (the first ones open it); with workers, until `workers` in a row did (every worker's pool is open). */
+async function warmUntil(send: () => Promise<{ status: number }>, pooledCount: () => Promise<number> | number, workers = 1) {
+  let inRow = 0;
   await until(async () => {
+    const before = await pooledCount();
     expect((await send()).status).toBe(200);
-    return (await pooledCount()) > before;
+    inRow = (await pooledCount()) > before ? inRow + 1 : 0;
+    return inRow >= workers;
   }, 10_000, () => 'no request went over a pooled connection');
 }
-const warm = (ing: Ingress, cert: string) => warmUntil(() => get(ing, cert, '/who'), async () => (await relayed(ing)).pooled);
+const warm = (ing: Ingress, cert: string) => warmUntil(() => get(ing, cert, '/who'), async () => (await relayed(ing)).pooled, WORKERS);
 
 let local: TestServer;
 let inProcess: HttpIngress;
@@ -161,7 +169,8 @@ describe('relayed HTTP requests over pooled upstream connections', () => {
     expect(after.pooled - before.pooled).toBe(6);
     expect(after.stream).toBe(before.stream);
     const seen = replies.map((r) => JSON.parse(r.text));
-    expect(new Set(seen.map((s) => s.conn)).size).toBe(1);
+    // One kept-alive connection (each worker's own, with workers).
+    expect(new Set(seen.map((s) => s.conn)).size).toBe(WORKERS);
     expect(seen[3].url).toBe('/base/who?i=3');
     expect(seen[3].headers).toMatchObject({ host: 'app.example.com', 'x-forwarded-for': '127.0.0.1', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'app.example.com' });
     expect(seen[3].headers['edgeform-tunnel-id']).toBeUndefined();

@@ -3,7 +3,9 @@
 // pid) that served it; node:cluster hands new connections to the workers in turn, so requests
 // on fresh connections reach both.
 //  - both workers answer an http_response route and a route through `edgeform agent` (the
-//    agent's connection is held by the primary: the workers reach it over the holder channel);
+//    agent's connection is held by the primary: the workers reach it over the holder channel),
+//    over pooled upstream connections of their own, and GET /metrics at the primary counts
+//    what every worker served under one process's metric names;
 //  - a rate limit of 5 per minute allows 5 requests in all, not 5 per worker, and a route's
 //    circuit breaker counts the failures every worker saw;
 //  - a change through the API is served by both workers as soon as the API has answered;
@@ -115,6 +117,30 @@ describe('edgeform serve --workers 2', () => {
     }
   });
 
+  it('relays over pooled upstream connections from the workers, and GET /metrics counts what every worker served, under one process\'s names', async () => {
+    /** The sum of a metric's series in GET /metrics (at the primary: the API port). */
+    const metric = async (name: string, labels = '') => {
+      const text = await (await fetch(`${ing.url}/metrics`)).text();
+      let sum = 0;
+      for (const m of text.matchAll(new RegExp(`^${name}(\\{[^}]*\\})? (\\S+)$`, 'gm'))) if ((m[1] ?? '').includes(labels)) sum += Number(m[2]);
+      return sum;
+    };
+    // The first requests through a worker open its pool (they go as streams of their own meanwhile).
+    await until(async () => {
+      expect((await get('/agent/x')).status).toBe(200);
+      return (await metric('edgeform_ingress_relayed_requests_total', 'transport="pooled"')) >= 2;
+    }, 10_000, () => 'no request went over a pooled connection');
+    // Every request either worker logged is counted once, whichever worker served it.
+    const served = () => ing.lines().filter((l) => l.msg === 'ingress request');
+    let counted = 0;
+    await until(async () => (counted = await metric('edgeform_ingress_requests_total')) === served().length, 10_000, () => `GET /metrics counts ${counted} requests, the workers logged ${served().length}`);
+    expect(new Set(served().map((l) => l.worker)).size).toBe(2);
+    expect(await metric('edgeform_ingress_request_duration_seconds_count')).toBe(served().length);
+    expect(await metric('edgeform_ingress_connections_total')).toBeGreaterThanOrEqual(served().length);
+    // The primary's own metrics are there once, as with one process.
+    expect(await metric('edgeform_database_up')).toBe(1);
+  });
+
   it('allows 5 requests in all for a rate limit of 5 per minute, whichever worker serves them', async () => {
     const statuses: number[] = [];
     const from = ing.lines().length;
@@ -185,5 +211,6 @@ describe('edgeform serve --workers 2 --ingress-connections-per-client 2', () => 
     }
     for (const s of sockets) s.destroy();
     expect(outcomes.filter((o) => o === 'open')).toHaveLength(2);
-  });
+    // A server of its own (two workers) starts in about 20 s on a loaded 2-core machine.
+  }, 120_000);
 });

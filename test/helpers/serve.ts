@@ -29,9 +29,11 @@ export interface Serving {
  * The tests written before `--workers` (issue 34) look at one process (its log, its metrics,
  * its memory): one process is the default, and they say so explicitly, so that an
  * EDGEFORM_WORKERS in the environment running the tests does not change them. A test of
- * workers passes `--workers N`, which wins over this.
+ * workers passes `--workers N` (or EDGEFORM_WORKERS in `env`), which wins over this. To run
+ * existing tests against workers, EDGEFORM_TEST_WORKERS=N in the environment running them
+ * starts every server of theirs with N: `EDGEFORM_TEST_WORKERS=2 npx vitest run test/e2e/x.test.ts`.
  */
-const ONE_PROCESS = { EDGEFORM_WORKERS: '1' };
+const ONE_PROCESS = { EDGEFORM_WORKERS: process.env.EDGEFORM_TEST_WORKERS || '1' };
 
 /** Spawns `edgeform serve --port 0 ...` and waits for its listening line. */
 export async function serve(args: string[], env: Record<string, string> = {}): Promise<Serving> {
