@@ -16,7 +16,7 @@ export const COMMAND_LIST: [name: string, term: string, description: string][] =
   ["backup", "backup [options] <file>", "Write a consistent copy of the server's database to FILE, while the server runs: every write acknowledged before the backup began is in it. SQLite: a snapshot of the database file (VACUUM INTO); PostgreSQL: pg_dump in its custom format. The secret key is not in the backup: keep it too, apart."],
   ["restore", "restore [options] <file>", "Replace the server's database with a backup made by edgeform backup. Refused while a server runs on the database: stop every instance first. The server then starts on it with the key the backup was taken under."],
   ["force-unlock", "force-unlock [options] <stack> <lock-id>", "Release a stack's lock left by a run that is gone (a killed CI job). Only when no run holds it any more: two runs at once may duplicate resources."],
-  ["policy", "policy", "Work with traffic-policy documents offline."],
+  ["policy", "policy", "Work with traffic-policy documents: test one offline, or show a route as the policy the ingress runs for it."],
   ["version", "version [options]", "Print the version of edgeform, the API version it speaks, and the Node.js and platform it runs on."],
   ["completion", "completion <shell>", "Print a shell completion script for commands and flags.\n\n  bash:  source <(edgeform completion bash)        (or write it to /etc/bash_completion.d/edgeform)\n  zsh:   edgeform completion zsh > \"${fpath[1]}/_edgeform\"\n  fish:  edgeform completion fish > ~/.config/fish/completions/edgeform.fish"],
 ];

@@ -40,6 +40,15 @@ const refineEndpoint: Refinement = (doc, ctx) => {
   if (typeof doc.traffic_policy !== 'string') return;
   const r = parseTrafficPolicy(doc.traffic_policy);
   if (!r.ok) return;
+  // A route module's action runs only where the module can (an edge's route): never accepted here and skipped.
+  for (const [ph, rules] of Object.entries(r.policy)) {
+    for (const [i, rule] of ((rules ?? []) as { actions?: { type?: string }[] }[]).entries()) {
+      const j = (rule.actions ?? []).findIndex((a) => typeof a.type === 'string' && a.type.startsWith('module-'));
+      if (j < 0) continue;
+      ctx.addIssue({ code: 'custom', path: ['traffic_policy'], message: `${rule.actions![j].type} is a route module's action: it runs on an edge's route only (edgeform policy show prints them); a cloud endpoint's policy uses the service's actions (restrict-ips, basic-auth, ...)`, params: { policyPath: `${ph}[${i}].actions[${j}].type` } });
+      return;
+    }
+  }
   const phase = decidingPhase(u.scheme);
   if (phase === 'on_tcp_connect' && (r.policy.on_http_request || r.policy.on_http_response)) {
     ctx.addIssue({ code: 'custom', path: ['traffic_policy'], message: `a ${u.scheme} endpoint carries connections, not HTTP requests: its policy has on_tcp_connect only`, params: { policyPath: r.policy.on_http_request ? 'on_http_request' : 'on_http_response' } });

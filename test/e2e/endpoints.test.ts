@@ -61,6 +61,7 @@ describe('cloud endpoints', () => {
     { reason: 'a redirect with from ends only the URLs that match it', field: 'traffic_policy', policy: { on_http_request: [{ actions: [{ type: 'redirect', config: { from: '^https://old\\.', to: 'https://new.example.com/' } }] }] }, says: /on_http_request\[0\] can fall through: it has no terminating action/ },
     { reason: 'no phase for requests at all', field: 'traffic_policy', policy: { on_http_response: [{ actions: [{ type: 'deny' }] }] }, says: /on_http_request has no rule/ },
     { reason: 'an HTTP phase on a TCP endpoint', field: 'traffic_policy', url: 'tcp://t.endpoints.example:9001', policy: { on_http_request: [{ actions: [{ type: 'deny' }] }] }, says: /on_tcp_connect only/ },
+    { reason: 'a route module\'s action, which runs on an edge\'s route only', field: 'traffic_policy', policy: { on_http_request: [{ actions: [{ type: 'module-ip-restriction', config: { ip_policy_ids: [] } }, { type: 'deny' }] }] }, says: /module-ip-restriction is a route module's action: it runs on an edge's route only/ },
   ])('refused at create, naming the rule: $reason', async ({ field, policy, says, url }) => {
     const body = expectInvalid(await s.post('/endpoints', { url: url ?? `https://${host()}`, traffic_policy: JSON.stringify(policy) }), field);
     expect(body.msg).toMatch(says);
