@@ -154,6 +154,10 @@ describe('a session resumed after a server restart keeps its id (SQLite)', () =>
 
   it('the resume key is a sealed setting: after a secret-key rotation it is re-sealed, and the session still resumes with its id', { timeout: 120_000 }, async () => {
     const [before] = await sessions(s);
+    // The session is listed once its row is written, before the SDK has its cookie; it has it
+    // once it binds its tunnel again on that session. Stopping the server in between would
+    // leave the SDK with the previous, restarted session's cookie, which no longer resumes.
+    await until(() => s.logs.some((l) => /agent tunnel bound \(version 2\)/.test(l) && l.includes(before.id)), 20_000, () => `the SDK did not bind its tunnel on ${before.id}`);
     const row = await s.server.db.prisma.setting.findUnique({ where: { key: 'sealed:agent_resume_key' } });
     expect(row?.value).toBeTruthy();
     running = false;

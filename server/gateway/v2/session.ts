@@ -196,7 +196,9 @@ export class V2Connection implements AttachedSession {
     }
     this.authed = true;
     this.gw.gateway.attach(this.state.id, this);
-    this.gw.log({ level: 'info', msg: resumed || vouched ? 'agent session resumed (version 2)' : 'agent session started (version 2)', session: this.state.id, credential: credential.credentialId, ip: this.ip, client: String(extra.clienttype ?? '') });
+    // An agent that asked to resume and got a new session: why (the server ended that one on purpose, or its cookie does not hold).
+    const notResumed = clientId && !resumed && !vouched ? { not_resumed: clientId, why: ended ? `the server ended it (${ended})` : 'its resume cookie is not valid here' } : {};
+    this.gw.log({ level: 'info', msg: resumed || vouched ? 'agent session resumed (version 2)' : 'agent session started (version 2)', session: this.state.id, credential: credential.credentialId, ip: this.ip, client: String(extra.clienttype ?? ''), ...notResumed });
     answer(s, {
       Version: '3', ClientId: this.state.id,
       Extra: { Version: this.gw.opts.version, Region: this.gw.opts.region, Cookie: this.gw.cookieFor(this.state), AccountName: '', SessionDuration: 0, PlanName: '', Banner: '', AgentSessionID: this.state.id },
