@@ -14,6 +14,7 @@ import { DEFAULT_BUFFER_MIB, DEFAULT_UNREAD_MIB } from '../ingress/buffer-budget
 import { DEFAULT_RELAYS_PER_CLIENT } from '../ingress/client-relays.js';
 import { startIngress } from '../ingress/start.js';
 import type { FullDoc } from '../ingress/types.js';
+import { Turns } from '../ingress/backends/tunnel-group.js';
 import { FLUSH_MS, logLine } from '../log-lines.js';
 import type { ServerContext } from '../resources/context.js';
 import { openDatabase } from '../store/db.js';
@@ -34,7 +35,7 @@ class RemoteGateway {
   private protos = new Map<string, string>();
   /** Endpoint pools and internal endpoints (issue 36), by key, and each one's next turn (per worker). */
   private endpointPools = new Map<string, string[]>();
-  private turns = new Map<string, number>();
+  private turns = new Turns();
   /** The path prefix of each tunnel whose requests go over pooled connections. */
   private prefixes = new Map<string, string>();
   /** This worker's pooled connections, per tunnel: TCP streams through the primary to the upstream. */
@@ -76,11 +77,7 @@ class RemoteGateway {
   pickInternalTunnel(url: string) { return this.next(`internal:${url}`); }
   hasInternalTunnel(url: string) { return !!this.endpointPools.get(`internal:${url}`)?.length; }
   private next(key: string): string | undefined {
-    const members = this.endpointPools.get(key);
-    if (!members?.length) return undefined;
-    const turn = this.turns.get(key) ?? 0;
-    this.turns.set(key, (turn + 1) % 1_000_000);
-    return members[turn % members.length];
+    return this.turns.pick(key, this.endpointPools.get(key) ?? []);
   }
   /**
    * An idle pooled connection of this worker to the tunnel's upstream, as the primary's gateway

@@ -17,6 +17,7 @@ import { authenticateAgent, checkOwnerActive, type AgentCredential } from './aut
 import { agentBundle } from './bundle.js';
 import { busFor, type Bus, type BusReply } from './bus.js';
 import type { FullDoc } from '../ingress/types.js';
+import { Turns } from '../ingress/backends/tunnel-group.js';
 import { AgentConnection, TimeoutError } from './connection.js';
 import { DEFAULT_RELAY_POOL, type PooledConnection } from './relay-pool.js';
 import { RESET_PACE } from './reset-pacer.js';
@@ -137,7 +138,7 @@ export class Gateway implements LocalHolder {
   private pools = new Map<string, Set<string>>();
   private poolOf = new Map<string, string>();
   /** The next turn of each pool (per instance). */
-  private turns = new Map<string, number>();
+  private turns = new Turns();
   /** The route modules an endpoint runs (asked for by its agent, gateway/v2/bind.ts), by tunnel. */
   private endpointRoutes = new Map<string, FullDoc>();
   /** Endpoints whose TLS passes through to the agent (proto tls), by tunnel. */
@@ -721,7 +722,7 @@ export class Gateway implements LocalHolder {
       members?.delete(tunnelId);
       if (!members?.size) {
         this.pools.delete(pool);
-        this.turns.delete(pool);
+        this.turns.forget(pool);
       }
       this.poolOf.delete(tunnelId);
     }
@@ -765,11 +766,7 @@ export class Gateway implements LocalHolder {
   }
 
   private nextMember(key: string): string | undefined {
-    const members = this.poolMembers(key);
-    if (members.length <= 1) return members[0];
-    const turn = this.turns.get(key) ?? 0;
-    this.turns.set(key, (turn + 1) % 1_000_000);
-    return members[turn % members.length];
+    return this.turns.pick(key, this.poolMembers(key));
   }
 
   /** Whether the endpoint's tunnel is a tls one (its connections pass through, still encrypted). */

@@ -3,7 +3,23 @@
 // instance's --peer-choice prefer-local), the turn goes over the preferred matching tunnels
 // only, and over all of them when none is preferred.
 
-const turns = new Map<string, number>();
+/** Round-robin turns by key (a backend, a pool): each pick takes the next of the members given. */
+export class Turns {
+  private next = new Map<string, number>();
+
+  pick<T>(key: string, members: readonly T[]): T | undefined {
+    if (!members.length) return undefined;
+    const turn = this.next.get(key) ?? 0;
+    this.next.set(key, (turn + 1) % 1_000_000);
+    return members[turn % members.length];
+  }
+
+  forget(key: string) {
+    this.next.delete(key);
+  }
+}
+
+const turns = new Turns();
 
 export function labelsMatch(want: Record<string, string> | undefined, have: Readonly<Record<string, string>>): boolean {
   for (const [k, v] of Object.entries(want ?? {})) if (have[k] !== v) return false;
@@ -18,7 +34,5 @@ export function pickTunnel(backend: { id: string; labels?: Record<string, string
     const mine = matching.filter(preferred);
     if (mine.length) matching = mine;
   }
-  const turn = turns.get(backend.id) ?? 0;
-  turns.set(backend.id, (turn + 1) % 1_000_000);
-  return matching[turn % matching.length];
+  return turns.pick(backend.id, matching);
 }
