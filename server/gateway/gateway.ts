@@ -8,6 +8,7 @@ import type { ClientHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import { AGENT_PATH, CONTROL, hello as helloSchema, httpUpstreamOf, UPGRADE_TOKEN, type Action, type Bound, type BoundTunnel, type Hello, type TunnelConfig } from '../../agent/protocol.js';
 import { tunnelSession } from '../../provider/catalog/tunnels.js';
+import { isInternalHost, parseEndpointUrl } from '../../provider/catalog/validate/endpoint-url.js';
 import { ApiError, ERRORS, notFound, type ErrorCode } from '../http/errors.js';
 import type { ServerContext } from '../resources/context.js';
 import { newId, newIdBody } from '../store/ids.js';
@@ -371,7 +372,7 @@ export class Gateway implements LocalHolder {
       // Issue 36: an internal endpoint (a name under .internal, --binding internal) is reached
       // only through forward-internal: its URL is its name (and a TCP one's port), no listener's.
       const asked = t.hostname?.toLowerCase();
-      const internal = !!asked && /\.internal$/.test(asked);
+      const internal = !!asked && isInternalHost(asked);
       if (t.bindings?.[0] === 'internal' && !internal) { fail('ERR_SERVICE_103', `tunnel "${t.name}": an internal endpoint needs a URL under .internal (--url https://api.internal)`); continue; }
       if (t.bindings?.[0] === 'public' && internal) { fail('ERR_SERVICE_103', `tunnel "${t.name}": ${asked} is under .internal, which is bound internal, not public`); continue; }
       if (proto === 'tcp' && internal !== (t.port !== undefined)) { fail('ERR_SERVICE_103', `tunnel "${t.name}": an internal TCP endpoint needs its port (--url tcp://NAME.internal:PORT), and only an internal one names a port`); continue; }
@@ -796,8 +797,8 @@ export class Gateway implements LocalHolder {
 
 /** The pool key of an internal endpoint: its URL as forward-internal names it (scheme, name, a TCP port). */
 function internalKey(publicUrl: string): string {
-  const u = new URL(publicUrl);
-  return `internal:${u.protocol}//${u.hostname}${u.protocol === 'tcp:' ? `:${u.port}` : ''}`;
+  const u = parseEndpointUrl(publicUrl);
+  return `internal:${typeof u === 'string' ? publicUrl : u.url}`;
 }
 
 /**

@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { ApiError } from '../../http/errors.js';
 import { OAUTH_PROVIDERS, routeModules } from '../../../provider/catalog/route-modules.js';
 import { parseCidr } from '../../../provider/catalog/validate/cidr.js';
+import { isInternalHost } from '../../../provider/catalog/validate/endpoint-url.js';
 import { BASIC_AUTH_LIMITS } from '../../ingress/modules/basic-auth.js';
 
 /** The module's config as the API would store it (defaults applied), or ERR_SERVICE_103 naming what the schema refused. */
@@ -152,8 +153,6 @@ export interface BindAsk {
   pooled: boolean;
 }
 
-const INTERNAL = /\.internal$/;
-
 /** The endpoint a Bind asks for, or the ApiError it is refused with. `o` is the message with lower-cased keys. */
 export function checkBind(o: any, endpointDomain: string, tcpPorts?: { first: number; last: number }): BindAsk {
   const proto = String(o.proto ?? '');
@@ -191,7 +190,7 @@ export function checkBind(o: any, endpointDomain: string, tcpPorts?: { first: nu
   const wantsInternal = bindings[0] === 'internal';
   /** The binding follows the name: internal exactly for a name under .internal. */
   const bound = (hostname: string) => {
-    const internal = INTERNAL.test(hostname);
+    const internal = isInternalHost(hostname);
     if (wantsInternal && !internal) throw new ApiError('ERR_SERVICE_103', `an internal endpoint's URL must be under .internal (e.g. https://api.internal), not ${JSON.stringify(hostname)}`);
     if (bindings[0] === 'public' && internal) throw new ApiError('ERR_SERVICE_103', `the URL ${JSON.stringify(hostname)} is under .internal, which is bound internal, not public`);
     return internal;
